@@ -1,0 +1,39 @@
+"""The planner interface shared by every planner (classical and LLM).
+
+A planner belongs to one robot and may keep state between rounds (memory). It
+maps the robot's own state and the states of its in-neighbours (only those it
+is allowed to hear, see ``consensus.graphs``) to a new target.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    robot_id: int
+    own: np.ndarray                 # shape (dim,)
+    neighbors: Sequence[np.ndarray]  # in-neighbour states, each shape (dim,); may be empty
+    round: int                      # 0-based planning round of this robot
+
+
+@dataclass
+class PlanResult:
+    target: np.ndarray | None      # new target, shape (dim,); None = keep the last target
+    reasoning: str = ""            # free text shown to humans and recorded (bounded length)
+    fallback: bool = False         # True when the planner could not produce a valid target itself
+    fallback_reason: str = ""      # short machine-readable reason, e.g. "unparseable", "llm_error", "clamped"
+    llm_calls: int = 0             # number of LLM requests this plan used (including retries)
+    clamped: bool = False          # True when the target was clamped into the geofence
+    extra: dict = field(default_factory=dict)
+
+
+class Planner(Protocol):
+    dim: int
+
+    def plan(self, req: PlanRequest) -> PlanResult: ...
+
+    def reset(self) -> None: ...
