@@ -1,0 +1,57 @@
+"""Robot motion models, vectorised over N robots (used by the simulator). ``dt`` is in seconds.
+
+* Single integrator: ``p' = v``; the commanded velocity is in the world frame (robots keep yaw 0).
+* Unicycle: ``x' = v cos θ, y' = v sin θ, θ' = ω``, integrated exactly along the arc for constant
+  (v, ω) over the step; yaw is wrapped to (-π, π].
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: below this |ω| [rad/s] the unicycle step uses the straight-line (midpoint heading) formula
+OMEGA_EPS = 1e-9
+
+
+def wrap_angle(a: np.ndarray | float) -> np.ndarray | float:
+    """Wrap angle(s) to (-π, π]."""
+    wrapped = np.pi - np.mod(np.pi - np.asarray(a, dtype=float), 2.0 * np.pi)
+    return float(wrapped) if np.ndim(wrapped) == 0 else wrapped
+
+
+def _check_dt(dt: float) -> float:
+    dt = float(dt)
+    if not np.isfinite(dt) or dt < 0:
+        raise ValueError(f"dt must be a finite, non-negative number of seconds, got {dt}")
+    return dt
+
+
+def step_single_integrator(pos: np.ndarray, vel_cmd: np.ndarray, dt: float) -> np.ndarray:
+    """Advance positions ``(n, d)`` by world-frame velocities ``(n, d)`` for ``dt`` seconds."""
+    pos = np.asarray(pos, dtype=float)
+    vel_cmd = np.asarray(vel_cmd, dtype=float)
+    if pos.shape != vel_cmd.shape:
+        raise ValueError(f"pos {pos.shape} and vel_cmd {vel_cmd.shape} must have the same shape")
+    if not np.all(np.isfinite(vel_cmd)):
+        raise ValueError("vel_cmd contains NaN or inf")
+    return pos + vel_cmd * _check_dt(dt)
+
+
+def step_unicycle(pose: np.ndarray, v: np.ndarray, w: np.ndarray, dt: float) -> np.ndarray:
+    """Advance poses ``(n, 3)`` = (x, y, yaw) by forward speeds ``v (n,)`` and yaw rates ``w (n,)``."""
+    pose = np.asarray(pose, dtype=float)
+    if pose.ndim != 2 or pose.shape[1] != 3:
+        raise ValueError(f"pose must have shape (n, 3), got {pose.shape}")
+    n = pose.shape[0]
+    v = np.broadcast_to(np.asarray(v, dtype=float), (n,))
+    w = np.broadcast_to(np.asarray(w, dtype=float), (n,))
+    if not (np.all(np.isfinite(v)) and np.all(np.isfinite(w))):
+        raise ValueError("v or w contains NaN or inf")
+    dt = _check_dt(dt)
+    x, y, th = pose[:, 0], pose[:, 1], pose[:, 2]
+    th_new = th + w * dt
+    turning = np.abs(w) > OMEGA_EPS
+    w_safe = np.where(turning, w, 1.0)
+    th_mid = th + 0.5 * w * dt
+    dx = np.where(turning, v / w_safe * (np.sin(th_new) - np.sin(th)), v * dt * np.cos(th_mid))
+    dy = np.where(turning, -v / w_safe * (np.cos(th_new) - np.cos(th)), v * dt * np.sin(th_mid))
+    return np.column_stack([x + dx, y + dy, wrap_angle(th_new)])
