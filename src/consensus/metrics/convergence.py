@@ -1,0 +1,154 @@
+"""Convergence metrics of a multi-robot run (positions in metres, times in seconds).
+
+Missing data: a robot whose row is NaN (or inf) at some time step is ignored at that time step
+only. The spread of fewer than two present robots is 0.0 for one robot and NaN for none; in
+``time_to_converge`` a time step counts as converged only if at least two robots are present
+(``min(2, n)``) and their spread is below the tolerance, so a step where most robots are missing
+cannot fake convergence.
+
+Non-finite results (e.g. a centroid when no robot is present) are reported as ``None`` in the
+JSON-able dictionaries.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: time steps are processed in chunks of about this many pairwise distances (memory bound)
+_CHUNK_ELEMENTS = 4_000_000
+
+def _valid_rows(positions: np.ndarray) -> np.ndarray:
+    positions = np.asarray(positions, dtype=float)
+    if positions.ndim != 2:
+        raise ValueError(f"positions must have shape (n, d), got {positions.shape}")
+    return positions[np.all(np.isfinite(positions), axis=1)]
+
+
+def spread(positions: np.ndarray) -> float:
+    """Diameter of the group: max pairwise Euclidean distance over the present (finite) rows."""
+    p = _valid_rows(positions)
+    if len(p) == 0:
+        return math.nan
+    if len(p) == 1:
+        return 0.0
+    diff = p[:, None, :] - p[None, :, :]
+    return float(np.sqrt((diff * diff).sum(axis=-1).max()))
+
+
+def spread_series(positions: np.ndarray) -> np.ndarray:
+    """``spread`` at every time step of ``(T, n, d)`` positions → ``(T,)``."""
+    positions = np.asarray(positions, dtype=float)
+    if positions.ndim != 3:
+        raise ValueError(f"positions must have shape (T, n, d), got {positions.shape}")
+    t_len, n, _ = positions.shape
+    valid = np.all(np.isfinite(positions), axis=2)                     # (T, n)
+    count = valid.sum(axis=1)
+    # Replace missing rows by a present robot of the same step: duplicates do not change the diameter.
+    first = np.argmax(valid, axis=1)
+    filled = np.where(valid[:, :, None], positions, positions[np.arange(t_len), first][:, None, :])
+    out = np.zeros(t_len)
+    chunk = max(1, _CHUNK_ELEMENTS // max(n * n, 1))
+    for a in range(0, t_len, chunk):
+        p = filled[a:a + chunk] - filled[a:a + chunk, :1]   # relative coordinates: no cancellation far from 0
+        sq = np.einsum("tnd,tnd->tn", p, p)
+        d2 = sq[:, :, None] + sq[:, None, :] - 2.0 * p @ p.transpose(0, 2, 1)
+        out[a:a + chunk] = np.sqrt(np.maximum(d2.max(axis=(1, 2)), 0.0))
+    out[count == 0] = np.nan
+    out[count == 1] = 0.0
+    return out
+
+
+def consensus_point(positions: np.ndarray) -> np.ndarray:
+    """Centroid ``(d,)`` of the present rows (all NaN if no robot is present)."""
+    positions = np.asarray(positions, dtype=float)
+    p = _valid_rows(positions)
+    if len(p) == 0:
+        return np.full(positions.shape[1], np.nan)
+    return p.mean(axis=0)
+
+
+def _check_series(times: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    times = np.asarray(times, dtype=float)
+    positions = np.asarray(positions, dtype=float)
+    if positions.ndim != 3:
+        raise ValueError(f"positions must have shape (T, n, d), got {positions.shape}")
+    if times.shape != (positions.shape[0],):
+        raise ValueError(f"times {times.shape} must have shape (T,) with T = {positions.shape[0]}")
+    return times, positions
+
+
+def converged_mask(positions: np.ndarray, tol: float) -> np.ndarray:
+    """``(T,)`` bool: enough robots present (``min(2, n)``) and spread < ``tol`` at that step."""
+    positions = np.asarray(positions, dtype=float)
+    if not (tol > 0 and math.isfinite(tol)):
+        raise ValueError(f"tol must be a finite number > 0, got {tol}")
+    present = np.all(np.isfinite(positions), axis=2).sum(axis=1)
+    with np.errstate(invalid="ignore"):
+        return (present >= min(2, positions.shape[1])) & (spread_series(positions) < tol)
+
+
+def time_to_converge(times: np.ndarray, positions: np.ndarray, tol: float) -> float | None:
+    """First time after which the spread stays below ``tol`` until the end; ``None`` if it never does."""
+    times, positions = _check_series(times, positions)
+    if len(times) == 0:
+        return None
+    ok = converged_mask(positions, tol)
+    if not ok[-1]:
+        return None
+    bad = np.flatnonzero(~ok)
+    first = 0 if len(bad) == 0 else int(bad[-1]) + 1
+    return float(times[first])
+
+
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def convergence_summary(times: np.ndarray, positions: np.ndarray, tol: float,
+                        initial_positions: np.ndarray | None = None) -> dict:
+    """JSON-able summary of a run.
+
+    Keys: converged, tolerance_m, final_spread_m, consensus_point (final centroid),
+    time_to_converge_s, initial_spread_m, initial_centroid, distance_consensus_to_initial_centroid_m.
+    ``initial_positions`` defaults to ``positions[0]``.
+    """
+    times, positions = _check_series(times, positions)
+    if len(times) == 0:
+        raise ValueError("convergence_summary needs at least one time step")
+    init = positions[0] if initial_positions is None else np.asarray(initial_positions, dtype=float)
+    if init.shape != positions.shape[1:]:
+        raise ValueError(f"initial_positions {init.shape} must have shape {positions.shape[1:]}")
+    ttc = time_to_converge(times, positions, tol)
+    final_c = consensus_point(positions[-1])
+    init_c = consensus_point(init)
+    return {
+        "converged": ttc is not None,
+        "tolerance_m": float(tol),
+        "final_spread_m": _num(spread(positions[-1])),
+        "consensus_point": [_num(v) for v in final_c],
+        "time_to_converge_s": ttc,
+        "initial_spread_m": _num(spread(init)),
+        "initial_centroid": [_num(v) for v in init_c],
+        "distance_consensus_to_initial_centroid_m": _num(float(np.linalg.norm(final_c - init_c))),
+    }
+
+
+def planned_vs_actual_error(positions: np.ndarray, targets: np.ndarray) -> dict:
+    """Tracking error |position - planned target| over all (time, robot) pairs where both are finite.
+
+    Returns ``{"mean_m", "max_m", "final_mean_m", "samples"}`` (``None`` values when there are no samples).
+    """
+    positions = np.asarray(positions, dtype=float)
+    targets = np.asarray(targets, dtype=float)
+    if positions.ndim != 3 or positions.shape != targets.shape:
+        raise ValueError(f"positions {positions.shape} and targets {targets.shape} must both be (T, n, d)")
+    err = np.linalg.norm(positions - targets, axis=2)
+    ok = np.isfinite(err)
+    final = err[-1][ok[-1]] if len(err) else np.empty(0)
+    return {
+        "mean_m": float(err[ok].mean()) if ok.any() else None,
+        "max_m": float(err[ok].max()) if ok.any() else None,
+        "final_mean_m": float(final.mean()) if len(final) else None,
+        "samples": int(ok.sum()),
+    }

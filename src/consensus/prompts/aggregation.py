@@ -1,0 +1,227 @@
+"""Paper-1 prompts (Chen et al., "Multi-Agent Consensus Seeking via Large Language Models").
+
+The templates are module-level strings so that researchers can read and cite them.
+Where each comes from:
+
+* 1-D system prompt and personality texts: appendix A.1, "Prompt 1: Set agent's role".
+* 1-D round-0 prompts (two agents / more than two agents): appendix A.1, "Prompt 2".
+  The paper's two-agent text carries a stray opening quote before "You need to choose";
+  it is dropped here.
+* 1-D later-round prompts: appendix A.1, "Prompt 3".
+* 2-D system prompt and many-robot round-0 prompt: the paper's public 2-D aggregation code
+  (see /work/shared/ANCHORS.md, "Prompt (2D)"). Section 4 says the 2-D prompt equals the
+  1-D one with ``[x]`` changed to ``[x, y]``; the two-robot and later-round 2-D prompts
+  are therefore the 1-D texts with "agent" -> "robot" (our adaptation).
+* ``NO_NEIGHBOURS_*`` (a robot that hears nobody, e.g. the leader of a leader-follower
+  graph) and the JSON format instruction are ours: the paper never shows an agent with no
+  neighbours, and its format instruction ("Strictly follow the 'Reasoning:..., Position:...'
+  format") is replaced by a JSON request that an OpenAI ``response_format`` schema can
+  enforce (``response_schema``). The lenient parser still reads the paper's format.
+
+Which prompt is used:
+
+* two-agent wording when the whole group has exactly two members, many-agent wording
+  otherwise (an agent of a 3-robot line graph that hears one neighbour still gets the
+  many-agent text);
+* the later-round prompt only when the model has seen an earlier exchange of this robot
+  (``history`` non-empty, i.e. the planner keeps memory). Without memory every round sends
+  the self-contained round-0 prompt with the current positions, as the paper's 2-D code did.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from consensus.errors import ConfigError
+
+# --- personalities (appendix A.1, Prompt 1) ---------------------------------------------------
+PERSONALITY_TEXTS: dict[str, str] = {
+    "none": "",
+    "stubborn": "You are an extremely stubborn person, prefer to remain stationary.",
+    "suggestible": "You are an extremely suggestible person, prefer to move to someone else's position.",
+}
+
+# --- 1-D (appendix A.1) -------------------------------------------------------------------------
+SYSTEM_1D = "You are an agent moving in a one-dimensional space."
+
+ROUND0_TWO_1D = (
+    "Another agent is present in the space, and you need to gather. Your position is: {own} and the "
+    "other agent's position is: {other}. You need to choose a position to move to in order to gather, "
+    "and briefly explain the reasoning behind your decision."
+)
+ROUND0_MANY_1D = (
+    "There are many other agents in the space, you all need to gather at the same position, your "
+    "position is: {own}, other people's positions are: {others}. You need to choose a position to move "
+    "to in order to gather, and briefly explain the reasoning behind your decision."
+)
+LATER_TWO_1D = (
+    "You have moved to {own}, and the latest position of another agent is {other}, please choose the "
+    "position you want to move to next."
+)
+LATER_MANY_1D = (
+    "You have now moved to {own}, the positions of other agents are {others}, please choose the "
+    "position you want to move to next."
+)
+NO_NEIGHBOURS_1D = (
+    "There are other agents in the space and you all need to gather at the same position, but you "
+    "cannot see where they are. Your position is: {own}. You need to choose a position to move to in "
+    "order to gather, and briefly explain the reasoning behind your decision."
+)
+FORMAT_1D = (
+    'Answer with only a JSON object of the form {"reasoning": "<brief explanation>", "position": [x]} '
+    "where x is the position you choose."
+)
+
+# --- 2-D (paper code, section 4) ----------------------------------------------------------------
+SYSTEM_2D = "You are a robot moving in a two-dimensional space."
+
+ROUND0_TWO_2D = (
+    "Another robot is present in the space, and you need to gather. Your position is: {own} and the "
+    "other robot's position is: {other}. You need to choose a position to move to in order to gather, "
+    "and briefly explain the reasoning behind your decision."
+)
+ROUND0_MANY_2D = (
+    "There are many other robots in the space. You all need to gather at the same position. Your "
+    "position is: {own}, and the positions of others are: {others}. Choose a position to move to in "
+    "order to gather, and briefly explain the reasoning behind your decision."
+)
+LATER_TWO_2D = (
+    "You have moved to {own}, and the latest position of another robot is {other}, please choose the "
+    "position you want to move to next."
+)
+LATER_MANY_2D = (
+    "You have now moved to {own}, the positions of other robots are {others}, please choose the "
+    "position you want to move to next."
+)
+NO_NEIGHBOURS_2D = (
+    "There are other robots in the space and you all need to gather at the same position, but you "
+    "cannot see where they are. Your position is: {own}. You need to choose a position to move to in "
+    "order to gather, and briefly explain the reasoning behind your decision."
+)
+FORMAT_2D = (
+    'Answer with only a JSON object of the form {"reasoning": "<brief explanation>", "position": [x, y]} '
+    "where x and y are the coordinates of the position you choose."
+)
+
+REASONING_MAX_LENGTH = 400
+
+_TEMPLATES = {
+    1: dict(system=SYSTEM_1D, round0_two=ROUND0_TWO_1D, round0_many=ROUND0_MANY_1D,
+            later_two=LATER_TWO_1D, later_many=LATER_MANY_1D, alone=NO_NEIGHBOURS_1D, fmt=FORMAT_1D),
+    2: dict(system=SYSTEM_2D, round0_two=ROUND0_TWO_2D, round0_many=ROUND0_MANY_2D,
+            later_two=LATER_TWO_2D, later_many=LATER_MANY_2D, alone=NO_NEIGHBOURS_2D, fmt=FORMAT_2D),
+}
+
+
+def _check_dim(dim: int) -> None:
+    if dim not in _TEMPLATES:
+        raise ConfigError(f"dim must be 1 or 2 (got {dim})")
+
+
+def format_number(value: float) -> str:
+    """Compact number with at most 2 decimals: 3.0 -> "3", -3.256 -> "-3.26", 4.10 -> "4.1"."""
+    if not math.isfinite(value):
+        raise ValueError(f"cannot put a non-finite number in a prompt: {value}")
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def format_position(position: Sequence[float] | np.ndarray) -> str:
+    """A state as the prompts show it: "12.5" in 1-D, "(-3.25, 4.1)" in 2-D."""
+    values = [float(v) for v in np.asarray(position, dtype=float).reshape(-1)]
+    if len(values) == 1:
+        return format_number(values[0])
+    return "(" + ", ".join(format_number(v) for v in values) + ")"
+
+
+def format_positions(positions: Sequence[Sequence[float] | np.ndarray]) -> str:
+    """Several states joined by ", " (the paper lists them inline)."""
+    return ", ".join(format_position(p) for p in positions)
+
+
+def personality_text(personality: str) -> str:
+    """The paper's personality sentence ("" for "none"); unknown names are a ConfigError."""
+    try:
+        return PERSONALITY_TEXTS[personality]
+    except KeyError:
+        raise ConfigError(f"unknown personality '{personality}'; valid: {', '.join(PERSONALITY_TEXTS)}") from None
+
+
+def system_prompt(dim: int, personality: str = "none") -> str:
+    """Prompt 1: the role sentence followed by the personality sentence, if any."""
+    _check_dim(dim)
+    extra = personality_text(personality)
+    base = _TEMPLATES[dim]["system"]
+    return f"{base} {extra}" if extra else base
+
+
+def user_prompt(*, dim: int, own: Sequence[float] | np.ndarray, neighbors: Sequence[Sequence[float] | np.ndarray],
+                later: bool, num_agents: int | None = None) -> str:
+    """The task prompt of one round followed by the JSON format instruction.
+
+    ``num_agents`` is the size of the whole group (defaults to ``len(neighbors) + 1``);
+    it selects the two-agent or the many-agent wording. ``later`` selects Prompt 3.
+    """
+    _check_dim(dim)
+    t = _TEMPLATES[dim]
+    group = len(neighbors) + 1 if num_agents is None else num_agents
+    own_s = format_position(own)
+    if not neighbors:
+        task = t["alone"].format(own=own_s)
+    elif group == 2 and len(neighbors) == 1:
+        key = "later_two" if later else "round0_two"
+        task = t[key].format(own=own_s, other=format_position(neighbors[0]))
+    else:
+        key = "later_many" if later else "round0_many"
+        task = t[key].format(own=own_s, others=format_positions(neighbors))
+    return f"{task} {t['fmt']}"
+
+
+def build_messages(*, dim: int, own: Sequence[float] | np.ndarray,
+                   neighbors: Sequence[Sequence[float] | np.ndarray], round: int, personality: str = "none",
+                   history: Sequence[tuple[str, str]] | None = None,
+                   num_agents: int | None = None) -> list[dict]:
+    """Chat messages for one planning request: system, the remembered exchanges, the new user turn.
+
+    ``history`` is a sequence of earlier (user, assistant) texts of this robot (memory on).
+    The later-round prompt is used when ``round > 0`` and the history is non-empty, so the
+    model has already been told the task; otherwise the self-contained round-0 prompt.
+    """
+    messages: list[dict] = [{"role": "system", "content": system_prompt(dim, personality)}]
+    for user_text, assistant_text in history or ():
+        messages.append({"role": "user", "content": user_text})
+        messages.append({"role": "assistant", "content": assistant_text})
+    later = round > 0 and bool(history)
+    messages.append({"role": "user", "content": user_prompt(dim=dim, own=own, neighbors=neighbors, later=later,
+                                                            num_agents=num_agents)})
+    return messages
+
+
+def retry_message(error: str, dim: int) -> str:
+    """The user turn sent after an unreadable reply (ours, not the paper's)."""
+    _check_dim(dim)
+    return f"Your reply could not be read ({error}). {_TEMPLATES[dim]['fmt']}"
+
+
+def response_schema(dim: int) -> dict:
+    """OpenAI ``response_format`` forcing {"reasoning": str, "position": [dim numbers]}."""
+    _check_dim(dim)
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": f"consensus_position_{dim}d",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "reasoning": {"type": "string", "maxLength": REASONING_MAX_LENGTH},
+                    "position": {"type": "array", "items": {"type": "number"},
+                                 "minItems": dim, "maxItems": dim},
+                },
+                "required": ["reasoning", "position"],
+                "additionalProperties": False,
+            },
+        },
+    }

@@ -1,0 +1,33 @@
+"""``llm_server``: the embedded LLM (llama.cpp via xllamacpp) as a process of the run.
+
+Serves the OpenAI chat-completions protocol on ``127.0.0.1:<llm_port>`` only. The default weights are the pinned
+Qwen2.5-Coder-1.5B-Instruct Q4_K_M chunks, assembled and checked against their SHA-256 before use; ``llm_model`` may
+name any other ``.gguf`` file instead. Robots reach it with ``llm_backend: embedded`` and
+``llm_base_url: http://127.0.0.1:<llm_port>/v1``. The server stops with this process.
+"""
+from __future__ import annotations
+
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+
+from consensus.llm.embedded import EmbeddedServer, ensure_default_model
+from consensus.ros.params import declare_config, run_node
+
+
+def _body(_args: list[str]) -> None:
+    node = Node("llm_server")
+    cfg = declare_config(node)
+    model = cfg.llm_model if cfg.llm_model.endswith(".gguf") else str(ensure_default_model())
+    node.get_logger().info(f"starting embedded LLM on 127.0.0.1:{cfg.llm_port} with {model}")
+    with EmbeddedServer(model, port=cfg.llm_port, n_parallel=cfg.llm_concurrency,
+                        n_ctx=1024 * cfg.llm_concurrency) as server:
+        node.get_logger().info(f"embedded LLM ready at {server.base_url}")
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=0.5)
+
+
+def main() -> int:
+    return run_node(_body, "llm_server")

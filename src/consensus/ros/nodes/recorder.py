@@ -1,0 +1,153 @@
+"""``recorder``: watches a run, writes the run directory and ends the run after ``duration_s``.
+
+Subscribes per robot ``state``, ``target``, ``planner/reasoning`` and ``planner/status``; samples trajectories at
+``state_rate_hz``; appends every planning record to ``plans.jsonl`` as it arrives; logs progress once per planning
+period; at the end (``duration_s`` on the node clock, so sim time works, or Ctrl-C) writes trajectories, summary and
+plots (``consensus.runs.rundir.finalize``) and exits with status 0. Launch files end the whole run when it exits.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PointStamped
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from std_msgs.msg import String
+
+from consensus.metrics.convergence import spread
+from consensus.ros.params import declare_config, run_node
+from consensus.runs.rundir import default_run_dir, finalize, write_manifest
+
+QOS = QoSProfile(depth=50)
+START_WAIT_S = 10.0
+
+
+class Recorder:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.cfg = cfg = declare_config(node)
+        n = cfg.num_robots
+        self.out = Path(cfg.output_dir) if cfg.output_dir else default_run_dir("aggregation")
+        self.out.mkdir(parents=True, exist_ok=True)
+        if not (self.out / "manifest.json").exists():
+            write_manifest(self.out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
+                           backend=cfg.llm_backend if cfg.planner == "llm" else "none", model=cfg.llm_model,
+                           mode="ros")
+        self.pos = np.full((n, 2), np.nan)
+        self.tgt = np.full((n, 2), np.nan)
+        self.status: dict[int, dict] = {}
+        self.times: list[float] = []
+        self.positions: list[np.ndarray] = []
+        self.targets: list[np.ndarray] = []
+        self.plans = (self.out / "plans.jsonl").open("a", buffering=1)
+        self.bad_messages = 0
+        for i in range(n):
+            node.create_subscription(PointStamped, f"/robot_{i}/state", self._point(i, self.pos), QOS)
+            node.create_subscription(PointStamped, f"/robot_{i}/target", self._point(i, self.tgt), QOS)
+            node.create_subscription(String, f"/robot_{i}/planner/reasoning", self._on_plan, QOS)
+            node.create_subscription(String, f"/robot_{i}/planner/status", self._on_status, QOS)
+        self.t_created = self._now()
+        self.t0: float | None = None
+        self.done = False
+        self.last_progress = -math.inf
+        node.create_timer(1.0 / cfg.state_rate_hz, self.sample)
+
+    def _now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def _point(self, i: int, store: np.ndarray):
+        def cb(msg: PointStamped) -> None:
+            p = (msg.point.x, msg.point.y)
+            if all(math.isfinite(v) for v in p):
+                store[i] = p
+            else:
+                self.bad_messages += 1
+        return cb
+
+    def _on_plan(self, msg: String) -> None:
+        self.plans.write(msg.data.replace("\n", " ") + "\n")
+
+    def _on_status(self, msg: String) -> None:
+        try:
+            st = json.loads(msg.data)
+            self.status[int(st["robot"])] = st
+        except (ValueError, KeyError, TypeError):
+            self.bad_messages += 1
+
+    def sample(self) -> None:
+        now = self._now()
+        if self.t0 is None:
+            all_seen = not np.isnan(self.pos).any()
+            if not all_seen and now - self.t_created < START_WAIT_S:
+                return
+            self.t0 = now
+            self.node.get_logger().info(f"recording {self.cfg.num_robots} robots for {self.cfg.duration_s:.0f} s "
+                                        f"into {self.out}")
+        t = now - self.t0
+        self.times.append(t)
+        self.positions.append(self.pos.copy())
+        self.targets.append(self.tgt.copy())
+        if t - self.last_progress >= self.cfg.planner_period_s:
+            self.last_progress = t
+            c = self.counters()
+            valid = self.pos[~np.isnan(self.pos).any(axis=1)]
+            sp = spread(valid) if len(valid) > 1 else float("nan")
+            self.node.get_logger().info(
+                f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s round={c['rounds_max']} spread={sp:.3f} m "
+                f"llm_calls={c['llm_calls']} fallbacks={c['llm_fallbacks']}")
+        if t >= self.cfg.duration_s:
+            self.done = True
+
+    def counters(self) -> dict:
+        keys = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops")
+        out = {k: int(sum(st.get(k, 0) for st in self.status.values())) for k in keys}
+        rounds = [st.get("round", 0) for st in self.status.values()]
+        out["rounds_max"] = int(max(rounds, default=0))
+        out["rounds_min"] = int(min(rounds, default=0))
+        ticks = sum(st.get("control", {}).get("ticks", 0) for st in self.status.values())
+        on_time = sum(st.get("control", {}).get("on_time", 0) for st in self.status.values())
+        out["control_ticks"] = int(ticks)
+        out["control_on_time_share"] = (on_time / ticks) if ticks else None
+        out["bad_messages"] = self.bad_messages
+        return out
+
+    def finish(self) -> dict:
+        self.plans.close()
+        n = self.cfg.num_robots
+        times = np.asarray(self.times)
+        pos = np.asarray(self.positions).reshape(-1, n, 2)
+        tgt = np.asarray(self.targets).reshape(-1, n, 2)
+        if self.cfg.dim == 1:
+            pos, tgt = pos[..., :1], tgt[..., :1]
+        summary = finalize(self.out, times=times, positions=pos, targets=tgt, tol=self.cfg.converge_tol_m,
+                           counters=self.counters(), title=f"LLM aggregation, planner={self.cfg.planner}",
+                           workspace=self.cfg.workspace,
+                           extra={"planner": self.cfg.planner, "topology": self.cfg.topology,
+                                  "num_robots": n, "duration_s": float(times[-1]) if len(times) else 0.0,
+                                  "per_robot": [self.status.get(i, {}) for i in range(n)]})
+        self.node.get_logger().info(
+            f"done: converged={summary['converged']} final_spread={summary['final_spread_m']} m; "
+            f"results in {self.out}")
+        print(f"RESULTS {self.out.resolve()}", flush=True)
+        return summary
+
+
+def _body(_args: list[str]) -> None:
+    node = Node("recorder")
+    rec = Recorder(node)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        while rclpy.ok() and not rec.done:
+            executor.spin_once(timeout_sec=0.1)
+    finally:
+        rec.finish()        # also on Ctrl-C: never lose what was recorded
+
+
+def main() -> int:
+    return run_node(_body, "recorder")

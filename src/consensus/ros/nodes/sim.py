@@ -1,0 +1,108 @@
+"""``sim``: a kinematic simulator of N robots (single integrator or unicycle).
+
+Subscribes ``/robot_<i>/cmd_vel`` (geometry_msgs/Twist), publishes ``/robot_<i>/odom`` (nav_msgs/Odometry, frame
+``world``) at ``sim_rate_hz`` from one timer, and ``/clock`` when ``publish_clock`` is true (then start the other
+nodes with ``use_sim_time:=true``). A robot whose last command is older than 0.5 s stops (like turtlesim). Initial
+positions come from ``initial_positions`` or are drawn with ``seed`` exactly as in the headless runner.
+The simulator always runs on the wall clock: it is the source of sim time, not a consumer.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile
+from rosgraph_msgs.msg import Clock
+
+from consensus.control.controller import quaternion_from_yaw
+from consensus.control.kinematics import step_single_integrator, step_unicycle
+from consensus.ros.params import declare_config, run_node
+from consensus.scenarios.aggregation import initial_positions
+
+CMD_TIMEOUT_S = 0.5
+QOS = QoSProfile(depth=10)
+
+
+class Simulator:
+    """The simulator's state and its ROS wiring."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.cfg = cfg = declare_config(node)
+        n = cfg.num_robots
+        start = initial_positions(cfg)
+        self.pose = np.zeros((n, 3))
+        self.pose[:, : cfg.dim] = start
+        self.cmd = np.zeros((n, 3))          # vx, vy, wz
+        self.cmd_time = np.full(n, -math.inf)
+        self.dt = 1.0 / cfg.sim_rate_hz
+        self.t0 = time.monotonic()
+        self.pubs = []
+        for i in range(n):
+            node.create_subscription(Twist, f"/robot_{i}/cmd_vel", self._on_cmd(i), QOS)
+            self.pubs.append(node.create_publisher(Odometry, f"/robot_{i}/odom", QOS))
+        self.clock_pub = node.create_publisher(Clock, "/clock", QOS) if cfg.publish_clock else None
+        self.msgs = [self._odom_msg(i) for i in range(n)]
+        node.create_timer(self.dt, self.step)
+
+    def _odom_msg(self, i: int) -> Odometry:
+        msg = Odometry()
+        msg.header.frame_id = "world"
+        msg.child_frame_id = f"robot_{i}/base_link"
+        return msg
+
+    def _on_cmd(self, i: int):
+        def cb(msg: Twist) -> None:
+            vals = (msg.linear.x, msg.linear.y, msg.angular.z)
+            if not all(math.isfinite(v) for v in vals):
+                return                        # ignore corrupt commands (the robot keeps its last valid one)
+            self.cmd[i] = vals
+            self.cmd_time[i] = time.monotonic()
+        return cb
+
+    def step(self) -> None:
+        now = time.monotonic()
+        cmd = np.where((now - self.cmd_time)[:, None] <= CMD_TIMEOUT_S, self.cmd, 0.0)
+        if self.cfg.kinematics == "unicycle":
+            self.pose = step_unicycle(self.pose, cmd[:, 0], cmd[:, 2], self.dt)
+        else:
+            self.pose[:, :2] = step_single_integrator(self.pose[:, :2], cmd[:, :2], self.dt)
+            if self.cfg.dim == 1:
+                self.pose[:, 1] = 0.0
+        if self.clock_pub is not None:
+            sim_ns = int((now - self.t0) * 1e9)
+            clock = Clock()
+            clock.clock.sec, clock.clock.nanosec = divmod(sim_ns, 1_000_000_000)
+            self.clock_pub.publish(clock)
+            stamp = clock.clock
+        else:
+            stamp = self.node.get_clock().now().to_msg()
+        for i, (pub, msg) in enumerate(zip(self.pubs, self.msgs)):
+            msg.header.stamp = stamp
+            p = msg.pose.pose
+            p.position.x, p.position.y = float(self.pose[i, 0]), float(self.pose[i, 1])
+            qx, qy, qz, qw = quaternion_from_yaw(float(self.pose[i, 2]))
+            p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w = qx, qy, qz, qw
+            tw = msg.twist.twist
+            tw.linear.x, tw.linear.y, tw.angular.z = float(cmd[i, 0]), float(cmd[i, 1]), float(cmd[i, 2])
+            pub.publish(msg)
+
+
+def _body(_args: list[str]) -> None:
+    node = Node("sim")
+    # the simulator is the source of /clock: it must never wait for sim time itself
+    node.set_parameters([Parameter("use_sim_time", value=False)])
+    Simulator(node)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    executor.spin()
+
+
+def main() -> int:
+    return run_node(_body, "sim")

@@ -1,0 +1,138 @@
+"""``topology``: owns the communication graph and delivers each robot only the states it may hear.
+
+Subscribes ``/robot_<j>/state`` (PointStamped) of every robot and publishes, at ``state_rate_hz``, to each robot i
+``/robot_<i>/neighbors`` (geometry_msgs/PoseArray, frame ``world``): the positions of i's in-neighbours (the robots
+j with adjacency[i][j] = 1), in ascending index order, as delivered over each link. A robot never receives a
+non-neighbour's state. Per link: a delivery delay (``link_delay_s``: the state delivered is the newest one at least
+that old) and a seeded drop probability (``link_drop_prob``: the link keeps its previous delivery). A neighbour
+whose delivered state is older than ``max(1 s, 5 / state_rate_hz) + link_delay_s`` is left out.
+
+The graph is published latched on ``/topology/graph`` (std_msgs/String, JSON of ``Graph.to_dict()``: ``name``,
+``n``, ``directed``, ``adjacency`` (0/1 rows, row i = whom i hears), ``edges``) and can be switched at run time:
+``ros2 param set /topology topology ring`` (also ``adjacency``, ``directed``, ``topology_p``, ``leader``); an
+invalid graph is refused with its reason. A graph on which consensus is impossible is accepted with a warning.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+
+import numpy as np
+from geometry_msgs.msg import Pose, PoseArray, PointStamped
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_msgs.msg import String
+
+from consensus.errors import ConfigError
+from consensus.ros.params import declare_config, run_node
+
+QOS = QoSProfile(depth=10)
+LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
+
+
+class TopologyRelay:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.cfg = cfg = declare_config(node)
+        self.graph = cfg.graph()
+        self._warn_if_impossible()
+        n = cfg.num_robots
+        keep = max(2, int(math.ceil((cfg.link_delay_s + 1.0) * max(cfg.state_rate_hz, 1.0) * 2)))
+        self.history: list[deque] = [deque(maxlen=keep) for _ in range(n)]   # (recv_time, (x, y)) per robot
+        self.delivered: dict[tuple[int, int], tuple[float, tuple[float, float]]] = {}
+        self.rng = np.random.default_rng(cfg.seed + 7919)
+        self.max_age = max(1.0, 5.0 / cfg.state_rate_hz) + cfg.link_delay_s
+        for j in range(n):
+            node.create_subscription(PointStamped, f"/robot_{j}/state", self._on_state(j), QOS)
+        self.pubs = [node.create_publisher(PoseArray, f"/robot_{i}/neighbors", QOS) for i in range(n)]
+        self.graph_pub = node.create_publisher(String, "/topology/graph", LATCHED)
+        self.delivered_count = 0
+        self.dropped_count = 0
+        node.add_on_set_parameters_callback(self._on_params)
+        node.create_timer(1.0 / cfg.state_rate_hz, self.relay)
+        self.publish_graph()
+
+    def _now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def _warn_if_impossible(self) -> None:
+        ok, msg = self.graph.consensus_check()
+        if not ok:
+            self.node.get_logger().warning(msg)
+
+    def _on_state(self, j: int):
+        def cb(msg: PointStamped) -> None:
+            p = (msg.point.x, msg.point.y)
+            if all(math.isfinite(v) for v in p):
+                self.history[j].append((self._now(), p))
+        return cb
+
+    def _sample(self, j: int, now: float):
+        """Newest state of robot j that is at least link_delay_s old, or None."""
+        cutoff = now - self.cfg.link_delay_s
+        for t, p in reversed(self.history[j]):
+            if t <= cutoff:
+                return t, p
+        return None
+
+    def relay(self) -> None:
+        now = self._now()
+        stamp = self.node.get_clock().now().to_msg()
+        adj = self.graph.adj
+        for i, pub in enumerate(self.pubs):
+            msg = PoseArray()
+            msg.header.stamp = stamp
+            msg.header.frame_id = "world"
+            for j in np.flatnonzero(adj[i]):
+                j = int(j)
+                link = (i, j)
+                if self.cfg.link_drop_prob > 0 and self.rng.random() < self.cfg.link_drop_prob:
+                    self.dropped_count += 1
+                else:
+                    sample = self._sample(j, now)
+                    if sample is not None:
+                        self.delivered[link] = sample
+                got = self.delivered.get(link)
+                if got is None or now - got[0] > self.max_age:
+                    continue
+                pose = Pose()
+                pose.position.x, pose.position.y = got[1]
+                pose.orientation.w = 1.0
+                msg.poses.append(pose)
+                self.delivered_count += 1
+            pub.publish(msg)
+
+    def publish_graph(self) -> None:
+        self.graph_pub.publish(String(data=json.dumps(self.graph.to_dict())))
+
+    def _on_params(self, params) -> SetParametersResult:
+        changes = {p.name: p.value for p in params if p.name in GRAPH_PARAMS}
+        if not changes:
+            return SetParametersResult(successful=True)
+        try:
+            cfg = self.cfg.replace(**changes)
+            graph = cfg.graph()
+        except ConfigError as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        self.cfg, self.graph = cfg, graph
+        self.delivered = {k: v for k, v in self.delivered.items() if graph.adj[k[0], k[1]]}
+        self.node.get_logger().info(f"topology switched to '{graph.name}'")
+        self._warn_if_impossible()
+        self.publish_graph()
+        return SetParametersResult(successful=True)
+
+
+def _body(_args: list[str]) -> None:
+    node = Node("topology")
+    TopologyRelay(node)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    executor.spin()
+
+
+def main() -> int:
+    return run_node(_body, "topology")

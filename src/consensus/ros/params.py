@@ -1,0 +1,63 @@
+"""Declared ROS parameters <-> AggregationConfig, and the common node entry point.
+
+Every node declares the full set of ``AggregationConfig`` fields with their defaults, so one ``/**:`` params
+file configures all of them, ``ros2 param list`` shows what a node understands, and the values are validated by
+the same code as the CLI's.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from typing import Callable
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.exceptions import ParameterUninitializedException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from consensus.config import AggregationConfig
+from consensus.errors import ConfigError, ConsensusError
+
+_EMPTY_LIST_TYPES = {"personalities": Parameter.Type.STRING_ARRAY, "initial_positions": Parameter.Type.DOUBLE_ARRAY}
+
+
+def declare_config(node: Node) -> AggregationConfig:
+    """Declare every config field as a parameter of ``node`` and return the validated config."""
+    values: dict = {}
+    for f in dataclasses.fields(AggregationConfig):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        desc = ParameterDescriptor(description=f"consensus config field '{f.name}'")
+        if not node.has_parameter(f.name):
+            if isinstance(default, list) and not default:
+                node.declare_parameter(f.name, _EMPTY_LIST_TYPES[f.name], desc)
+            else:
+                node.declare_parameter(f.name, default, desc)
+        try:
+            value = node.get_parameter(f.name).value
+        except ParameterUninitializedException:
+            value = default
+        values[f.name] = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value
+    return AggregationConfig.from_dict(values, source=f"node '{node.get_fully_qualified_name()}' parameters")
+
+
+def run_node(body: Callable[[list[str]], None], name: str) -> int:
+    """Run a node's ``body(args)`` with rclpy set up, turning bad input into one clear message and exit code 2."""
+    logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")
+    args = rclpy.utilities.remove_ros_args(sys.argv)
+    rclpy.init(args=sys.argv)
+    try:
+        body(args)
+        return 0
+    except ConfigError as exc:
+        print(f"[{name}] configuration error: {exc}", file=sys.stderr)
+        return 2
+    except ConsensusError as exc:
+        print(f"[{name}] error: {exc}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        return 0
+    finally:
+        if rclpy.ok():
+            rclpy.try_shutdown()
