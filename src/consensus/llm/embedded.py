@@ -25,7 +25,7 @@ import weakref
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from consensus.errors import ConsensusError
+from consensus.errors import ConfigError, ConsensusError
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,7 @@ def assemble(parts: Iterable[str | os.PathLike], dest: str | os.PathLike, sha256
                         written += len(chunk)
             out.flush()
             os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
         if tmp.stat().st_size != written:
             raise EmbeddedModelError(f"short write assembling {dest}: {tmp.stat().st_size} of {written} bytes")
         got = h.hexdigest()
@@ -218,3 +219,155 @@ def resolve_model_path(model: str | os.PathLike, sha256: str | None = None) -> P
     if sha256:
         verify_file(p, sha256)
     return p
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
+_live_servers: "weakref.WeakSet[EmbeddedServer]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_servers() -> None:
+    for srv in list(_live_servers):
+        srv.close()
+
+
+class EmbeddedServer:
+    """llama.cpp's OpenAI-compatible HTTP server (xllamacpp) on 127.0.0.1, in this process.
+
+    ``start()`` loads the model (blocking, a few seconds), then waits at most
+    ``startup_timeout_s`` for ``/health`` to answer 200. ``base_url`` is the
+    ``http://127.0.0.1:PORT/v1`` address for an OpenAI client. ``close()`` (also on
+    leaving ``with`` and at interpreter exit) stops the server and frees the model.
+    When ``api_key`` is set the server refuses chat requests without it.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_parallel: int = 1,
+        port: int = 0,
+        *,
+        startup_timeout_s: float = 60.0,
+        api_key: str | None = None,
+        verbose: bool = False,
+    ) -> None:
+        if n_ctx < 256:
+            raise ConfigError(f"embedded n_ctx must be >= 256, got {n_ctx!r}")
+        if n_parallel < 1:
+            raise ConfigError(f"embedded n_parallel must be >= 1, got {n_parallel!r}")
+        if n_threads is not None and n_threads < 1:
+            raise ConfigError(f"embedded n_threads must be >= 1, got {n_threads!r}")
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"embedded port must be in 0..65535, got {port!r}")
+        self.model_path = Path(model_path)
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or len(os.sched_getaffinity(0))
+        self.n_parallel = n_parallel
+        self.port = port
+        self.startup_timeout_s = startup_timeout_s
+        self.model_alias = self.model_path.stem
+        self._api_key = api_key
+        self._verbose = verbose
+        self._server = None
+        self._address = ""
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedServer(model={str(self.model_path)!r}, address={self._address!r})"
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-compatible base URL (``http://127.0.0.1:PORT/v1``)."""
+        if not self._address:
+            raise EmbeddedModelError("embedded server is not running")
+        return self._address + "/v1"
+
+    def _params(self):
+        import xllamacpp
+
+        p = xllamacpp.CommonParams()
+        p.model.path = str(self.model_path)
+        p.model_alias = {self.model_alias}
+        p.hostnames = ["127.0.0.1"]
+        p.port = self.port
+        p.n_ctx = self.n_ctx
+        p.n_parallel = self.n_parallel
+        p.cpuparams.n_threads = self.n_threads
+        p.cpuparams_batch.n_threads = self.n_threads
+        p.ui = False
+        p.verbosity = 3 if self._verbose else 0
+        if self._api_key:
+            p.api_keys = [self._api_key]
+        return p
+
+    def start(self) -> "EmbeddedServer":
+        """Load the model and start serving; raise EmbeddedModelError if that fails."""
+        with self._lock:
+            if self._server is not None:
+                return self
+            try:
+                import xllamacpp
+            except ImportError as exc:
+                raise EmbeddedModelError(f"the embedded backend needs the xllamacpp package: {exc}") from None
+            if not self.model_path.is_file():
+                raise EmbeddedModelError(f"model file not found: {self.model_path}")
+            t0 = time.monotonic()
+            try:
+                server = xllamacpp.Server(self._params())
+            except RuntimeError as exc:
+                raise EmbeddedModelError(f"llama.cpp could not load {self.model_path}: {exc}") from None
+            address = str(server.listening_address).rstrip("/")
+            if not address.startswith("http://127.0.0.1:"):
+                del server
+                raise EmbeddedModelError(f"embedded server listens on an unexpected address: {address!r}")
+            self._server, self._address = server, address
+            _live_servers.add(self)
+        try:
+            self._wait_healthy(t0)
+        except BaseException:
+            self.close()
+            raise
+        log.info("embedded llama.cpp server for %s on %s (loaded in %.1fs, %d threads, n_ctx %d)",
+                 self.model_path.name, self._address, time.monotonic() - t0, self.n_threads, self.n_ctx)
+        return self
+
+    def _wait_healthy(self, t0: float) -> None:
+        deadline = t0 + self.startup_timeout_s
+        last = ""
+        while True:
+            try:
+                with _NO_PROXY.open(self._address + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+                    last = f"HTTP {r.status}"
+            except urllib.error.HTTPError as exc:   # 503 while the model is loading
+                last = f"HTTP {exc.code}"
+            except OSError as exc:
+                last = str(exc)
+            if time.monotonic() >= deadline:
+                raise EmbeddedModelError(
+                    f"embedded server at {self._address} not healthy after {self.startup_timeout_s:.0f}s ({last})"
+                )
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        """Stop the server (idempotent). Dropping the last reference runs llama.cpp's shutdown."""
+        with self._lock:
+            server, self._server = self._server, None
+            self._address = ""
+            _live_servers.discard(self)
+        if server is not None:
+            del server
+            log.info("embedded llama.cpp server for %s stopped", self.model_path.name)
+
+    def __enter__(self) -> "EmbeddedServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,216 @@
+"""OpenAI-compatible chat client (OpenAI, the embedded llama.cpp server, or any local server).
+
+Retries are done here, not by the ``openai`` package (its own ``max_retries`` is 0),
+so the retry count in ``status()`` is exact. The API key is read once and kept only
+inside the ``openai.OpenAI`` object; it never appears in logs, errors, ``repr`` or
+``status()``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from urllib.parse import urlsplit
+
+import openai
+
+from consensus.errors import ConfigError
+from consensus.llm.base import ChatRequest, ChatResponse, LLMError
+
+log = logging.getLogger(__name__)
+
+DUMMY_KEY = "not-needed"
+_LOCAL_HOSTS = {"localhost", "::1", "0.0.0.0"}
+_OPENAI_HOSTS = {"api.openai.com"}
+
+
+def is_local_url(base_url: str | None) -> bool:
+    """True when ``base_url`` points at this machine (loopback or localhost)."""
+    if not base_url:
+        return False
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host in _LOCAL_HOSTS or host.startswith("127.")
+
+
+class OpenAIChatClient:
+    """``LLMClient`` for any OpenAI-compatible ``/v1/chat/completions`` endpoint.
+
+    ``complete`` retries timeouts, connection errors, 5xx and 429 up to ``max_retries``
+    times with exponential backoff and jitter; other 4xx fail at once. A final failure
+    raises ``LLMError`` and puts ``status()["state"]`` to "down" until the next success.
+    At most ``concurrency`` HTTP requests are in flight at once (across threads).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 30.0,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        concurrency: int = 4,
+        *,
+        api_key: str | None = None,
+    ) -> None:
+        if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+            raise ConfigError(f"llm timeout_s must be > 0, got {timeout_s!r}")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigError(f"llm max_retries must be an integer >= 0, got {max_retries!r}")
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"llm concurrency must be an integer >= 1, got {concurrency!r}")
+        if backoff_s < 0 or backoff_max_s < 0:
+            raise ConfigError(f"llm backoff_s/backoff_max_s must be >= 0, got {backoff_s!r}/{backoff_max_s!r}")
+        base_url = base_url or None
+        host = (urlsplit(base_url).hostname or "").lower() if base_url else "api.openai.com"
+        if not model and (base_url is None or host in _OPENAI_HOSTS):
+            raise ConfigError("llm model must be set for the OpenAI endpoint (e.g. model: gpt-4o-mini)")
+        key = api_key or os.environ.get(api_key_env, "").strip()
+        if not key:
+            if base_url is None or host in _OPENAI_HOSTS:
+                raise LLMError(
+                    f"no API key: set the environment variable {api_key_env} "
+                    "(or point base_url at a local OpenAI-compatible server)"
+                )
+            if not is_local_url(base_url):
+                log.warning("no API key in %s for remote endpoint %s; sending a dummy key", api_key_env, base_url)
+            key = DUMMY_KEY
+        self._secret = key
+        self.model = model
+        self.base_url = base_url or "https://api.openai.com/v1"
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max_retries
+        self.backoff_s = float(backoff_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self.concurrency = concurrency
+        self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
+        self._sem = threading.BoundedSemaphore(concurrency)
+        self._lock = threading.Lock()
+        self._state = "ok"
+        self._calls = 0
+        self._errors = 0
+        self._retries = 0
+        self._last_error = ""
+        self._last_latency_s = 0.0
+        self._rng = random.Random()
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r})"
+
+    def _scrub(self, text: str) -> str:
+        """Remove the API key from a message (defence in depth: servers may echo it)."""
+        if self._secret and self._secret != DUMMY_KEY:
+            text = text.replace(self._secret, "***")
+        return text
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Delay before retry number ``attempt`` (1-based): exponential, jittered, capped."""
+        base = min(self.backoff_max_s, self.backoff_s * (2 ** (attempt - 1)))
+        delay = base * self._rng.uniform(0.5, 1.5)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, self.backoff_max_s)
+
+    @staticmethod
+    def _classify(exc: Exception) -> tuple[bool, str, float | None]:
+        """(retryable, short description, Retry-After seconds) for an exception from openai."""
+        if isinstance(exc, openai.APITimeoutError):
+            return True, "timeout", None
+        if isinstance(exc, openai.APIConnectionError):
+            return True, f"connection error ({type(exc.__cause__).__name__ if exc.__cause__ else 'unknown'})", None
+        if isinstance(exc, openai.APIStatusError):
+            code = exc.status_code
+            retry_after = None
+            try:
+                retry_after = float(exc.response.headers.get("retry-after", ""))
+            except (TypeError, ValueError):
+                pass
+            detail = str(getattr(exc, "message", "") or "")[:300]
+            return code == 429 or code >= 500, f"HTTP {code}: {detail}", retry_after
+        return False, f"{type(exc).__name__}: {str(exc)[:300]}", None
+
+    def _request_kwargs(self, req: ChatRequest) -> dict:
+        kw: dict = {
+            "messages": [dict(m) for m in req.messages],
+            "model": req.model or self.model or "local",
+            "temperature": req.temperature,
+            "max_tokens": req.max_tokens,
+        }
+        if req.response_format is not None:
+            kw["response_format"] = req.response_format
+        if req.seed is not None:
+            kw["seed"] = req.seed
+        return kw
+
+    def complete(self, req: ChatRequest) -> ChatResponse:
+        """Send one chat request; retry transient failures; raise LLMError when it fails."""
+        kwargs = self._request_kwargs(req)
+        with self._lock:
+            self._calls += 1
+        t0 = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self._sem:
+                    resp = self._client.chat.completions.create(**kwargs)
+                if getattr(resp, "choices", None):
+                    return self._success(resp, req, t0, attempt)
+                retryable, desc, retry_after = False, "reply has no choices", None
+            except openai.OpenAIError as exc:
+                retryable, desc, retry_after = self._classify(exc)
+            desc = self._scrub(desc)
+            if not retryable or attempt > self.max_retries:
+                with self._lock:
+                    self._errors += 1
+                    self._state = "down"
+                    self._last_error = desc
+                    self._last_latency_s = time.monotonic() - t0
+                what = "failed" if not retryable else f"failed after {attempt} attempts"
+                log.warning("LLM request [%s] to %s %s: %s", req.tag, self.base_url, what, desc)
+                raise LLMError(f"LLM request to {self.base_url} {what}: {desc}") from None
+            delay = self._backoff(attempt, retry_after)
+            with self._lock:
+                self._retries += 1
+                self._state = "retrying"
+                self._last_error = desc
+            log.info("LLM request [%s]: %s; retry %d/%d in %.2fs", req.tag, desc, attempt, self.max_retries, delay)
+            time.sleep(delay)
+
+    def _success(self, resp, req: ChatRequest, t0: float, attempts: int) -> ChatResponse:
+        latency = time.monotonic() - t0
+        choice = resp.choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        usage = getattr(resp, "usage", None)
+        with self._lock:
+            self._state = "ok"
+            self._last_latency_s = latency
+        return ChatResponse(
+            text=text,
+            model=getattr(resp, "model", None) or req.model or self.model,
+            latency_s=latency,
+            prompt_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
+            completion_tokens=getattr(usage, "completion_tokens", None) if usage else None,
+            meta={"attempts": attempts, "finish_reason": getattr(choice, "finish_reason", None)},
+        )
+
+    def status(self) -> dict:
+        """Snapshot: state ("ok"|"retrying"|"down"), calls, errors, retries, last_error, last_latency_s."""
+        with self._lock:
+            return {
+                "state": self._state,
+                "calls": self._calls,
+                "errors": self._errors,
+                "retries": self._retries,
+                "last_error": self._last_error,
+                "last_latency_s": self._last_latency_s,
+                "base_url": self.base_url,
+                "model": self.model,
+            }
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
