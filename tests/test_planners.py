@@ -250,6 +250,16 @@ def test_memory_keeps_first_exchange_and_bounded_recent_history():
     assert p.history() == []
 
 
+def test_remembered_replies_are_bounded():
+    long_reply = json.dumps({"reasoning": "r" * 10_000, "position": [1.0]})
+    client = ScriptedClient(long_reply)
+    p = LLMPlanner(client, dim=1, robot_id=0, memory=True)
+    p.plan(req([0.0], [[2.0]], round=0))
+    p.plan(req([1.0], [[2.0]], round=1))
+    remembered = client.requests[1].messages[2]
+    assert remembered["role"] == "assistant" and 0 < len(remembered["content"]) <= 2_000
+
+
 def test_memory_off_sends_no_history_and_failures_are_not_remembered():
     client = ScriptedClient(reply(1.0), LLMError("down"), reply(2.0))
     p = LLMPlanner(client, dim=1, robot_id=0, memory=False)

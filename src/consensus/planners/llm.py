@@ -41,6 +41,8 @@ from consensus.prompts.parsing import MAX_REASONING_CHARS, parse_position
 
 log = logging.getLogger(__name__)
 
+MAX_HISTORY_REPLY_CHARS = 2_000     # a remembered reply is cut here (a runaway reply must not grow the prompt)
+
 
 def new_counters() -> dict:
     """Zeroed planner counters: plans, LLM calls, parse failures, fallbacks by reason, clamped targets."""
@@ -178,10 +180,11 @@ class LLMPlanner:
         if self.geofence is not None:
             target, clamped = self.geofence.clamp(target)
         if self.memory:
+            exchange = (user_text, reply[:MAX_HISTORY_REPLY_CHARS])
             if self._first is None:
-                self._first = (user_text, reply)
+                self._first = exchange
             else:
-                self._recent.append((user_text, reply))
+                self._recent.append(exchange)
         return PlanResult(target=np.asarray(target, dtype=float), reasoning=reasoning[:MAX_REASONING_CHARS],
                           llm_calls=calls, clamped=clamped,
                           extra={"parse_failures": failures, "parse_errors": errors, "parse_method": method})

@@ -38,6 +38,7 @@ _FILL = r"[\s:=*\"'`_]*"
 _SEP_RE = re.compile(_FILL + r"(?:(?:is|will\s+be|would\s+be|be|at|to|of|now|new|final|chosen)\b" + _FILL + r"){0,3}",
                      re.IGNORECASE)
 _BRACKETED_RE = re.compile(r"[(\[]\s*(" + _NUM + r"(?:\s*[,;]\s*" + _NUM + r")*)\s*[)\]]", re.IGNORECASE)
+_COMMA_RE = re.compile(r"\s*,\s*")
 _REASONING_JUNK = " \t\r\n*_`\"'{[(,;:"
 _FENCE_RE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
@@ -133,7 +134,7 @@ def _bare_numbers(text: str, pos: int) -> list[str]:
         if not m or (m.end() < len(text) and (text[m.end()].isalnum() or text[m.end()] == "_")):
             break
         tokens.append(m.group(0))
-        comma = re.compile(r"\s*,\s*").match(text, m.end())
+        comma = _COMMA_RE.match(text, m.end())
         if not comma:
             break
         pos = comma.end()
