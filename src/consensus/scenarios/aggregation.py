@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from numbers import Integral
 from typing import Callable, Sequence
 
 import numpy as np
@@ -69,9 +70,9 @@ def initial_positions(cfg: AggregationConfig) -> np.ndarray:
 def count_rounds(cfg: AggregationConfig, rounds: int | None = None) -> int:
     """``rounds``, else ``cfg.max_rounds``, else ``floor(duration_s / planner_period_s)``."""
     if rounds is not None:
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+        if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 0:
             raise ConfigError(f"rounds must be a non-negative integer (got {rounds!r})")
-        return rounds
+        return int(rounds)
     if cfg.max_rounds:
         return cfg.max_rounds
     return int(math.floor(cfg.duration_s / cfg.planner_period_s + 1e-9))
@@ -152,8 +153,9 @@ def run_negotiation(planners: Sequence[Planner], initial_states: np.ndarray, gra
     if len(planners) != n or graph.n != n:
         raise ConfigError(f"need one planner per agent and a graph on n={n} agents "
                           f"(got {len(planners)} planners, graph on {graph.n})")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
+    if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 0:
         raise ConfigError(f"rounds must be a non-negative integer (got {rounds!r})")
+    rounds = int(rounds)
     states = np.empty((rounds + 1, *states0.shape))
     states[0] = states0
     plan_log: list[dict] = []
