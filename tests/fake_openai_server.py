@@ -15,7 +15,8 @@ An action is one of:
 * ``Close(delay_s=...)`` — close the connection without answering;
 * ``Delay(seconds, then)`` — wait, then perform ``then``.
 
-Every chat request body (parsed JSON) is kept in ``server.requests``; ``server.max_in_flight``
+Every chat request body (parsed JSON) is kept in ``server.requests`` (headers in
+``server.request_headers``, recorded before the script is asked); ``server.max_in_flight``
 is the largest number of chat requests that were being handled at the same time.
 
 Example (a slow endpoint, 1.5 s per reply)::
@@ -120,6 +121,7 @@ class FakeOpenAIServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._requests: list[dict] = []
+        self._headers: list[dict[str, str]] = []
         self._in_flight = 0
         self.max_in_flight = 0
 
@@ -140,6 +142,12 @@ class FakeOpenAIServer:
         """Copy of the parsed JSON bodies of all chat requests received so far."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """Copy of the HTTP headers (lower-case names) of all chat requests, in arrival order."""
+        with self._lock:
+            return [dict(h) for h in self._headers]
 
     # -- lifecycle ---------------------------------------------------------
     @property
@@ -187,9 +195,10 @@ class FakeOpenAIServer:
         self.stop()
 
     # -- used by the handler -----------------------------------------------
-    def _enter(self, body: dict) -> None:
+    def _enter(self, body: dict, headers: dict[str, str]) -> None:
         with self._lock:
             self._requests.append(body)
+            self._headers.append(headers)
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
 
@@ -201,6 +210,7 @@ class FakeOpenAIServer:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAIServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True   # headers and body go out in separate writes: avoid 40 ms delayed-ACK stalls
 
     def log_message(self, format: str, *args: Any) -> None:  # silence the default stderr logging
         pass
@@ -238,7 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": {"message": "invalid JSON", "type": "invalid_request_error", "code": 400}})
             return
         fake = self.fake
-        fake._enter(body)
+        fake._enter(body, {k.lower(): v for k, v in self.headers.items()})
         try:
             delay, action = _normalize(fake._next_action(body))
             if delay > 0 and fake._stop.wait(delay):

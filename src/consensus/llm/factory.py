@@ -1,0 +1,88 @@
+"""Build an ``LLMClient`` from configuration: "openai", "embedded" or "replay"."""
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Callable
+
+from consensus.errors import ConfigError
+from consensus.llm.base import LLMClient
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("openai", "embedded", "replay")
+
+
+def make_client(
+    backend: str,
+    *,
+    model: str = "",
+    base_url: str = "",
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout_s: float = 30.0,
+    max_retries: int = 2,
+    concurrency: int = 4,
+    transcripts_path: str | None = None,
+    replay_path: str | None = None,
+    n_ctx: int = 4096,
+    n_threads: int | None = None,
+    n_parallel: int = 1,
+) -> tuple[LLMClient, Callable[[], None]]:
+    """Return ``(client, close)``; ``close()`` releases the client and any server it started.
+
+    * "openai": ``OpenAIChatClient(base_url or the OpenAI endpoint, model)``.
+    * "embedded": the default offline model (or the GGUF file named by ``model``)
+      served by an ``EmbeddedServer`` on 127.0.0.1, with an OpenAI client on it.
+    * "replay": ``ReplayClient(replay_path)``, no network.
+
+    With ``transcripts_path`` the "openai" and "embedded" clients record every exchange.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"llm backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+
+    if backend == "replay":
+        from consensus.llm.transcripts import ReplayClient
+
+        if not replay_path:
+            raise ConfigError("llm replay_path is required for backend 'replay'")
+        client = ReplayClient(replay_path)
+        return client, client.close
+
+    from consensus.llm.openai_client import OpenAIChatClient
+
+    server = None
+    if backend == "openai":
+        inner = OpenAIChatClient(base_url or None, model, api_key_env=api_key_env, timeout_s=timeout_s,
+                                 max_retries=max_retries, concurrency=concurrency)
+    else:
+        from consensus.llm.embedded import EmbeddedServer, ensure_default_model, resolve_model_path
+
+        if model and not model.lower().endswith(".gguf"):
+            raise ConfigError(f"llm model for backend 'embedded' must be empty or a .gguf file path; got {model!r}")
+        path = resolve_model_path(model) if model else ensure_default_model()
+        key = secrets.token_urlsafe(24)   # only this process can use the local server
+        server = EmbeddedServer(path, n_ctx=n_ctx, n_threads=n_threads, n_parallel=n_parallel, api_key=key).start()
+        # Requests beyond the server's slots would wait inside llama.cpp with their timeout running;
+        # holding them in the client's semaphore instead makes timeout_s measure generation only.
+        try:
+            inner = OpenAIChatClient(server.base_url, server.model_alias, timeout_s=timeout_s,
+                                     max_retries=max_retries, concurrency=min(concurrency, n_parallel),
+                                     api_key=key)
+        except BaseException:
+            server.close()
+            raise
+
+    client: LLMClient = inner
+    if transcripts_path:
+        from consensus.llm.transcripts import RecordingClient, TranscriptStore
+
+        client = RecordingClient(inner, TranscriptStore(transcripts_path))
+
+    def close() -> None:
+        try:
+            client.close()
+        finally:
+            if server is not None:
+                server.close()
+
+    return client, close
