@@ -43,5 +43,4 @@ setup(
     },
     entry_points={"console_scripts": ["consensus = consensus.cli:main"]},
     zip_safe=False,
-    tests_require=["pytest"],
 )

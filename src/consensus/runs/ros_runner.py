@@ -1,0 +1,155 @@
+"""Start a run's ROS processes without ``ros2 launch`` (for pip installs): the same executables, the same params.
+
+Each process gets ``--ros-args -r __node:=NAME [-r __ns:=/NS] --params-file RUN/params.yaml -p k:=v``, its output
+goes to ``RUN/logs/<name>.log``, the recorder's progress lines are echoed, and the run ends when the recorder exits
+(then every other process gets SIGINT, then SIGTERM, then SIGKILL: nothing is left behind).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+from consensus.config import AggregationConfig
+from consensus.errors import ConsensusError
+from consensus.runs.processes import ProcessSpec, aggregation_processes, prepare_run
+
+LLM_READY_TIMEOUT_S = 600.0     # first start assembles and hashes the 1.1 GB model
+
+
+def executable_command(exe: str) -> list[str]:
+    """The installed node executable (lib/consensus/<exe>, as ros2 launch runs it) or the module as a fallback."""
+    installed = Path(sys.prefix) / "lib" / "consensus" / exe
+    if installed.is_file():
+        return [sys.executable, str(installed)]
+    return [sys.executable, "-c", f"import sys; from consensus.ros.nodes.{exe} import main; sys.exit(main())"]
+
+
+def ros_args(spec: ProcessSpec, params_file: Path) -> list[str]:
+    args = ["--ros-args", "-r", f"__node:={spec.name}"]
+    if spec.namespace:
+        args += ["-r", f"__ns:=/{spec.namespace}"]
+    args += ["--params-file", str(params_file)]
+    for key, value in spec.params.items():
+        val = str(value).lower() if isinstance(value, bool) else str(value)
+        args += ["-p", f"{key}:={val}"]
+    return args
+
+
+class _Proc:
+    def __init__(self, spec: ProcessSpec, params_file: Path, log_dir: Path, echo: Callable[[str], None] | None):
+        self.spec = spec
+        self.log_path = log_dir / f"{spec.namespace + '_' if spec.namespace else ''}{spec.name}.log"
+        self.log = self.log_path.open("w")
+        self.popen = subprocess.Popen(executable_command(spec.executable) + ros_args(spec, params_file),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                      start_new_session=True, env=os.environ.copy())
+        self.echo = echo
+        self.result_dir: str | None = None
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.log.write(line)
+            if self.echo and ("progress" in line or "done:" in line or "error" in line.lower()):
+                self.echo(line.rstrip())
+            if line.startswith("RESULTS "):
+                self.result_dir = line.split(" ", 1)[1].strip()
+        self.log.flush()
+
+    def tail(self, n: int = 15) -> str:
+        self.thread.join(timeout=2)
+        self.log.flush()
+        return "".join(self.log_path.read_text().splitlines(keepends=True)[-n:])
+
+    def signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def _wait_llm_ready(base_url: str, proc: _Proc, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    url = base_url.rstrip("/") + "/models"
+    while time.monotonic() < deadline:
+        if proc.popen.poll() is not None:
+            raise ConsensusError(f"the embedded LLM server exited (code {proc.popen.returncode}):\n{proc.tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(1.0)
+    raise ConsensusError(f"the embedded LLM server did not answer at {url} within {timeout:.0f} s")
+
+
+def stop_all(procs: list[_Proc], grace_s: float = 8.0) -> None:
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
+        live = [p for p in procs if p.popen.poll() is None]
+        if not live:
+            return
+        for p in live:
+            p.signal(sig)
+        deadline = time.monotonic() + wait
+        for p in live:
+            try:
+                p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool = False,
+            echo: Callable[[str], None] | None = print) -> dict:
+    """Run an aggregation through real ROS 2 processes; return summary.json's content."""
+    if use_sim_time:
+        cfg = cfg.replace(publish_clock=True)
+    cfg, params_file = prepare_run(cfg, out_dir)
+    out = Path(cfg.output_dir)
+    log_dir = out / "logs"
+    log_dir.mkdir(exist_ok=True)
+    specs = aggregation_processes(cfg, use_sim_time=use_sim_time)
+    procs: list[_Proc] = []
+    interrupted = False
+    try:
+        for spec in specs:
+            proc = _Proc(spec, params_file, log_dir, echo)
+            procs.append(proc)
+            if spec.executable == "llm_server":
+                if echo:
+                    echo("starting the embedded LLM (the first start assembles and verifies the model) ...")
+                _wait_llm_ready(cfg.llm_base_url, proc, LLM_READY_TIMEOUT_S)
+        recorder = next(p for p in procs if p.spec.ends_run)
+        while recorder.popen.poll() is None:
+            for p in procs:
+                code = p.popen.poll()
+                if code is not None and code != 0 and not p.spec.ends_run:
+                    raise ConsensusError(f"process '{p.spec.namespace}/{p.spec.name}' exited with code {code}:\n"
+                                         f"{p.tail()}")
+            time.sleep(0.2)
+        if recorder.popen.returncode != 0:
+            raise ConsensusError(f"the recorder failed (code {recorder.popen.returncode}):\n{recorder.tail()}")
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        stop_all(procs)
+        for p in procs:
+            p.thread.join(timeout=2)
+            p.log.close()
+    summary_path = out / "summary.json"
+    if not summary_path.exists():
+        raise ConsensusError(f"the run ended without a summary{' (interrupted)' if interrupted else ''}; "
+                             f"see the logs in {log_dir}")
+    return json.loads(summary_path.read_text())
