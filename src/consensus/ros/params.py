@@ -12,6 +12,7 @@ import sys
 from typing import Callable
 
 import rclpy
+import rclpy.task
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
@@ -40,6 +41,14 @@ def declare_config(node: Node) -> AggregationConfig:
             value = default
         values[f.name] = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value
     return AggregationConfig.from_dict(values, source=f"node '{node.get_fully_qualified_name()}' parameters")
+
+
+def spin(executor) -> None:
+    """Spin until rclpy shuts down. (rclpy 9's EventsExecutor.spin() processes nothing when called directly;
+    spin_until_future_complete works for it and for the standard executors alike.)"""
+    never = rclpy.task.Future()
+    while rclpy.ok():
+        executor.spin_until_future_complete(never, timeout_sec=1.0)
 
 
 def run_node(body: Callable[[list[str]], None], name: str) -> int:

@@ -167,10 +167,9 @@ def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, t
     if extra:
         summary.update(extra)
     if len(times) >= 2:
-        n = positions.shape[1]
-        plot_paths(times, positions, targets, out / "paths.png", title=f"{title} (N={n})", workspace=workspace)
+        plot_paths(times, positions, targets, out / "paths.png", title=title, workspace=workspace)
         plot_planned_vs_actual(times, positions, targets, out / "planned_vs_actual.png",
-                               title=f"{title} (N={n})")
+                               title=title)
         summary["plots"] = ["paths.png", "planned_vs_actual.png"]
     write_json(out / "summary.json", summary)
     return summary

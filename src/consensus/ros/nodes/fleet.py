@@ -14,7 +14,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from consensus.ros.nodes._robots import make_planners
-from consensus.ros.params import declare_config, run_node
+from consensus.ros.params import declare_config, run_node, spin
 from consensus.ros.robot_agent import RobotAgent
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def _body(_args: list[str]) -> None:
         executor.add_node(node)
     fleet.get_logger().info(f"fleet of {len(agents)} robots up (planner={cfg.planner}, executor={cfg.executor})")
     try:
-        executor.spin()
+        spin(executor)
     finally:
         if rclpy.ok():
             for agent in agents:

@@ -125,7 +125,7 @@ class Recorder:
         if self.cfg.dim == 1:
             pos, tgt = pos[..., :1], tgt[..., :1]
         summary = finalize(self.out, times=times, positions=pos, targets=tgt, tol=self.cfg.converge_tol_m,
-                           counters=self.counters(), title=f"LLM aggregation, planner={self.cfg.planner}",
+                           counters=self.counters(), title=f"Aggregation through ROS 2, planner={self.cfg.planner}",
                            workspace=self.cfg.workspace,
                            extra={"planner": self.cfg.planner, "topology": self.cfg.topology,
                                   "num_robots": n, "duration_s": float(times[-1]) if len(times) else 0.0,

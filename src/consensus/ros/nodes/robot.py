@@ -12,7 +12,7 @@ from rclpy.node import Node
 
 from consensus.errors import ConfigError
 from consensus.ros.nodes._robots import make_planners
-from consensus.ros.params import declare_config, run_node
+from consensus.ros.params import declare_config, run_node, spin
 from consensus.ros.robot_agent import RobotAgent
 
 
@@ -38,7 +38,7 @@ def _body(_args: list[str]) -> None:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        executor.spin()
+        spin(executor)
     finally:
         if rclpy.ok():
             agent.stop()

@@ -22,7 +22,7 @@ from rosgraph_msgs.msg import Clock
 
 from consensus.control.controller import quaternion_from_yaw
 from consensus.control.kinematics import step_single_integrator, step_unicycle
-from consensus.ros.params import declare_config, run_node
+from consensus.ros.params import declare_config, run_node, spin
 from consensus.scenarios.aggregation import initial_positions
 
 CMD_TIMEOUT_S = 0.5
@@ -101,7 +101,7 @@ def _body(_args: list[str]) -> None:
     Simulator(node)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    executor.spin()
+    spin(executor)
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
 
 from consensus.errors import ConfigError
-from consensus.ros.params import declare_config, run_node
+from consensus.ros.params import declare_config, run_node, spin
 
 QOS = QoSProfile(depth=10)
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -131,7 +131,7 @@ def _body(_args: list[str]) -> None:
     TopologyRelay(node)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    executor.spin()
+    spin(executor)
 
 
 def main() -> int:
