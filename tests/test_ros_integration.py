@@ -1,0 +1,224 @@
+"""Real ROS 2 nodes (sim, topology, fleet/robots, recorder) started as processes, as `consensus run` does.
+
+Every test runs in the session's own ROS domain (see conftest.py); the runner kills every process it started.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from consensus.config import AggregationConfig, load_config
+from consensus.scenarios.aggregation import initial_positions
+
+pytestmark = pytest.mark.ros
+
+
+def _cfg(**kw) -> AggregationConfig:
+    base = dict(num_robots=5, planner="average", planner_period_s=1.0, duration_s=14.0, state_rate_hz=5.0,
+                llm_backend="openai", seed=3)
+    base.update(kw)
+    return load_config(None, **base)
+
+
+def test_five_robots_average_planner_converge(tmp_path):
+    from consensus.runs.ros_runner import run_ros
+
+    cfg = _cfg()
+    summary = run_ros(cfg, tmp_path / "run", echo=None)
+    assert summary["converged"] is True
+    assert summary["final_spread_m"] < 0.1
+    assert summary["initial_spread_m"] > 3.0                       # they really had to move
+    # the consensus of the average planner on a complete graph is the initial centroid (up to sampling start)
+    start = initial_positions(cfg)
+    assert np.linalg.norm(np.asarray(summary["consensus_point"]) - start.mean(axis=0)) < 0.5
+    for name in ("manifest.json", "summary.json", "trajectories.csv", "plans.jsonl", "paths.png",
+                 "planned_vs_actual.png", "params.yaml"):
+        assert (tmp_path / "run" / name).is_file(), name
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["seed"] == 3 and manifest["config"]["num_robots"] == 5 and manifest["git_revision"]
+
+
+def test_directed_leader_follower_ends_at_the_leader(tmp_path):
+    from consensus.runs.ros_runner import run_ros
+
+    cfg = _cfg(num_robots=4, topology="leader_follower", leader=2, duration_s=22.0, fleet=False)
+    summary = run_ros(cfg, tmp_path / "run", echo=None)
+    leader_start = initial_positions(cfg)[2]
+    assert summary["converged"] is True
+    assert np.linalg.norm(np.asarray(summary["consensus_point"]) - leader_start) < 0.1
+
+
+def _points(msg) -> set[tuple[float, float]]:
+    return {(round(p.position.x, 4), round(p.position.y, 4)) for p in msg.poses}
+
+
+def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
+    """Stubborn robots stay put, so each robot's `neighbors` must hold exactly its in-neighbours' positions;
+    then the graph is switched from a directed ring to complete through the topology node's parameters."""
+    import rclpy
+    from geometry_msgs.msg import PoseArray
+    from rcl_interfaces.msg import Parameter as ParamMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from consensus.runs.ros_runner import run_ros
+
+    cfg = _cfg(num_robots=5, topology="ring", directed=True, planner="stubborn", duration_s=12.0)
+    start = initial_positions(cfg)
+    pts = [(round(float(x), 4), round(float(y), 4)) for x, y in start]
+    ring = cfg.graph()
+    result: dict = {}
+    runner = threading.Thread(target=lambda: result.update(run_ros(cfg, tmp_path / "run", echo=None)))
+    runner.start()
+    rclpy.init()
+    node = Node("wire_probe")
+    seen: dict[int, list[set]] = {i: [] for i in range(5)}
+    for i in range(5):
+        node.create_subscription(PoseArray, f"/robot_{i}/neighbors", lambda m, i=i: seen[i].append(_points(m)), 50)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(len(v) >= 5 and len(v[-1]) for v in seen.values()):
+            ex.spin_once(timeout_sec=0.1)
+        for i in range(5):
+            allowed = {pts[j] for j in ring.in_neighbors(i)}
+            full = [s for s in seen[i] if s]
+            assert full, f"robot {i} never received a neighbour state"
+            for s in full:
+                assert s <= allowed, f"robot {i} received a non-neighbour's state: {s - allowed}"
+            assert full[-1] == allowed
+        # switch to complete at run time
+        cli = node.create_client(SetParameters, "/topology/set_parameters")
+        assert cli.wait_for_service(timeout_sec=10)
+        req = SetParameters.Request(parameters=[ParamMsg(name="topology", value=ParameterValue(
+            type=ParameterType.PARAMETER_STRING, string_value="complete"))])
+        fut = cli.call_async(req)
+        ex.spin_until_future_complete(fut, timeout_sec=10)
+        assert fut.result().results[0].successful
+        bad = SetParameters.Request(parameters=[ParamMsg(name="topology", value=ParameterValue(
+            type=ParameterType.PARAMETER_STRING, string_value="hypercube"))])
+        fut = cli.call_async(bad)
+        ex.spin_until_future_complete(fut, timeout_sec=10)
+        assert not fut.result().results[0].successful and "hypercube" in fut.result().results[0].reason
+        for v in seen.values():
+            v.clear()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(len(v) >= 3 for v in seen.values()):
+            ex.spin_once(timeout_sec=0.1)
+        for i in range(5):
+            assert seen[i][-1] == {p for j, p in enumerate(pts) if j != i}
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        runner.join(timeout=60)
+    assert result.get("final_spread_m", 0) > 1.0          # stubborn robots never gathered
+
+
+def _averaging_llm(body: dict) -> str:
+    """A scripted LLM that answers the average of all positions written in its prompt."""
+    text = body["messages"][-1]["content"]
+    pairs = [(float(a), float(b)) for a, b in re.findall(r"\((-?[\d.]+),\s*(-?[\d.]+)\)", text)]
+    x, y = np.mean(pairs, axis=0) if pairs else (0.0, 0.0)
+    return json.dumps({"reasoning": f"average of {len(pairs)} positions", "position": [x, y]})
+
+
+def test_controller_rate_holds_while_planner_waits_on_a_slow_endpoint(tmp_path):
+    from fake_openai_server import FakeOpenAIServer, Reply
+
+    from consensus.runs.ros_runner import run_ros
+
+    with FakeOpenAIServer(lambda body: Reply(_averaging_llm(body), delay_s=3.0)) as srv:
+        cfg = _cfg(num_robots=3, planner="llm", llm_backend="openai", llm_base_url=srv.base_url,
+                   llm_model="fake", planner_period_s=2.0, duration_s=12.0, llm_timeout_s=10.0)
+        summary = run_ros(cfg, tmp_path / "run", echo=None)
+    per_robot = summary["per_robot"]
+    for st in per_robot:
+        ticks = st["control"]["ticks"]
+        assert st["control"]["on_time"] / ticks >= 0.95, st
+        assert st["overruns"] >= 1            # the 3 s LLM outlasted the 2 s planning period: slots were skipped
+    # the run lasted >= 12 s of recording: >= 9.5 Hz per robot over the recording window
+    assert min(st["control"]["ticks"] for st in per_robot) >= 9.5 * summary["duration_s"]
+    assert summary["llm_calls"] >= 3 and summary["llm_fallbacks"] == 0
+
+
+def test_endpoint_errors_are_counted_robots_stay_safe_and_recover(tmp_path):
+    from fake_openai_server import FakeOpenAIServer
+
+    from consensus.runs.ros_runner import run_ros
+
+    calls = {"n": 0}
+
+    def script(body):
+        calls["n"] += 1
+        return 500 if calls["n"] <= 9 else _averaging_llm(body)    # 3 robots x (1 + 2 retries) fail first
+
+    with FakeOpenAIServer(script=script) as srv:
+        cfg = _cfg(num_robots=3, planner="llm", llm_backend="openai", llm_base_url=srv.base_url, llm_model="fake",
+                   planner_period_s=1.0, duration_s=16.0, llm_max_retries=2)
+        summary = run_ros(cfg, tmp_path / "run", echo=None)
+    assert summary["llm_fallbacks"] >= 1                # the failed round was counted, not hidden
+    assert summary["final_spread_m"] < 0.5 * summary["initial_spread_m"]   # after recovery they gather
+    plans = [json.loads(line) for line in (tmp_path / "run" / "plans.jsonl").read_text().splitlines()]
+    assert any(p["fallback"] and "llm_error" in p["fallback_reason"] for p in plans)
+    assert any(not p["fallback"] for p in plans)
+
+
+def test_stale_odometry_gives_zero_velocity():
+    """In-process: a robot agent commands motion while odometry is fresh and stops when it goes stale."""
+    import rclpy
+    from geometry_msgs.msg import Pose, PoseArray, Twist
+    from nav_msgs.msg import Odometry
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from consensus.planners.classical import AveragePlanner
+    from consensus.ros.robot_agent import RobotAgent
+
+    cfg = _cfg(num_robots=2, planner_period_s=0.3, control_period_s=0.05, odom_timeout_s=0.4)
+    rclpy.init()
+    try:
+        robot = Node("robot", namespace="robot_0")
+        agent = RobotAgent(robot, cfg, 0, AveragePlanner(dim=2), None)
+        drv = Node("driver")
+        odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
+        nb_pub = drv.create_publisher(PoseArray, "/robot_0/neighbors", 10)
+        cmds: list[tuple[float, float, float]] = []
+        drv.create_subscription(Twist, "/robot_0/cmd_vel",
+                                lambda m: cmds.append((time.monotonic(), m.linear.x, m.linear.y)), 10)
+        ex = SingleThreadedExecutor()
+        ex.add_node(robot)
+        ex.add_node(drv)
+
+        def spin_for(seconds: float, publish: bool) -> None:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                if publish:
+                    odom_pub.publish(Odometry())          # at the origin
+                    nb = PoseArray()
+                    pose = Pose()
+                    pose.position.x = 4.0
+                    nb.poses.append(pose)
+                    nb_pub.publish(nb)
+                ex.spin_once(timeout_sec=0.02)
+
+        spin_for(1.5, publish=True)
+        moving = [c for c in cmds if abs(c[1]) > 0.5]
+        assert moving, "fresh odometry and a far target must give a velocity command"
+        assert agent.target is not None and abs(agent.target[0] - 2.0) < 1e-6   # average of (0,0) and (4,0)
+        t_stop = time.monotonic()
+        spin_for(1.0, publish=False)
+        late = [c for c in cmds if c[0] > t_stop + cfg.odom_timeout_s + 0.1]
+        assert late and all(c[1] == 0.0 and c[2] == 0.0 for c in late)
+        assert agent.counters["stale_stops"] > 0
+        robot.destroy_node()
+        drv.destroy_node()
+    finally:
+        rclpy.shutdown()
