@@ -1,0 +1,74 @@
+"""The package installs like a ROS 2 package: `ros2 launch consensus aggregation.launch.py` must find it after
+`pip install` into a venv with AMENT_PREFIX_PATH=$VIRTUAL_ENV, and colcon must be able to build it."""
+from __future__ import annotations
+
+import ast
+import os
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from consensus.config import load_config
+from consensus.runs.processes import aggregation_processes
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFIX = Path(sys.prefix)
+installed = (PREFIX / "share" / "consensus" / "package.xml").is_file()
+needs_install = pytest.mark.skipif(not installed and os.environ.get("CONSENSUS_REQUIRE_ALL") != "1",
+                                   reason="package not installed into this interpreter's prefix (make install)")
+
+
+def launch_executables() -> set[str]:
+    """Executables the launch files can start: literal executable=... and every process spec they expand."""
+    names: set[str] = set()
+    for launch in (ROOT / "launch").glob("*.launch.py"):
+        for node in ast.walk(ast.parse(launch.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "executable" and isinstance(node.value, ast.Constant):
+                names.add(node.value.value)
+    for kw in (dict(planner="llm", llm_backend="embedded"), dict(planner="average", fleet=False)):
+        names |= {spec.executable for spec in aggregation_processes(load_config(None, **kw))}
+    return names
+
+
+@needs_install
+def test_every_launched_executable_is_installed_under_lib_consensus():
+    names = launch_executables()
+    assert {"sim", "topology", "fleet", "robot", "recorder", "llm_server"} <= names
+    for name in names:
+        exe = PREFIX / "lib" / "consensus" / name
+        assert exe.is_file(), f"{exe} missing"
+        assert os.access(exe, os.X_OK), f"{exe} not executable"
+
+
+@needs_install
+def test_ament_index_share_files_and_package_lookup(monkeypatch):
+    assert (PREFIX / "share" / "ament_index" / "resource_index" / "packages" / "consensus").is_file()
+    for rel in ("package.xml", "launch/aggregation.launch.py", "config/aggregation.yaml"):
+        assert (PREFIX / "share" / "consensus" / rel).is_file(), rel
+    from ament_index_python.packages import get_package_prefix, get_package_share_directory
+
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(PREFIX))
+    assert Path(get_package_share_directory("consensus")) == PREFIX / "share" / "consensus"
+    assert Path(get_package_prefix("consensus")) == PREFIX
+
+
+def test_package_xml_is_format_3_ament_python_with_the_runtime_deps():
+    root = ET.parse(ROOT / "package.xml").getroot()
+    assert root.get("format") == "3" and root.findtext("name") == "consensus"
+    assert root.find("export/build_type").text == "ament_python"
+    deps = {e.text for e in root.findall("exec_depend")}
+    assert {"rclpy", "geometry_msgs", "nav_msgs", "std_msgs", "launch", "launch_ros"} <= deps
+    assert (ROOT / "resource" / "consensus").is_file()
+    cfg = (ROOT / "setup.cfg").read_text()
+    assert "install_scripts=$base/lib/consensus" in cfg       # colcon puts console scripts under lib/<pkg>
+
+
+def test_default_config_file_is_valid_and_one_wildcard_section():
+    import yaml
+
+    data = yaml.safe_load((ROOT / "config" / "aggregation.yaml").read_text())
+    assert list(data) == ["/**"]
+    cfg = load_config(ROOT / "config" / "aggregation.yaml")
+    assert cfg.planner_period_s == 2.0 and cfg.control_period_s == 0.1     # paper 1: ΔTp = 2 s, ΔTc = 0.1 s
