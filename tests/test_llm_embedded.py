@@ -181,3 +181,11 @@ def test_real_model_answers_json_schema_request():
     assert r.model == path.stem and r.completion_tokens > 0
     with pytest.raises(urllib.error.URLError):               # the server is gone after close()
         urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2)
+
+
+def test_unwritable_cache_dir_is_a_clear_error(tmp_path, parts):
+    paths, _, sha = parts
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(EmbeddedModelError, match="CONSENSUS_CACHE_DIR"):
+        ensure_default_model(blocker / "cache", parts=paths, sha256=sha, filename="m.gguf")

