@@ -68,6 +68,7 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
 
+    from consensus.ros.qos import STREAM
     from consensus.runs.ros_runner import run_ros
 
     cfg = _cfg(num_robots=5, topology="ring", directed=True, planner="stubborn", duration_s=12.0)
@@ -81,7 +82,7 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
     node = Node("wire_probe")
     seen: dict[int, list[set]] = {i: [] for i in range(5)}
     for i in range(5):
-        node.create_subscription(PoseArray, f"/robot_{i}/neighbors", lambda m, i=i: seen[i].append(_points(m)), 50)
+        node.create_subscription(PoseArray, f"/robot_{i}/neighbors", lambda m, i=i: seen[i].append(_points(m)), STREAM)
     ex = SingleThreadedExecutor()
     ex.add_node(node)
     try:

@@ -73,8 +73,10 @@ class AggregationConfig:
     initial_positions: list[float] = field(default_factory=list)   # flat [x0, y0, x1, y1, ...]; empty = seeded random
     init_radius: float = 5.0          # random initial positions uniform in [-r, r]^dim
     sim_rate_hz: float = 20.0         # odometry publication and integration rate
-    state_rate_hz: float = 5.0        # rate at which robots broadcast their state and the topology relays it
+    state_rate_hz: float = 5.0        # rate at which robots broadcast their state (recorder, topology input)
+    neighbor_rate_hz: float = 2.0     # rate at which the topology node delivers neighbour states (planner input)
     publish_clock: bool = False       # the simulator publishes /clock (use with use_sim_time)
+    cmd_vel_best_effort: bool = False  # best-effort cmd_vel (faster; only if every robot driver accepts it)
 
     # LLM
     llm_backend: str = "embedded"
@@ -157,7 +159,7 @@ class AggregationConfig:
         need(self.llm_backend in BACKENDS,
              f"unknown llm_backend '{self.llm_backend}'; valid: {', '.join(BACKENDS)}")
         for name in ("planner_period_s", "control_period_s", "kp", "v_max", "w_max", "odom_timeout_s",
-                     "target_timeout_s", "sim_rate_hz", "state_rate_hz", "llm_timeout_s", "duration_s",
+                     "target_timeout_s", "sim_rate_hz", "state_rate_hz", "neighbor_rate_hz", "llm_timeout_s", "duration_s",
                      "converge_tol_m", "init_radius"):
             value = getattr(self, name)
             need(math.isfinite(value) and value > 0, f"{name} must be a positive number (got {value})")

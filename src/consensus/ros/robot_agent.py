@@ -39,18 +39,18 @@ import numpy as np
 from geometry_msgs.msg import PointStamped, PoseArray, Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
+from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from consensus.config import AggregationConfig
 from consensus.control.controller import PController, UnicycleController, yaw_from_quaternion
 from consensus.control.safety import Geofence, is_stale
 from consensus.planners.base import Planner, PlanRequest, PlanResult
+from consensus.ros import qos
 
 log = logging.getLogger(__name__)
 
 ON_TIME_S = 0.010   # a control tick is on time when it starts at most 10 ms after its slot
-QOS = QoSProfile(depth=10)
 
 
 class TickTimer:
@@ -106,6 +106,7 @@ class RobotAgent:
         self.pos: np.ndarray | None = None
         self.yaw = 0.0
         self.odom_stamp: float | None = None
+        self._good_odom_stamp: float | None = None
         self.neighbors: list[np.ndarray] = []
         self.target: np.ndarray | None = None
         self.last_round_done: float | None = None
@@ -116,13 +117,17 @@ class RobotAgent:
         self.timing = TickTimer(cfg.control_period_s)
         self.state_every = max(1, round(1.0 / (cfg.state_rate_hz * cfg.control_period_s)))
 
-        node.create_subscription(Odometry, "odom", self._on_odom, QOS)
-        node.create_subscription(PoseArray, "neighbors", self._on_neighbors, QOS)
-        self.pub_cmd = node.create_publisher(Twist, "cmd_vel", QOS)
-        self.pub_state = node.create_publisher(PointStamped, "state", QOS)
-        self.pub_target = node.create_publisher(PointStamped, "target", QOS)
-        self.pub_reason = node.create_publisher(String, "planner/reasoning", QOS)
-        self.pub_status = node.create_publisher(String, "planner/status", QOS)
+        # raw (serialized) subscriptions: a message is only decoded when it is used — odometry at the control
+        # tick, neighbours at the planning tick — which keeps ~100 robots in one process on time
+        self._odom_raw: bytes | None = None
+        self._neighbors_raw: bytes | None = None
+        node.create_subscription(Odometry, "odom", self._on_odom_raw, qos.STREAM, raw=True)
+        node.create_subscription(PoseArray, "neighbors", self._on_neighbors_raw, qos.STREAM, raw=True)
+        self.pub_cmd = node.create_publisher(Twist, "cmd_vel", qos.command(cfg.cmd_vel_best_effort))
+        self.pub_state = node.create_publisher(PointStamped, "state", qos.STREAM)
+        self.pub_target = node.create_publisher(PointStamped, "target", qos.EVENTS)
+        self.pub_reason = node.create_publisher(String, "planner/reasoning", qos.EVENTS)
+        self.pub_status = node.create_publisher(String, "planner/status", qos.EVENTS)
         self.control_timer = node.create_timer(cfg.control_period_s, self.control_tick)
         self.plan_timer = node.create_timer(cfg.planner_period_s, self.plan_tick)
 
@@ -130,16 +135,40 @@ class RobotAgent:
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
-    def _on_odom(self, msg: Odometry) -> None:
+    def _on_odom_raw(self, data: bytes) -> None:
+        self._odom_raw = data
+        self.odom_stamp = self._now()
+
+    def _on_neighbors_raw(self, data: bytes) -> None:
+        self._neighbors_raw = data
+
+    def _decode_inputs(self) -> None:
+        if self._odom_raw is not None:
+            raw, self._odom_raw = self._odom_raw, None
+            self._on_odom(deserialize_message(raw, Odometry), stamp=False)
+
+    def _decode_neighbors(self) -> None:
+        if self._neighbors_raw is not None:
+            raw, self._neighbors_raw = self._neighbors_raw, None
+            self._on_neighbors(deserialize_message(raw, PoseArray))
+
+    def _on_odom(self, msg: Odometry, stamp: bool = True) -> None:
         p = msg.pose.pose.position
         vals = (p.x, p.y)[: self.cfg.dim]
         if not all(math.isfinite(v) for v in vals):
-            return                            # a corrupt message never becomes our position
-        self.pos = np.array(vals, dtype=float)
+            self.odom_stamp = self._good_odom_stamp   # a corrupt message never becomes our position
+            return
         q = msg.pose.pose.orientation
         if self.cfg.kinematics == "unicycle":
-            self.yaw = yaw_from_quaternion(q.x, q.y, q.z, q.w)
-        self.odom_stamp = self._now()
+            try:
+                self.yaw = yaw_from_quaternion(q.x, q.y, q.z, q.w)
+            except ValueError:
+                self.odom_stamp = self._good_odom_stamp
+                return
+        self.pos = np.array(vals, dtype=float)
+        if stamp:
+            self.odom_stamp = self._now()
+        self._good_odom_stamp = self.odom_stamp
 
     def _on_neighbors(self, msg: PoseArray) -> None:
         states = []
@@ -152,6 +181,8 @@ class RobotAgent:
     # ------------------------------------------------------------------ planner (slow loop)
     def plan_tick(self) -> None:
         self.publish_status()
+        self._decode_inputs()
+        self._decode_neighbors()
         if self.pos is None:
             return                            # nothing to plan from yet
         if self.cfg.max_rounds and self.round >= self.cfg.max_rounds:
@@ -214,6 +245,7 @@ class RobotAgent:
     # ------------------------------------------------------------------ controller (fast loop)
     def control_tick(self) -> None:
         self.timing.tick()
+        self._decode_inputs()
         self._collect_plan()
         now = self._now()
         cmd = Twist()

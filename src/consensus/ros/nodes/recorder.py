@@ -16,14 +16,13 @@ import rclpy
 from geometry_msgs.msg import PointStamped
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
 from std_msgs.msg import String
 
 from consensus.metrics.convergence import spread
+from consensus.ros import qos
 from consensus.ros.params import declare_config, run_node
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 
-QOS = QoSProfile(depth=50)
 START_WAIT_S = 10.0
 
 
@@ -47,10 +46,10 @@ class Recorder:
         self.plans = (self.out / "plans.jsonl").open("a", buffering=1)
         self.bad_messages = 0
         for i in range(n):
-            node.create_subscription(PointStamped, f"/robot_{i}/state", self._point(i, self.pos), QOS)
-            node.create_subscription(PointStamped, f"/robot_{i}/target", self._point(i, self.tgt), QOS)
-            node.create_subscription(String, f"/robot_{i}/planner/reasoning", self._on_plan, QOS)
-            node.create_subscription(String, f"/robot_{i}/planner/status", self._on_status, QOS)
+            node.create_subscription(PointStamped, f"/robot_{i}/state", self._point(i, self.pos), qos.STREAM)
+            node.create_subscription(PointStamped, f"/robot_{i}/target", self._point(i, self.tgt), qos.EVENTS)
+            node.create_subscription(String, f"/robot_{i}/planner/reasoning", self._on_plan, qos.EVENTS)
+            node.create_subscription(String, f"/robot_{i}/planner/status", self._on_status, qos.EVENTS)
         self.t_created = self._now()
         self.t0: float | None = None
         self.done = False

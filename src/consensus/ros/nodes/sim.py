@@ -17,16 +17,15 @@ from nav_msgs.msg import Odometry
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile
 from rosgraph_msgs.msg import Clock
 
 from consensus.control.controller import quaternion_from_yaw
 from consensus.control.kinematics import step_single_integrator, step_unicycle
+from consensus.ros import qos
 from consensus.ros.params import declare_config, run_node, spin
 from consensus.scenarios.aggregation import initial_positions
 
 CMD_TIMEOUT_S = 0.5
-QOS = QoSProfile(depth=10)
 
 
 class Simulator:
@@ -45,9 +44,9 @@ class Simulator:
         self.t0 = time.monotonic()
         self.pubs = []
         for i in range(n):
-            node.create_subscription(Twist, f"/robot_{i}/cmd_vel", self._on_cmd(i), QOS)
-            self.pubs.append(node.create_publisher(Odometry, f"/robot_{i}/odom", QOS))
-        self.clock_pub = node.create_publisher(Clock, "/clock", QOS) if cfg.publish_clock else None
+            node.create_subscription(Twist, f"/robot_{i}/cmd_vel", self._on_cmd(i), qos.COMMAND_SUB)
+            self.pubs.append(node.create_publisher(Odometry, f"/robot_{i}/odom", qos.STREAM))
+        self.clock_pub = node.create_publisher(Clock, "/clock", qos.STREAM) if cfg.publish_clock else None
         self.msgs = [self._odom_msg(i) for i in range(n)]
         node.create_timer(self.dt, self.step)
 

@@ -1,0 +1,24 @@
+"""QoS profiles of the stack, chosen from measurements on a 2-core machine (docs/benchmarks.md).
+
+* ``STREAM`` (best effort, depth 5) for high-rate state streams — odom, state, neighbors, /clock. A lost sample is
+  replaced by the next one, and a best-effort publish costs ~0.1 ms where a reliable one measured ~0.5 ms with a
+  busy reader. A best-effort subscription also accepts reliable publishers (e.g. a real robot's odometry).
+* ``EVENTS`` (reliable, depth 50) for low-rate records that must not be lost: target, planner reasoning/status.
+* ``COMMAND`` for cmd_vel: reliable by default (like turtlesim and most robot drivers, which a best-effort publisher
+  would not match); ``cmd_vel_best_effort: true`` trades that for speed when every subscriber is best effort
+  (the built-in sim's is).
+"""
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+STREAM = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
+EVENTS = QoSProfile(depth=50)
+LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def command(best_effort: bool) -> QoSProfile:
+    return QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort
+                      else ReliabilityPolicy.RELIABLE)
+
+
+# subscribers of cmd_vel (the sim) accept both
+COMMAND_SUB = STREAM
