@@ -65,11 +65,13 @@ class TickTimer:
         self.t0: float | None = None
         self.offsets: list[float] = []
         self.k = 0
+        self.last = 0.0
 
     def tick(self) -> None:
         now = time.monotonic()
         if self.t0 is None:
             self.t0 = now
+        self.last = now
         # the next slot, unless we are more than a whole period past it (rcl then skips the missed slots)
         k = self.k + 1 if self.offsets else 0
         if now - self.t0 - k * self.period > self.period:
@@ -85,8 +87,10 @@ class TickTimer:
         if not self.offsets:
             return {"ticks": 0, "on_time": 0, "max_late_ms": 0.0}
         late = np.asarray(self.offsets) - min(self.offsets)
+        span = self.last - self.t0 if self.t0 is not None else 0.0
         return {"ticks": len(late), "on_time": int((late <= ON_TIME_S).sum()),
-                "max_late_ms": round(float(late.max()) * 1e3, 2)}
+                "max_late_ms": round(float(late.max()) * 1e3, 2),
+                "rate_hz": round((len(late) - 1) / span, 3) if span > 0 else None}
 
 
 class RobotAgent:
