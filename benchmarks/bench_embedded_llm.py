@@ -17,10 +17,11 @@ import random
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from consensus.llm.base import ChatRequest, LLMError
+from consensus.llm.base import ChatRequest, ChatResponse, LLMError
 from consensus.llm.factory import make_client
 
 SYSTEM = "You are a robot moving in a two-dimensional space."
@@ -43,14 +44,14 @@ def schema(reasoning_max_chars: int) -> dict:
     }
 
 
-def fmt(p: tuple[float, float]) -> str:
-    return f"({p[0]:.2f}, {p[1]:.2f})"
+def fmt(p: tuple[float, float], decimals: int) -> str:
+    return f"({p[0]:.{decimals}f}, {p[1]:.{decimals}f})"
 
 
 def make_request(rng: random.Random, args: argparse.Namespace, i: int) -> ChatRequest:
-    n = rng.randint(3, 6)
-    pts = [(rng.uniform(-10, 10), rng.uniform(-10, 10)) for _ in range(n)]
-    user = USER.format(own=fmt(pts[0]), others=", ".join(fmt(p) for p in pts[1:]))
+    pts = [(rng.uniform(-10, 10), rng.uniform(-10, 10)) for _ in range(args.robots)]
+    user = USER.format(own=fmt(pts[0], args.decimals),
+                       others=", ".join(fmt(p, args.decimals) for p in pts[1:]))
     return ChatRequest(messages=({"role": "system", "content": SYSTEM}, {"role": "user", "content": user}),
                        temperature=args.temperature, max_tokens=args.max_tokens,
                        response_format=schema(args.reasoning_max_chars), tag=f"bench/{i}")
@@ -73,8 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reasoning-max-chars", type=int, default=120,
                     help="maxLength of the reasoning string in the schema (0 = unlimited)")
     ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--robots", type=int, default=3, help="robots in the prompt (own + others)")
+    ap.add_argument("--decimals", type=int, default=2, help="decimals of the coordinates in the prompt")
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
-    ap.add_argument("--n-ctx", type=int, default=2048)
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="server slots and concurrent requests (like P robots planning in the same round)")
+    ap.add_argument("--n-ctx-per-slot", type=int, default=1024)
     ap.add_argument("--model", default="", help="a .gguf file instead of the default model")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--show", action="store_true", help="print every reply")
@@ -82,42 +87,60 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     rng = random.Random(args.seed)
+    requests = [make_request(rng, args, i) for i in range(args.k)]
     t0 = time.monotonic()
-    client, close = make_client("embedded", model=args.model, timeout_s=300.0, max_retries=0, concurrency=1,
-                                transcripts_path=None, replay_path=None, n_ctx=args.n_ctx, n_threads=args.threads)
+    client, close = make_client("embedded", model=args.model, timeout_s=300.0, max_retries=0,
+                                concurrency=args.parallel, transcripts_path=None, replay_path=None,
+                                n_ctx=args.n_ctx_per_slot * args.parallel, n_threads=args.threads,
+                                n_parallel=args.parallel)
     startup = time.monotonic() - t0
-    lat: list[float] = []
-    toks: list[int] = []
-    ok = 0
-    errors = 0
+    results: list[tuple[float, ChatResponse] | None] = [None] * args.k
+
+    def one(i: int) -> None:
+        t = time.monotonic()
+        try:
+            r = client.complete(requests[i])
+        except LLMError as exc:
+            print(f"request {i}: {exc}", file=sys.stderr)
+            return
+        results[i] = (time.monotonic() - t, r)
+
     try:
         warm = client.complete(make_request(rng, args, -1))
-        for i in range(args.k):
-            req = make_request(rng, args, i)
-            t = time.monotonic()
-            try:
-                r = client.complete(req)
-            except LLMError as exc:
-                errors += 1
-                print(f"request {i}: {exc}", file=sys.stderr)
-                continue
-            lat.append(time.monotonic() - t)
-            toks.append(r.completion_tokens or 0)
-            ok += parses(r.text)
-            if args.show:
-                print(f"[{i}] {lat[-1]:.2f}s {r.completion_tokens} tok: {r.text}")
+        t_all = time.monotonic()
+        with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+            list(pool.map(one, range(args.k)))
+        wall = time.monotonic() - t_all
     finally:
         close()
-    if not lat:
+    done = [x for x in results if x is not None]
+    errors = args.k - len(done)
+    if not done:
         print("no successful requests")
         return 1
+    lat = [t for t, _ in done]
+    toks = [r.completion_tokens or 0 for _, r in done]
+    ok = sum(parses(r.text) for _, r in done)
+    if args.show:
+        for i, x in enumerate(results):
+            if x is not None:
+                print(f"[{i}] {x[0]:.2f}s {x[1].completion_tokens} tok: {x[1].text}")
+    tms = [r.meta.get("server_timings") or {} for _, r in done]
+    tms = [t for t in tms if t.get("prompt_ms") and t.get("predicted_ms")]
     print(f"model startup (assemble/verify + load): {startup:.1f} s; warm-up call {warm.latency_s:.2f} s")
-    print(f"threads={args.threads or 'all'} max_tokens={args.max_tokens} "
+    print(f"threads={args.threads or 'all'} parallel={args.parallel} robots={args.robots} "
+          f"decimals={args.decimals} max_tokens={args.max_tokens} "
           f"reasoning_max_chars={args.reasoning_max_chars} temperature={args.temperature} k={args.k}")
     print(f"seconds/call: median {statistics.median(lat):.2f}  p90 {float(np.percentile(lat, 90)):.2f}  "
-          f"min {min(lat):.2f}  max {max(lat):.2f}")
+          f"min {min(lat):.2f}  max {max(lat):.2f}; wall {wall:.1f} s = {wall / args.k:.2f} s per request")
     print(f"completion tokens/call: mean {statistics.mean(toks):.1f}; "
-          f"throughput {sum(toks) / sum(lat):.1f} tok/s (incl. prompt processing)")
+          f"aggregate {sum(toks) / wall:.1f} tok/s (incl. prompt processing)")
+    if tms:
+        pr = [1000.0 * t["prompt_n"] / t["prompt_ms"] for t in tms]
+        gr = [1000.0 * t["predicted_n"] / t["predicted_ms"] for t in tms]
+        print(f"server timings (median per request): prompt {statistics.median(pr):.1f} tok/s over "
+              f"{statistics.median(t['prompt_n'] for t in tms):.0f} uncached prompt tokens, "
+              f"generation {statistics.median(gr):.1f} tok/s")
     print(f"parse rate: {ok}/{args.k} = {ok / args.k:.0%}; errors {errors}")
     return 0
 

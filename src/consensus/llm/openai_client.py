@@ -185,6 +185,10 @@ class OpenAIChatClient:
         choice = resp.choices[0]
         text = getattr(choice.message, "content", None) or ""
         usage = getattr(resp, "usage", None)
+        meta = {"attempts": attempts, "finish_reason": getattr(choice, "finish_reason", None)}
+        timings = (getattr(resp, "model_extra", None) or {}).get("timings")
+        if isinstance(timings, dict):   # llama.cpp server: prompt_n/prompt_ms/predicted_n/predicted_ms
+            meta["server_timings"] = timings
         with self._lock:
             self._state = "ok"
             self._last_latency_s = latency
@@ -194,7 +198,7 @@ class OpenAIChatClient:
             latency_s=latency,
             prompt_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
             completion_tokens=getattr(usage, "completion_tokens", None) if usage else None,
-            meta={"attempts": attempts, "finish_reason": getattr(choice, "finish_reason", None)},
+            meta=meta,
         )
 
     def status(self) -> dict:
