@@ -5,6 +5,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import socket
 import urllib.error
 import urllib.request
 
@@ -140,9 +141,20 @@ def test_server_reports_unloadable_model(tmp_path):
     fake = tmp_path / "broken.gguf"
     fake.write_bytes(b"GGUF" + b"\3\0\0\0" + b"\0" * 500)
     srv = EmbeddedServer(fake, n_ctx=512)
-    with pytest.raises(EmbeddedModelError, match="could not load"):
+    with pytest.raises(EmbeddedModelError, match="failed to start with .*broken.gguf"):
         srv.start()
     assert not srv.running
+
+
+def test_server_reports_busy_port(tmp_path):
+    pytest.importorskip("xllamacpp")
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 60)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(EmbeddedModelError, match=f"port {busy.getsockname()[1]} .* in use"):
+            EmbeddedServer(model, port=busy.getsockname()[1]).start()
 
 
 def test_server_rejects_bad_parameters(tmp_path):

@@ -16,6 +16,7 @@ import importlib.util
 import json
 import logging
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -229,6 +230,17 @@ def resolve_model_path(model: str | os.PathLike, sha256: str | None = None) -> P
     return p
 
 
+def _port_free(port: int) -> bool:
+    """True when nothing listens on 127.0.0.1:``port`` (so llama.cpp can bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # like llama.cpp: TIME_WAIT is no obstacle
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
 _live_servers: "weakref.WeakSet[EmbeddedServer]" = weakref.WeakSet()
 
@@ -325,11 +337,15 @@ class EmbeddedServer:
                 raise EmbeddedModelError(f"the embedded backend needs the xllamacpp package: {exc}") from None
             if not self.model_path.is_file():
                 raise EmbeddedModelError(f"model file not found: {self.model_path}")
+            if self.port and not _port_free(self.port):
+                raise EmbeddedModelError(f"embedded server port {self.port} on 127.0.0.1 is already in use")
             t0 = time.monotonic()
             try:
                 server = xllamacpp.Server(self._params())
             except RuntimeError as exc:
-                raise EmbeddedModelError(f"llama.cpp could not load {self.model_path}: {exc}") from None
+                raise EmbeddedModelError(
+                    f"llama.cpp server failed to start with {self.model_path} (port {self.port or 'auto'}): {exc}"
+                ) from None
             address = str(server.listening_address).rstrip("/")
             if not address.startswith("http://127.0.0.1:"):
                 del server
