@@ -81,7 +81,7 @@ def test_slow_endpoint_times_out_retries_then_raises():
     assert st["last_error"] == "timeout"
 
 
-@pytest.mark.parametrize("failure", [500, 503, 429, Close()])
+@pytest.mark.parametrize("failure", [500, 503, 429, Close(), Delay(0.05, 502)])
 def test_transient_failure_then_success(failure):
     with FakeOpenAIServer([failure, "fine"]) as srv:
         c = client(srv)
