@@ -12,6 +12,7 @@ import sys
 from typing import Callable
 
 import rclpy
+import rclpy.executors
 import rclpy.task
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterUninitializedException
@@ -43,12 +44,27 @@ def declare_config(node: Node) -> AggregationConfig:
     return AggregationConfig.from_dict(values, source=f"node '{node.get_fully_qualified_name()}' parameters")
 
 
-def spin(executor) -> None:
-    """Spin until rclpy shuts down. (rclpy 9's EventsExecutor.spin() processes nothing when called directly;
-    spin_until_future_complete works for it and for the standard executors alike.)"""
-    never = rclpy.task.Future()
-    while rclpy.ok():
-        executor.spin_until_future_complete(never, timeout_sec=1.0)
+def make_executor(kind: str):
+    """rclpy's EventsExecutor ("events") or the SingleThreadedExecutor ("single").
+
+    Measured on 2 cores (docs/benchmarks.md): the SingleThreadedExecutor rebuilds its wait set on every wake-up,
+    which costs a whole core at ~30 robots' traffic; the EventsExecutor handles 100 robots at a fraction of that.
+    """
+    if kind == "events":
+        try:
+            from rclpy.experimental import EventsExecutor
+            return EventsExecutor()
+        except ImportError:       # older rclpy: fall back, and say so
+            logging.getLogger(__name__).warning("rclpy has no EventsExecutor; using SingleThreadedExecutor")
+    return rclpy.executors.SingleThreadedExecutor()
+
+
+def spin(executor, until: rclpy.task.Future | None = None) -> None:
+    """Spin until rclpy shuts down or ``until`` completes. (rclpy 9's EventsExecutor.spin() processes nothing
+    when called directly; spin_until_future_complete works for it and for the standard executors alike.)"""
+    future = until or rclpy.task.Future()
+    while rclpy.ok() and not future.done():
+        executor.spin_until_future_complete(future, timeout_sec=1.0)
 
 
 def run_node(body: Callable[[list[str]], None], name: str) -> int:

@@ -47,6 +47,7 @@ from consensus.control.controller import PController, UnicycleController, yaw_fr
 from consensus.control.safety import Geofence, is_stale
 from consensus.planners.base import Planner, PlanRequest, PlanResult
 from consensus.ros import qos
+from consensus.ros.cdr import odom_pose, pose_array_xy
 
 log = logging.getLogger(__name__)
 
@@ -54,18 +55,25 @@ ON_TIME_S = 0.010   # a control tick is on time when it starts at most 10 ms aft
 
 
 class TickTimer:
-    """How late periodic callbacks start relative to their ideal slots (wall clock).
+    """How late periodic callbacks start relative to their ideal slots (wall clock), in O(1) per tick.
 
-    The slots are ``phase + k * period``; the phase is estimated as the earliest offset seen, so the earliest tick
-    counts as on time and every other tick's lateness is measured against it.
+    The slots are ``phase + k * period``. The phase is the 1st percentile of the offsets of the first
+    ``WARMUP`` ticks (so one early tick before start-up load does not shift the grid for all others); from then
+    on each tick is counted on time when it starts at most ``ON_TIME_S`` after its slot.
     """
+
+    WARMUP = 100
 
     def __init__(self, period_s: float) -> None:
         self.period = period_s
         self.t0: float | None = None
-        self.offsets: list[float] = []
-        self.k = 0
         self.last = 0.0
+        self.k = 0
+        self.ticks = 0
+        self.on_time = 0
+        self.max_late = 0.0
+        self.phase: float | None = None
+        self._warmup: list[float] = []
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -73,24 +81,36 @@ class TickTimer:
             self.t0 = now
         self.last = now
         # the next slot, unless we are more than a whole period past it (rcl then skips the missed slots)
-        k = self.k + 1 if self.offsets else 0
+        k = self.k + 1 if self.ticks else 0
         if now - self.t0 - k * self.period > self.period:
             k = int((now - self.t0) // self.period)
         self.k = k
-        self.offsets.append(now - self.t0 - k * self.period)
+        self.ticks += 1
+        offset = now - self.t0 - k * self.period
+        if self.phase is None:
+            self._warmup.append(offset)
+            if len(self._warmup) >= self.WARMUP:
+                self.phase = float(np.percentile(self._warmup, 1))
+                for o in self._warmup:
+                    self._count(o)
+                self._warmup = []
+        else:
+            self._count(offset)
 
-    @property
-    def ticks(self) -> int:
-        return len(self.offsets)
+    def _count(self, offset: float) -> None:
+        late = max(offset - self.phase, 0.0)
+        self.max_late = max(self.max_late, late)
+        if late <= ON_TIME_S:
+            self.on_time += 1
 
     def as_dict(self) -> dict:
-        if not self.offsets:
-            return {"ticks": 0, "on_time": 0, "max_late_ms": 0.0}
-        late = np.asarray(self.offsets) - min(self.offsets)
+        on_time, max_late = self.on_time, self.max_late
+        if self.phase is None and self._warmup:            # still warming up: judge against the ticks so far
+            late = np.maximum(np.asarray(self._warmup) - np.percentile(self._warmup, 1), 0.0)
+            on_time, max_late = int((late <= ON_TIME_S).sum()), float(late.max())
         span = self.last - self.t0 if self.t0 is not None else 0.0
-        return {"ticks": len(late), "on_time": int((late <= ON_TIME_S).sum()),
-                "max_late_ms": round(float(late.max()) * 1e3, 2),
-                "rate_hz": round((len(late) - 1) / span, 3) if span > 0 else None}
+        return {"ticks": self.ticks, "on_time": on_time, "max_late_ms": round(max_late * 1e3, 2),
+                "rate_hz": round((self.ticks - 1) / span, 3) if span > 0 else None}
 
 
 class RobotAgent:
@@ -149,29 +169,39 @@ class RobotAgent:
     def _decode_inputs(self) -> None:
         if self._odom_raw is not None:
             raw, self._odom_raw = self._odom_raw, None
-            self._on_odom(deserialize_message(raw, Odometry), stamp=False)
+            pose = odom_pose(raw)
+            if pose is None:
+                self._on_odom(deserialize_message(raw, Odometry))
+            else:
+                self._set_pose(pose[0], pose[1], pose[3:])
 
     def _decode_neighbors(self) -> None:
         if self._neighbors_raw is not None:
             raw, self._neighbors_raw = self._neighbors_raw, None
-            self._on_neighbors(deserialize_message(raw, PoseArray))
+            xy = pose_array_xy(raw)
+            if xy is None:
+                self._on_neighbors(deserialize_message(raw, PoseArray))
+            else:
+                xy = xy[np.isfinite(xy[:, : self.cfg.dim]).all(axis=1)]
+                self.neighbors = [row[: self.cfg.dim] for row in xy]
 
-    def _on_odom(self, msg: Odometry, stamp: bool = True) -> None:
-        p = msg.pose.pose.position
-        vals = (p.x, p.y)[: self.cfg.dim]
-        if not all(math.isfinite(v) for v in vals):
-            self.odom_stamp = self._good_odom_stamp   # a corrupt message never becomes our position
-            return
-        q = msg.pose.pose.orientation
-        if self.cfg.kinematics == "unicycle":
+    def _on_odom(self, msg: Odometry) -> None:
+        p, q = msg.pose.pose.position, msg.pose.pose.orientation
+        self._set_pose(p.x, p.y, (q.x, q.y, q.z, q.w))
+
+    def _set_pose(self, x: float, y: float, quat) -> None:
+        """Accept a pose from odometry; a non-finite one never becomes our position (the robot goes stale)."""
+        vals = (x, y)[: self.cfg.dim]
+        ok = all(math.isfinite(v) for v in vals)
+        if ok and self.cfg.kinematics == "unicycle":
             try:
-                self.yaw = yaw_from_quaternion(q.x, q.y, q.z, q.w)
+                self.yaw = yaw_from_quaternion(*quat)
             except ValueError:
-                self.odom_stamp = self._good_odom_stamp
-                return
+                ok = False
+        if not ok:
+            self.odom_stamp = self._good_odom_stamp
+            return
         self.pos = np.array(vals, dtype=float)
-        if stamp:
-            self.odom_stamp = self._now()
         self._good_odom_stamp = self.odom_stamp
 
     def _on_neighbors(self, msg: PoseArray) -> None:

@@ -10,24 +10,13 @@ from __future__ import annotations
 import logging
 
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from consensus.ros.nodes._robots import make_planners
-from consensus.ros.params import declare_config, run_node, spin
+from consensus.ros.params import declare_config, make_executor, run_node, spin
 from consensus.ros.robot_agent import RobotAgent
 
 log = logging.getLogger(__name__)
-
-
-def make_executor(kind: str):
-    if kind == "events":
-        try:
-            from rclpy.experimental import EventsExecutor
-            return EventsExecutor()
-        except ImportError:       # older rclpy: fall back, and say so
-            log.warning("rclpy has no EventsExecutor; using SingleThreadedExecutor")
-    return SingleThreadedExecutor()
 
 
 def _body(_args: list[str]) -> None:

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import rclpy
+import rclpy.task
 from geometry_msgs.msg import PointStamped
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import String
 
 from consensus.metrics.convergence import spread
 from consensus.ros import qos
-from consensus.ros.params import declare_config, run_node
+from consensus.ros.params import declare_config, make_executor, run_node, spin
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 
 START_WAIT_S = 10.0
@@ -52,7 +52,7 @@ class Recorder:
             node.create_subscription(String, f"/robot_{i}/planner/status", self._on_status, qos.EVENTS)
         self.t_created = self._now()
         self.t0: float | None = None
-        self.done = False
+        self.done = rclpy.task.Future()
         self.last_progress = -math.inf
         node.create_timer(1.0 / cfg.state_rate_hz, self.sample)
 
@@ -99,8 +99,8 @@ class Recorder:
             self.node.get_logger().info(
                 f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s round={c['rounds_max']} spread={sp:.3f} m "
                 f"llm_calls={c['llm_calls']} fallbacks={c['llm_fallbacks']}")
-        if t >= self.cfg.duration_s:
-            self.done = True
+        if t >= self.cfg.duration_s and not self.done.done():
+            self.done.set_result(True)
 
     def counters(self) -> dict:
         keys = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops")
@@ -139,11 +139,10 @@ class Recorder:
 def _body(_args: list[str]) -> None:
     node = Node("recorder")
     rec = Recorder(node)
-    executor = SingleThreadedExecutor()
+    executor = make_executor(rec.cfg.executor)
     executor.add_node(node)
     try:
-        while rclpy.ok() and not rec.done:
-            executor.spin_once(timeout_sec=0.1)
+        spin(executor, until=rec.done)
     finally:
         rec.finish()        # also on Ctrl-C: never lose what was recorded
 

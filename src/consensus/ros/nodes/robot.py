@@ -7,12 +7,11 @@ from __future__ import annotations
 import re
 
 import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from consensus.errors import ConfigError
 from consensus.ros.nodes._robots import make_planners
-from consensus.ros.params import declare_config, run_node, spin
+from consensus.ros.params import declare_config, make_executor, run_node, spin
 from consensus.ros.robot_agent import RobotAgent
 
 
@@ -35,7 +34,7 @@ def _body(_args: list[str]) -> None:
     rid = _robot_id(node, cfg.num_robots)
     (planner,), pool, status, close = make_planners(cfg, [rid])
     agent = RobotAgent(node, cfg, rid, planner, pool, status)
-    executor = SingleThreadedExecutor()
+    executor = make_executor(cfg.executor)
     executor.add_node(node)
     try:
         spin(executor)

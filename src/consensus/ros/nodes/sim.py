@@ -14,15 +14,13 @@ import time
 import numpy as np
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 
-from consensus.control.controller import quaternion_from_yaw
 from consensus.control.kinematics import step_single_integrator, step_unicycle
 from consensus.ros import qos
-from consensus.ros.params import declare_config, run_node, spin
+from consensus.ros.params import declare_config, make_executor, run_node, spin
 from consensus.scenarios.aggregation import initial_positions
 
 CMD_TIMEOUT_S = 0.5
@@ -82,14 +80,16 @@ class Simulator:
             stamp = clock.clock
         else:
             stamp = self.node.get_clock().now().to_msg()
+        qz, qw = np.sin(self.pose[:, 2] / 2).tolist(), np.cos(self.pose[:, 2] / 2).tolist()   # yaw about z
+        xs, ys = self.pose[:, 0].tolist(), self.pose[:, 1].tolist()
+        cmds = cmd.tolist()
         for i, (pub, msg) in enumerate(zip(self.pubs, self.msgs)):
             msg.header.stamp = stamp
             p = msg.pose.pose
-            p.position.x, p.position.y = float(self.pose[i, 0]), float(self.pose[i, 1])
-            qx, qy, qz, qw = quaternion_from_yaw(float(self.pose[i, 2]))
-            p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w = qx, qy, qz, qw
+            p.position.x, p.position.y = xs[i], ys[i]
+            p.orientation.z, p.orientation.w = qz[i], qw[i]
             tw = msg.twist.twist
-            tw.linear.x, tw.linear.y, tw.angular.z = float(cmd[i, 0]), float(cmd[i, 1]), float(cmd[i, 2])
+            tw.linear.x, tw.linear.y, tw.angular.z = cmds[i]
             pub.publish(msg)
 
 
@@ -97,8 +97,8 @@ def _body(_args: list[str]) -> None:
     node = Node("sim")
     # the simulator is the source of /clock: it must never wait for sim time itself
     node.set_parameters([Parameter("use_sim_time", value=False)])
-    Simulator(node)
-    executor = SingleThreadedExecutor()
+    sim = Simulator(node)
+    executor = make_executor(sim.cfg.executor)
     executor.add_node(node)
     spin(executor)
 

@@ -23,13 +23,12 @@ from collections import deque
 import numpy as np
 from geometry_msgs.msg import Pose, PoseArray, PointStamped
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import String
 
 from consensus.errors import ConfigError
 from consensus.ros import qos
-from consensus.ros.params import declare_config, run_node, spin
+from consensus.ros.params import declare_config, make_executor, run_node, spin
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
 
@@ -128,8 +127,8 @@ class TopologyRelay:
 
 def _body(_args: list[str]) -> None:
     node = Node("topology")
-    TopologyRelay(node)
-    executor = SingleThreadedExecutor()
+    relay = TopologyRelay(node)
+    executor = make_executor(relay.cfg.executor)
     executor.add_node(node)
     spin(executor)
 
