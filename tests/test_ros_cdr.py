@@ -58,3 +58,42 @@ def test_pose_array_fast_path_matches_rclpy(frame, xs):
     ref = [(p.position.x, p.position.y) for p in deserialize_message(raw, PoseArray).poses]
     assert got.shape == (len(xs), 2) and [tuple(r) for r in got.tolist()] == ref
     assert pose_array_xy(raw[: len(raw) - 8]) is None if xs else True
+
+
+@settings(max_examples=100, deadline=None)
+@given(frame=names, xs=st.lists(st.tuples(finite, finite), max_size=20), stamp=st.integers(0, 2**40))
+def test_pose_array_writer_is_read_back_by_rclpy(frame, xs, stamp):
+    from geometry_msgs.msg import PoseArray
+
+    import numpy as np
+
+    from consensus.ros.cdr import pose_array_bytes
+
+    raw = pose_array_bytes(stamp, frame, np.asarray(xs, dtype=float).reshape(-1, 2))
+    msg = deserialize_message(raw, PoseArray)
+    assert msg.header.frame_id == frame
+    assert msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec == stamp
+    assert [(p.position.x, p.position.y, p.orientation.w) for p in msg.poses] == [(x, y, 1.0) for x, y in xs]
+
+
+@settings(max_examples=50, deadline=None)
+@given(vals=st.lists(finite, min_size=3, max_size=3), stamp=st.integers(0, 2**40), frame=names)
+def test_templates_write_what_rclpy_reads(vals, stamp, frame):
+    from geometry_msgs.msg import PointStamped, Twist
+
+    from consensus.ros.cdr import CdrTemplate, point_stamped_xy
+
+    tw = CdrTemplate(Twist(), {"vx": "linear.x", "vy": "linear.y", "wz": "angular.z"}, stamped=False)
+    got = deserialize_message(tw.pack(vx=vals[0], vy=vals[1], wz=vals[2]), Twist)
+    assert (got.linear.x, got.linear.y, got.angular.z) == tuple(vals)
+    odom = Odometry()
+    odom.header.frame_id = frame
+    ot = CdrTemplate(odom, {"x": "pose.pose.position.x", "y": "pose.pose.position.y",
+                            "vx": "twist.twist.linear.x"}, stamped=True)
+    got = deserialize_message(ot.pack(stamp, x=vals[0], y=vals[1], vx=vals[2]), Odometry)
+    assert (got.pose.pose.position.x, got.pose.pose.position.y, got.twist.twist.linear.x) == tuple(vals)
+    assert got.header.stamp.sec * 1_000_000_000 + got.header.stamp.nanosec == stamp and got.header.frame_id == frame
+    ps = PointStamped()
+    ps.header.frame_id = frame
+    pt = CdrTemplate(ps, {"x": "point.x", "y": "point.y"}, stamped=True)
+    assert point_stamped_xy(pt.pack(stamp, x=vals[0], y=vals[1])) == (vals[0], vals[1])

@@ -85,7 +85,7 @@ class AggregationConfig:
     llm_api_key_env: str = "OPENAI_API_KEY"
     llm_temperature: float = 0.7
     llm_max_tokens: int = 160
-    llm_timeout_s: float = 30.0
+    llm_timeout_s: float = 60.0       # per request; a 2-core embedded model queues requests for tens of seconds
     llm_max_retries: int = 2
     llm_concurrency: int = 4
     parse_retries: int = 2

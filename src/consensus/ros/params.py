@@ -7,7 +7,9 @@ the same code as the CLI's.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
+import signal
 import sys
 from typing import Callable
 
@@ -18,6 +20,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 
 from consensus.config import AggregationConfig
 from consensus.errors import ConfigError, ConsensusError
@@ -67,11 +70,59 @@ def spin(executor, until: rclpy.task.Future | None = None) -> None:
         executor.spin_until_future_complete(future, timeout_sec=1.0)
 
 
+_on_stop: list[Callable[[], None]] = []
+
+
+def on_stop(fn: Callable[[], None]) -> None:
+    """Register ``fn`` to run first when SIGINT/SIGTERM arrives (e.g. send robots a zero velocity)."""
+    _on_stop.append(fn)
+
+
+def guarded(fn: Callable, what: str) -> Callable:
+    """Wrap a ROS callback so that no exception reaches the executor.
+
+    rclpy's EventsExecutor crashes the process (SIGSEGV) when a callback raises with a single node registered
+    (ros2/rclpy#1641, fixed upstream after 9.1.2); an error in one message or tick is logged and the node goes on.
+    """
+    log = logging.getLogger(what)
+    failures = {"n": 0}
+
+    def call(*args):
+        try:
+            return fn(*args)
+        except Exception:  # noqa: BLE001 - see docstring
+            if not rclpy.ok():
+                return None       # shutting down: publishers are already gone
+            failures["n"] += 1
+            if failures["n"] <= 5 or failures["n"] % 1000 == 0:
+                log.exception("%s failed (%d times so far)", what, failures["n"])
+            return None
+
+    # rclpy looks at the callback's signature (a timer callback with a parameter gets a TimerInfo), so the
+    # wrapper takes exactly as many arguments as the wrapped function
+    if len(inspect.signature(fn).parameters) == 0:
+        return lambda: call()
+    return lambda msg: call(msg)
+
+
+def _handle_stop_signal(signum, _frame) -> None:
+    for fn in _on_stop:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+    _on_stop.clear()
+    rclpy.try_shutdown()          # spin() returns; the node's finally blocks run (no KeyboardInterrupt inside
+    #                               a callback, which the EventsExecutor turns into a crash)
+
+
 def run_node(body: Callable[[list[str]], None], name: str) -> int:
     """Run a node's ``body(args)`` with rclpy set up, turning bad input into one clear message and exit code 2."""
     logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")
     args = rclpy.utilities.remove_ros_args(sys.argv)
-    rclpy.init(args=sys.argv)
+    rclpy.init(args=sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGINT, _handle_stop_signal)
+    signal.signal(signal.SIGTERM, _handle_stop_signal)
     try:
         body(args)
         return 0

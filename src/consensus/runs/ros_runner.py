@@ -111,6 +111,10 @@ def stop_all(procs: list[_Proc], grace_s: float = 8.0) -> None:
                 pass
 
 
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool = False,
             echo: Callable[[str], None] | None = print) -> dict:
     """Run an aggregation through real ROS 2 processes; return summary.json's content."""
@@ -123,6 +127,10 @@ def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool =
     specs = aggregation_processes(cfg, use_sim_time=use_sim_time)
     procs: list[_Proc] = []
     interrupted = False
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (e.g. `timeout`, a CI runner) must stop the children too, like Ctrl-C does
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         for spec in specs:
             proc = _Proc(spec, params_file, log_dir, echo)
@@ -148,6 +156,8 @@ def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool =
         for p in procs:
             p.thread.join(timeout=2)
             p.log.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     summary_path = out / "summary.json"
     if not summary_path.exists():
         raise ConsensusError(f"the run ended without a summary{' (interrupted)' if interrupted else ''}; "

@@ -13,7 +13,7 @@ import rclpy
 from rclpy.node import Node
 
 from consensus.ros.nodes._robots import make_planners
-from consensus.ros.params import declare_config, make_executor, run_node, spin
+from consensus.ros.params import declare_config, make_executor, on_stop, run_node, spin
 from consensus.ros.robot_agent import RobotAgent
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ def _body(_args: list[str]) -> None:
         agents.append(RobotAgent(node, cfg, i, planner, pool, status))
         nodes.append(node)
         executor.add_node(node)
+    on_stop(lambda: [agent.stop() for agent in agents])      # zero velocity before the context goes down
     fleet.get_logger().info(f"fleet of {len(agents)} robots up (planner={cfg.planner}, executor={cfg.executor})")
     try:
         spin(executor)

@@ -16,11 +16,13 @@ import rclpy
 import rclpy.task
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from consensus.metrics.convergence import spread
 from consensus.ros import qos
-from consensus.ros.params import declare_config, make_executor, run_node, spin
+from consensus.ros.cdr import point_stamped_xy
+from consensus.ros.params import declare_config, guarded, make_executor, run_node, spin
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 
 START_WAIT_S = 10.0
@@ -46,15 +48,19 @@ class Recorder:
         self.plans = (self.out / "plans.jsonl").open("a", buffering=1)
         self.bad_messages = 0
         for i in range(n):
-            node.create_subscription(PointStamped, f"/robot_{i}/state", self._point(i, self.pos), qos.STREAM)
-            node.create_subscription(PointStamped, f"/robot_{i}/target", self._point(i, self.tgt), qos.EVENTS)
-            node.create_subscription(String, f"/robot_{i}/planner/reasoning", self._on_plan, qos.EVENTS)
-            node.create_subscription(String, f"/robot_{i}/planner/status", self._on_status, qos.EVENTS)
+            node.create_subscription(PointStamped, f"/robot_{i}/state", guarded(self._raw_point(i, self.pos), "state"),
+                                     qos.STREAM, raw=True)
+            node.create_subscription(PointStamped, f"/robot_{i}/target", guarded(self._point(i, self.tgt), "target"),
+                                     qos.EVENTS)
+            node.create_subscription(String, f"/robot_{i}/planner/reasoning", guarded(self._on_plan, "plan"),
+                                     qos.EVENTS)
+            node.create_subscription(String, f"/robot_{i}/planner/status", guarded(self._on_status, "status"),
+                                     qos.EVENTS)
         self.t_created = self._now()
         self.t0: float | None = None
         self.done = rclpy.task.Future()
         self.last_progress = -math.inf
-        node.create_timer(1.0 / cfg.state_rate_hz, self.sample)
+        node.create_timer(1.0 / cfg.state_rate_hz, guarded(self.sample, "recorder.sample"))
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -63,6 +69,19 @@ class Recorder:
         def cb(msg: PointStamped) -> None:
             p = (msg.point.x, msg.point.y)
             if all(math.isfinite(v) for v in p):
+                store[i] = p
+            else:
+                self.bad_messages += 1
+        return cb
+
+    def _raw_point(self, i: int, store: np.ndarray):
+        decode = self._point(i, store)
+
+        def cb(raw: bytes) -> None:
+            p = point_stamped_xy(raw)
+            if p is None:
+                decode(deserialize_message(raw, PointStamped))
+            elif all(math.isfinite(v) for v in p):
                 store[i] = p
             else:
                 self.bad_messages += 1

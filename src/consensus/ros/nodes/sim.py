@@ -16,11 +16,13 @@ from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.serialization import deserialize_message
 from rosgraph_msgs.msg import Clock
 
 from consensus.control.kinematics import step_single_integrator, step_unicycle
 from consensus.ros import qos
-from consensus.ros.params import declare_config, make_executor, run_node, spin
+from consensus.ros.cdr import CdrTemplate, twist_values
+from consensus.ros.params import declare_config, guarded, make_executor, run_node, spin
 from consensus.scenarios.aggregation import initial_positions
 
 CMD_TIMEOUT_S = 0.5
@@ -42,11 +44,16 @@ class Simulator:
         self.t0 = time.monotonic()
         self.pubs = []
         for i in range(n):
-            node.create_subscription(Twist, f"/robot_{i}/cmd_vel", self._on_cmd(i), qos.COMMAND_SUB)
+            node.create_subscription(Twist, f"/robot_{i}/cmd_vel", guarded(self._on_cmd(i), "sim.cmd_vel"),
+                                     qos.COMMAND_SUB, raw=True)
             self.pubs.append(node.create_publisher(Odometry, f"/robot_{i}/odom", qos.STREAM))
         self.clock_pub = node.create_publisher(Clock, "/clock", qos.STREAM) if cfg.publish_clock else None
-        self.msgs = [self._odom_msg(i) for i in range(n)]
-        node.create_timer(self.dt, self.step)
+        fields = {"x": "pose.pose.position.x", "y": "pose.pose.position.y", "qz": "pose.pose.orientation.z",
+                  "qw": "pose.pose.orientation.w", "vx": "twist.twist.linear.x", "vy": "twist.twist.linear.y",
+                  "wz": "twist.twist.angular.z"}
+        # serialized once per robot; each step rewrites the numbers and publishes bytes (see consensus.ros.cdr)
+        self.templates = [CdrTemplate(self._odom_msg(i), fields, stamped=True) for i in range(n)]
+        node.create_timer(self.dt, guarded(self.step, "sim.step"))
 
     def _odom_msg(self, i: int) -> Odometry:
         msg = Odometry()
@@ -55,8 +62,12 @@ class Simulator:
         return msg
 
     def _on_cmd(self, i: int):
-        def cb(msg: Twist) -> None:
-            vals = (msg.linear.x, msg.linear.y, msg.angular.z)
+        def cb(raw: bytes) -> None:
+            t = twist_values(raw)
+            if t is None:
+                msg = deserialize_message(raw, Twist)
+                t = (msg.linear.x, msg.linear.y, 0.0, 0.0, 0.0, msg.angular.z)
+            vals = (t[0], t[1], t[5])
             if not all(math.isfinite(v) for v in vals):
                 return                        # ignore corrupt commands (the robot keeps its last valid one)
             self.cmd[i] = vals
@@ -77,20 +88,15 @@ class Simulator:
             clock = Clock()
             clock.clock.sec, clock.clock.nanosec = divmod(sim_ns, 1_000_000_000)
             self.clock_pub.publish(clock)
-            stamp = clock.clock
+            stamp = sim_ns
         else:
-            stamp = self.node.get_clock().now().to_msg()
+            stamp = self.node.get_clock().now().nanoseconds
         qz, qw = np.sin(self.pose[:, 2] / 2).tolist(), np.cos(self.pose[:, 2] / 2).tolist()   # yaw about z
         xs, ys = self.pose[:, 0].tolist(), self.pose[:, 1].tolist()
         cmds = cmd.tolist()
-        for i, (pub, msg) in enumerate(zip(self.pubs, self.msgs)):
-            msg.header.stamp = stamp
-            p = msg.pose.pose
-            p.position.x, p.position.y = xs[i], ys[i]
-            p.orientation.z, p.orientation.w = qz[i], qw[i]
-            tw = msg.twist.twist
-            tw.linear.x, tw.linear.y, tw.angular.z = cmds[i]
-            pub.publish(msg)
+        for i, (pub, tpl) in enumerate(zip(self.pubs, self.templates)):
+            vx, vy, wz = cmds[i]
+            pub.publish(tpl.pack(stamp, x=xs[i], y=ys[i], qz=qz[i], qw=qw[i], vx=vx, vy=vy, wz=wz))
 
 
 def _body(_args: list[str]) -> None:

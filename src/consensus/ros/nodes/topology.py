@@ -21,14 +21,16 @@ import math
 from collections import deque
 
 import numpy as np
-from geometry_msgs.msg import Pose, PoseArray, PointStamped
+from geometry_msgs.msg import PointStamped, PoseArray
+from rclpy.serialization import deserialize_message
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from std_msgs.msg import String
 
 from consensus.errors import ConfigError
 from consensus.ros import qos
-from consensus.ros.params import declare_config, make_executor, run_node, spin
+from consensus.ros.cdr import point_stamped_xy, pose_array_bytes
+from consensus.ros.params import declare_config, guarded, make_executor, run_node, spin
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
 
@@ -41,18 +43,19 @@ class TopologyRelay:
         self._warn_if_impossible()
         n = cfg.num_robots
         keep = max(2, int(math.ceil((cfg.link_delay_s + 1.0) * max(cfg.state_rate_hz, 1.0) * 2)))
-        self.history: list[deque] = [deque(maxlen=keep) for _ in range(n)]   # (recv_time, Pose) per robot
-        self.delivered: dict[tuple[int, int], tuple[float, Pose]] = {}
+        self.history: list[deque] = [deque(maxlen=keep) for _ in range(n)]   # (recv_time, (x, y)) per robot
+        self.delivered: dict[tuple[int, int], tuple[float, tuple[float, float]]] = {}
         self.rng = np.random.default_rng(cfg.seed + 7919)
         self.max_age = max(1.0, 5.0 / cfg.state_rate_hz) + cfg.link_delay_s
         for j in range(n):
-            node.create_subscription(PointStamped, f"/robot_{j}/state", self._on_state(j), qos.STREAM)
+            node.create_subscription(PointStamped, f"/robot_{j}/state", guarded(self._on_state(j), "topology.state"), qos.STREAM,
+                                     raw=True)
         self.pubs = [node.create_publisher(PoseArray, f"/robot_{i}/neighbors", qos.STREAM) for i in range(n)]
         self.graph_pub = node.create_publisher(String, "/topology/graph", qos.LATCHED)
         self.delivered_count = 0
         self.dropped_count = 0
         node.add_on_set_parameters_callback(self._on_params)
-        node.create_timer(1.0 / cfg.neighbor_rate_hz, self.relay)
+        node.create_timer(1.0 / cfg.neighbor_rate_hz, guarded(self.relay, "topology.relay"))
         self.publish_graph()
 
     def _now(self) -> float:
@@ -64,13 +67,13 @@ class TopologyRelay:
             self.node.get_logger().warning(msg)
 
     def _on_state(self, j: int):
-        def cb(msg: PointStamped) -> None:
-            p = (msg.point.x, msg.point.y)
+        def cb(raw: bytes) -> None:
+            p = point_stamped_xy(raw)
+            if p is None:
+                msg = deserialize_message(raw, PointStamped)
+                p = (msg.point.x, msg.point.y)
             if all(math.isfinite(v) for v in p):
-                pose = Pose()
-                pose.position.x, pose.position.y = p
-                pose.orientation.w = 1.0
-                self.history[j].append((self._now(), pose))
+                self.history[j].append((self._now(), p))
         return cb
 
     def _sample(self, j: int, now: float):
@@ -83,12 +86,10 @@ class TopologyRelay:
 
     def relay(self) -> None:
         now = self._now()
-        stamp = self.node.get_clock().now().to_msg()
+        stamp_ns = self.node.get_clock().now().nanoseconds
         adj = self.graph.adj
         for i, pub in enumerate(self.pubs):
-            msg = PoseArray()
-            msg.header.stamp = stamp
-            msg.header.frame_id = "world"
+            xy: list[tuple[float, float]] = []
             for j in np.flatnonzero(adj[i]):
                 j = int(j)
                 link = (i, j)
@@ -101,9 +102,9 @@ class TopologyRelay:
                 got = self.delivered.get(link)
                 if got is None or now - got[0] > self.max_age:
                     continue
-                msg.poses.append(got[1])
+                xy.append(got[1])
                 self.delivered_count += 1
-            pub.publish(msg)
+            pub.publish(pose_array_bytes(stamp_ns, "world", np.asarray(xy, dtype=float).reshape(-1, 2)))
 
     def publish_graph(self) -> None:
         self.graph_pub.publish(String(data=json.dumps(self.graph.to_dict())))
