@@ -1,14 +1,20 @@
 """End to end with the embedded LLM: 3 robots through real ROS 2 nodes, a few LLM planning rounds.
 
-Slow (loads the 1.1 GB model; 3-6 s per LLM call on 2 cores). Every planner output must be a parsed target or a
-counted fallback, and the robots must end closer together than they started."""
+Slow (loads the 1.1 GB model; ~4-9 s per LLM call on 2 cores). Every planner output must be a parsed target or a
+counted fallback, every target inside the workspace, and the robots must track what their LLM chose.
+
+Whether the robots *gather* is the model's behaviour, not the stack's: the 1.5B model at the paper's temperature
+0.7 often keeps its own position (the paper's "stubborn" strategy), moves to a neighbour ("suggestible") or picks
+(0, 0), so this test does not demand convergence (README, "Embedded LLM behaviour")."""
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from consensus.config import load_config
+from consensus.runs.rundir import read_trajectories
 
 pytestmark = [pytest.mark.ros, pytest.mark.embedded]
 
@@ -24,7 +30,7 @@ def test_three_robots_embedded_llm_through_ros(tmp_path):
     from consensus.runs.ros_runner import run_ros
 
     cfg = load_config(None, num_robots=3, planner="llm", llm_backend="embedded", llm_concurrency=3,
-                      max_rounds=3, duration_s=75.0, seed=11, llm_temperature=0.0, init_radius=4.0)
+                      max_rounds=3, duration_s=60.0, seed=11, llm_temperature=0.7, init_radius=4.0)
     summary = run_ros(cfg, tmp_path / "run", echo=None)
     plans = [json.loads(line) for line in (tmp_path / "run" / "plans.jsonl").read_text().splitlines()]
     assert len(plans) >= 6, "expected at least two rounds per robot"
@@ -34,6 +40,20 @@ def test_three_robots_embedded_llm_through_ros(tmp_path):
             assert p["fallback_reason"], p
     assert summary["llm_fallbacks"] == sum(p["fallback"] for p in plans)
     assert summary["llm_calls"] >= len(plans)
-    assert summary["final_spread_m"] < summary["initial_spread_m"]
+    lo, hi = cfg.workspace_bounds()
+    for p in plans:
+        if p["target"] is not None:
+            assert (lo <= p["target"]).all() and (p["target"] <= hi).all(), p
+    # the controllers drive each robot towards the last target its LLM chose: from the moment that target was
+    # set, the robot ends nearer to it (or already within 0.25 m)
+    times, pos, tgt = read_trajectories(tmp_path / "run" / "trajectories.csv")
+    for robot in range(3):
+        final_target = tgt[-1, robot]
+        assert np.isfinite(final_target).all()
+        since = np.flatnonzero(~np.isclose(tgt[:, robot], final_target).all(axis=1))
+        k = since[-1] + 1 if len(since) else 0
+        d_then = np.linalg.norm(pos[k, robot] - final_target)
+        d_end = np.linalg.norm(pos[-1, robot] - final_target)
+        assert d_end < 0.25 or d_end < d_then - 0.1, (robot, d_then, d_end)
     transcripts = (tmp_path / "run" / "transcripts.jsonl").read_text().splitlines()
     assert len(transcripts) >= summary["llm_calls"] - summary["llm_fallbacks"]
