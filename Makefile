@@ -34,7 +34,7 @@ model: install
 	$(VENV)/bin/consensus model verify
 
 demo: model
-	$(VENV)/bin/consensus run aggregation --robots 4 --planner llm --backend embedded --duration 60 --out $(DEMO_OUT)
+	$(VENV)/bin/consensus run aggregation --robots 4 --planner llm --backend embedded --duration 120 --out $(DEMO_OUT)
 
 test: model
 	CONSENSUS_REQUIRE_ALL=1 $(PY) -m pytest -q
