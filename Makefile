@@ -3,7 +3,7 @@
 #                 LLM aggregation through real ROS 2 nodes; prints where the run directory and plots are
 #   make test   - the same set-up (idempotent), then the test suite
 SHELL := /bin/bash
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 REQS := requirements/base.txt requirements/ros-kilted.txt requirements/embedded.txt requirements/test.txt
@@ -15,7 +15,8 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 .PHONY: setup install model demo test test-fast bench clean
 
 $(PY):
-	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (the ROS 2 Kilted wheels are built for Python 3.11)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || \
+		{ echo "need Python 3.11 (the ROS 2 Kilted wheels are built for it); set PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
