@@ -116,6 +116,13 @@ def _handle_stop_signal(signum, _frame) -> None:
     #                               a callback, which the EventsExecutor turns into a crash)
 
 
+def spin_node(node, kind: str, until: rclpy.task.Future | None = None) -> None:
+    """Spin ``node`` alone on the configured executor until shutdown (or ``until`` completes)."""
+    executor = make_executor(kind)
+    executor.add_node(node)
+    spin(executor, until)
+
+
 def run_node(body: Callable[[list[str]], None], name: str) -> int:
     """Run a node's ``body(args)`` with rclpy set up, turning bad input into one clear message and exit code 2."""
     logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")

@@ -191,10 +191,10 @@ class RobotAgent:
             raw, self._neighbors_raw = self._neighbors_raw, None
             xy = pose_array_xy(raw)
             if xy is None:
-                self._on_neighbors(deserialize_message(raw, PoseArray))
-            else:
-                xy = xy[np.isfinite(xy[:, : self.cfg.dim]).all(axis=1)]
-                self.neighbors = [row[: self.cfg.dim] for row in xy]
+                poses = deserialize_message(raw, PoseArray).poses
+                xy = np.array([(p.position.x, p.position.y) for p in poses], dtype=float).reshape(-1, 2)
+            xy = xy[:, : self.cfg.dim]
+            self.neighbors = list(xy[np.isfinite(xy).all(axis=1)])
 
     def _on_odom(self, msg: Odometry) -> None:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
@@ -214,14 +214,6 @@ class RobotAgent:
             return
         self.pos = np.array(vals, dtype=float)
         self._good_odom_stamp = self.odom_stamp
-
-    def _on_neighbors(self, msg: PoseArray) -> None:
-        states = []
-        for pose in msg.poses:
-            vals = (pose.position.x, pose.position.y)[: self.cfg.dim]
-            if all(math.isfinite(v) for v in vals):
-                states.append(np.array(vals, dtype=float))
-        self.neighbors = states
 
     # ------------------------------------------------------------------ planner (slow loop)
     def plan_tick(self) -> None:
@@ -280,7 +272,7 @@ class RobotAgent:
             target = self.target if self.target is not None else req.own.copy()   # hold (round 0: stay put)
         self.target = target
         self.last_round_done = self._now()
-        self._publish_target(target)
+        self._publish_point(self.pub_target, target)
         rec = {"robot": self.id, "round": req.round, "stamp": self.last_round_done,
                "target": [float(v) for v in target], "reasoning": res.reasoning[:500], "fallback": res.fallback,
                "fallback_reason": res.fallback_reason, "clamped": bool(clamped), "llm_calls": res.llm_calls}
@@ -324,21 +316,18 @@ class RobotAgent:
         msg.point.y = float(p[1]) if len(p) > 1 else 0.0
         pub.publish(msg)
 
-    def _publish_target(self, target: np.ndarray) -> None:
-        self._publish_point(self.pub_target, target)
-
     def status(self) -> dict:
+        llm = self.llm_status() if self.llm_status else None
         if self.pos is None:
             state = "waiting"
         elif self.counters["stale_stops"] and is_stale(self.last_round_done, self._now(), self.cfg.target_timeout_s):
             state = "stopped"
         else:
-            llm = self.llm_status() if self.llm_status else {}
-            state = "degraded" if llm.get("state") in ("retrying", "down") else "ok"
+            state = "degraded" if llm and llm.get("state") in ("retrying", "down") else "ok"
         out = {"robot": self.id, "round": self.round, "state": state, **self.counters,
                "control": self.timing.as_dict()}
-        if self.llm_status:
-            out["llm"] = self.llm_status()
+        if llm is not None:
+            out["llm"] = llm
         return out
 
     def publish_status(self) -> None:

@@ -7,7 +7,6 @@ LLM calls run on a bounded thread pool, never on the executor thread.
 """
 from __future__ import annotations
 
-import logging
 
 import rclpy
 from rclpy.node import Node
@@ -15,8 +14,6 @@ from rclpy.node import Node
 from consensus.ros.nodes._robots import make_planners
 from consensus.ros.params import declare_config, make_executor, on_stop, run_node, spin
 from consensus.ros.robot_agent import RobotAgent
-
-log = logging.getLogger(__name__)
 
 
 def _body(_args: list[str]) -> None:

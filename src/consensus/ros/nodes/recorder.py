@@ -22,7 +22,7 @@ from std_msgs.msg import String
 from consensus.metrics.convergence import spread
 from consensus.ros import qos
 from consensus.ros.cdr import point_stamped_xy
-from consensus.ros.params import declare_config, guarded, make_executor, run_node, spin
+from consensus.ros.params import declare_config, guarded, run_node, spin_node
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 
 START_WAIT_S = 10.0
@@ -65,26 +65,24 @@ class Recorder:
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
+    def _store(self, store: np.ndarray, i: int, p: tuple[float, float]) -> None:
+        if all(math.isfinite(v) for v in p):
+            store[i] = p
+        else:
+            self.bad_messages += 1
+
     def _point(self, i: int, store: np.ndarray):
         def cb(msg: PointStamped) -> None:
-            p = (msg.point.x, msg.point.y)
-            if all(math.isfinite(v) for v in p):
-                store[i] = p
-            else:
-                self.bad_messages += 1
+            self._store(store, i, (msg.point.x, msg.point.y))
         return cb
 
     def _raw_point(self, i: int, store: np.ndarray):
-        decode = self._point(i, store)
-
         def cb(raw: bytes) -> None:
             p = point_stamped_xy(raw)
             if p is None:
-                decode(deserialize_message(raw, PointStamped))
-            elif all(math.isfinite(v) for v in p):
-                store[i] = p
-            else:
-                self.bad_messages += 1
+                msg = deserialize_message(raw, PointStamped)
+                p = (msg.point.x, msg.point.y)
+            self._store(store, i, p)
         return cb
 
     def _on_plan(self, msg: String) -> None:
@@ -158,10 +156,8 @@ class Recorder:
 def _body(_args: list[str]) -> None:
     node = Node("recorder")
     rec = Recorder(node)
-    executor = make_executor(rec.cfg.executor)
-    executor.add_node(node)
     try:
-        spin(executor, until=rec.done)
+        spin_node(node, rec.cfg.executor, until=rec.done)
     finally:
         rec.finish()        # also on Ctrl-C: never lose what was recorded
 

@@ -11,7 +11,7 @@ from rclpy.node import Node
 
 from consensus.errors import ConfigError
 from consensus.ros.nodes._robots import make_planners
-from consensus.ros.params import declare_config, make_executor, on_stop, run_node, spin
+from consensus.ros.params import declare_config, on_stop, run_node, spin_node
 from consensus.ros.robot_agent import RobotAgent
 
 
@@ -35,10 +35,8 @@ def _body(_args: list[str]) -> None:
     (planner,), pool, status, close = make_planners(cfg, [rid])
     agent = RobotAgent(node, cfg, rid, planner, pool, status)
     on_stop(agent.stop)                                   # zero velocity before the context goes down
-    executor = make_executor(cfg.executor)
-    executor.add_node(node)
     try:
-        spin(executor)
+        spin_node(node, cfg.executor)
     finally:
         if rclpy.ok():
             agent.stop()

@@ -22,7 +22,7 @@ from rosgraph_msgs.msg import Clock
 from consensus.control.kinematics import step_single_integrator, step_unicycle
 from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, twist_values
-from consensus.ros.params import declare_config, guarded, make_executor, run_node, spin
+from consensus.ros.params import declare_config, guarded, run_node, spin_node
 from consensus.scenarios.aggregation import initial_positions
 
 CMD_TIMEOUT_S = 0.5
@@ -104,9 +104,7 @@ def _body(_args: list[str]) -> None:
     # the simulator is the source of /clock: it must never wait for sim time itself
     node.set_parameters([Parameter("use_sim_time", value=False)])
     sim = Simulator(node)
-    executor = make_executor(sim.cfg.executor)
-    executor.add_node(node)
-    spin(executor)
+    spin_node(node, sim.cfg.executor)
 
 
 def main() -> int:

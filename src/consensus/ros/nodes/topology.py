@@ -5,9 +5,9 @@ Subscribes ``/robot_<j>/state`` (PointStamped) of every robot and publishes, at 
 j with adjacency[i][j] = 1), in ascending index order, as delivered over each link. A robot never receives a
 non-neighbour's state. Per link: a delivery delay (``link_delay_s``: the state delivered is the newest one at least
 that old) and a seeded drop probability (``link_drop_prob``: the link keeps its previous delivery). A neighbour
-whose delivered state is older than ``max(1 s, 5 / state_rate_hz) + link_delay_s`` is left out. One Pose object
-is built per state sample and shared by every message that carries it (this node serves 100 robots on a complete
-graph: 100 messages of 99 poses per relay).
+whose delivered state is older than ``max(1 s, 5 / state_rate_hz) + link_delay_s`` is left out. States are read
+and the neighbour arrays written as serialized bytes (``consensus.ros.cdr``): at 100 robots on a complete graph a
+relay is 100 messages of 99 poses.
 
 The graph is published latched on ``/topology/graph`` (std_msgs/String, JSON of ``Graph.to_dict()``: ``name``,
 ``n``, ``directed``, ``adjacency`` (0/1 rows, row i = whom i hears), ``edges``) and can be switched at run time:
@@ -30,7 +30,7 @@ from std_msgs.msg import String
 from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.ros.cdr import point_stamped_xy, pose_array_bytes
-from consensus.ros.params import declare_config, guarded, make_executor, run_node, spin
+from consensus.ros.params import declare_config, guarded, run_node, spin_node
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
 
@@ -129,9 +129,7 @@ class TopologyRelay:
 def _body(_args: list[str]) -> None:
     node = Node("topology")
     relay = TopologyRelay(node)
-    executor = make_executor(relay.cfg.executor)
-    executor.add_node(node)
-    spin(executor)
+    spin_node(node, relay.cfg.executor)
 
 
 def main() -> int:
