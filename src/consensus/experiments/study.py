@@ -1,0 +1,77 @@
+"""The contract between the experiment runner and a study (one named preset per study).
+
+A *study* knows its parameters, how to run one trial, and how to report a finished sweep. The runner
+(``consensus.experiments.runner``) knows nothing about any paper: it expands the sweep, runs trials on a
+worker pool, appends one JSON record per trial to ``results.jsonl``, resumes, replays and calls ``report``.
+
+A sweep spec (YAML, or built from CLI flags) looks like::
+
+    study: consensus-1d          # a registered study name
+    trials: 300                  # repetitions per grid point (trial index 0..trials-1)
+    seed: 0                      # base seed; each trial gets its own seed derived from (seed, params, index)
+    workers: 2                   # worker pool size
+    llm:                         # only for studies that call an LLM (backend: openai | embedded | replay)
+      backend: openai
+      model: gpt-4o-mini
+      base_url: http://127.0.0.1:8000/v1
+      concurrency: 16            # at most this many LLM requests in flight over the whole sweep
+      temperature: 0.7
+    params:                      # fixed parameters (override the study's defaults)
+      rounds: 10
+    sweep:                       # cartesian product of these lists
+      agents: [2, 4, 6, 8]
+      temperature: [0.0, 0.7]
+
+Unknown keys (top level, in ``params`` or in ``sweep``) are errors: a study declares every parameter it
+accepts in ``Study.defaults``.
+
+Each line of ``results.jsonl`` (what ``Study.report`` receives, failed trials included)::
+
+    {"key": ..., "index": 0, "seed": 123, "params": {...}, "status": "ok" | "failed",
+     "reason": "" | "<why it failed>", "result": {...} | null, "elapsed_s": 0.01}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+from consensus.llm.base import LLMClient
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One unit of work. ``key`` is unique and stable in a sweep (used for resume and in results.jsonl)."""
+    key: str                   # e.g. "agents=4,temperature=0.7#17"
+    index: int                 # repetition index at this grid point (0-based)
+    seed: int                  # derived deterministically from (spec seed, params, index)
+    params: dict[str, Any]     # the study defaults, updated with spec params and this grid point
+
+
+@dataclass
+class TrialContext:
+    """What a trial may use besides its parameters."""
+    llm: LLMClient | None = None   # shared, concurrency-bounded client (None for studies without LLM)
+    llm_settings: dict = field(default_factory=dict)   # the spec's llm block (model, temperature, ...)
+    out_dir: Path | None = None    # the run directory (a trial may write side files under trials/<key>/)
+
+
+class TrialFailed(Exception):
+    """Raise from ``run_trial`` to record the trial as failed with this reason (not an exception trace)."""
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str                                   # CLI preset name, e.g. "consensus-1d"
+    description: str                            # one line for --help and the report
+    defaults: dict[str, Any]                    # every accepted parameter with its default value
+    default_sweep: dict[str, list]              # the paper's sweep (used when the spec gives none)
+    default_trials: int                         # repetitions per grid point when the spec gives none
+    run_trial: Callable[[Trial, TrialContext], dict]   # returns a JSON-able record of outcomes
+    report: Callable[[Sequence[dict], Path], list[str]]  # writes figures into the dir, returns markdown lines
+    uses_llm: Callable[[dict], bool] = lambda params: False   # does a trial with these params call an LLM?
+    validate: Callable[[dict], None] | None = None   # raise ConfigError for invalid parameter values
+
+
+class StudyRegistry(Protocol):
+    def __call__(self) -> dict[str, Study]: ...
