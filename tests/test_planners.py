@@ -321,6 +321,16 @@ def test_make_planner_kinds():
     assert isinstance(make_planner("average", dim=1, robot_id=0, personality="stubborn"), StubbornPlanner)
 
 
+def test_llm_planners_get_one_request_seed_per_robot():
+    """Two robots with the same prompt must not share a transcript key (replay of concurrent requests)."""
+    client = ScriptedClient('{"reasoning": "r", "position": [1, 1]}')
+    planners = [make_planner("llm", dim=2, robot_id=i, client=client, seed=40) for i in range(2)]
+    for p in planners:
+        p.plan(req([0, 0], [[0, 0]], robot_id=p.robot_id))
+    assert [r.seed for r in client.requests] == [40, 41]
+    assert client.requests[0].key() != client.requests[1].key()
+
+
 def test_make_planner_errors():
     with pytest.raises(ConfigError, match="valid: llm, average, average_no_self, stubborn, suggestible"):
         make_planner("magic", dim=2, robot_id=0)

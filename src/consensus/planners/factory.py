@@ -32,8 +32,10 @@ def make_planner(kind: str, *, dim: int, robot_id: int, personality: str = "none
     if kind == "llm":
         if client is None:
             raise ConfigError("planner 'llm' needs an LLM client (llm_backend); none was given")
+        # one request seed per robot: identical prompts of two robots then have different transcript keys, so a
+        # replay hands every robot its own recorded answer even when their requests ran concurrently
         return LLMPlanner(client, dim=dim, robot_id=robot_id, personality=personality, geofence=geofence,
-                          seed=seed, **llm_kw)
+                          seed=None if seed is None else seed + robot_id, **llm_kw)
     effective = personality if personality != "none" else kind
     if effective == "stubborn":
         return StubbornPlanner(dim)
