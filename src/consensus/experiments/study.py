@@ -28,7 +28,25 @@ accepts in ``Study.defaults``.
 Each line of ``results.jsonl`` (what ``Study.report`` receives, failed trials included)::
 
     {"key": ..., "index": 0, "seed": 123, "params": {...}, "status": "ok" | "failed",
-     "reason": "" | "<why it failed>", "result": {...} | null, "elapsed_s": 0.01}
+     "reason": "" | "<why it failed>", "result": {...} | null, "elapsed_s": 0.01,
+     "llm": {"calls": 12, "errors": 0}}          # "llm" only for trials that were given a client
+
+``Study.report`` receives the records of the sweep's trials in expansion order (grid points in sweep
+order, then index); a trial not run yet (interrupted sweep) has no record.
+
+A trial is recorded as "failed" with a reason when ``run_trial`` raises (``TrialFailed``: its message;
+any other exception: ``"<Type>: <message>"``), and also when its LLM fell back, so that a fallback
+never passes for the model's answer:
+
+* the study reports its planners' fallbacks as ``result[LLM_FALLBACKS_KEY]`` — an int, or a mapping
+  ``{reason: count}`` such as ``consensus.planners.llm`` counters' ``"fallbacks"``; any non-zero count
+  marks the trial failed with reason ``"LLM fallback (<reasons>)"`` (the result is kept in the record);
+* the runner also marks it failed when the client raised ``LLMError`` to the trial at all.
+
+LLM requests: ``TrialContext.llm`` rewrites each request's ``seed`` to a per-call seed derived from
+the trial seed and the request's ``tag`` (see ``consensus.experiments.runner``), so give every request
+of a trial a distinct ``tag`` (as ``LLMPlanner`` does: ``robot_<i>/round_<r>``) and do not send two
+requests with the same tag at the same time; record/replay of the sweep is then exact.
 """
 from __future__ import annotations
 
@@ -54,6 +72,10 @@ class TrialContext:
     llm: LLMClient | None = None   # shared, concurrency-bounded client (None for studies without LLM)
     llm_settings: dict = field(default_factory=dict)   # the spec's llm block (model, temperature, ...)
     out_dir: Path | None = None    # the run directory (a trial may write side files under trials/<key>/)
+
+
+#: result key through which a study reports its LLM fallbacks (int or {reason: count}); non-zero -> failed
+LLM_FALLBACKS_KEY = "llm_fallbacks"
 
 
 class TrialFailed(Exception):
