@@ -30,24 +30,25 @@ Net reward (C.1): sum over rounds of (clear rewards - uncontained penalties - mi
 ``consensus.disaster.environment``.
 
 Action deviation (3.2): mu(t) = the mode of the chosen cells; ties go to the tied cell chosen first (lowest drone
-index), the same rule as the explicit-consensus majority vote. d_i(t) = |x_i - x_mu| + |y_i - y_mu|,
-d̄(t) = (1/N) sum_i d_i(t); ``mean_deviation`` = mean of d̄(t) over the rounds.
+index), i.e. ``consensus.aggregation.voting.majority_vote``, the explicit-consensus vote.
+d_i(t) = |x_i - x_mu| + |y_i - y_mu|, d̄(t) = (1/N) sum_i d_i(t); ``mean_deviation`` = mean of d̄(t) over rounds.
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from consensus.aggregation.voting import majority_vote
+
 if TYPE_CHECKING:
     from consensus.disaster.environment import Cell, Disaster, DisasterEnv, RoundOutcome
 
 
 def mode_action(actions: Sequence[Cell]) -> Cell:
-    """The most frequent cell; ties -> the tied cell that appears first in ``actions``."""
+    """The most frequent cell; ties -> the tied cell that appears first in ``actions`` (majority-vote rule)."""
     if len(actions) == 0:
         raise ValueError("mode_action needs at least one action")
-    # Counter keeps first-insertion order and most_common sorts stably, so ties keep that order
-    return Counter((a[0], a[1]) for a in actions).most_common(1)[0][0]
+    return majority_vote([(a[0], a[1]) for a in actions])
 
 
 def action_deviation(actions: Sequence[Cell]) -> float:

@@ -46,19 +46,21 @@ class SituationReporter:
 
     def report(self, disasters: Sequence[Disaster]) -> tuple[ReportItem, ...]:
         items = [self._item(d) for d in disasters]
-        if self._draw_noise():
+        if self._may_flaw_next():
+            self._count(flawed=True)
             items.append(self._false_alarm(disasters))
         self._last_severity = {d.id: d.severity for d in disasters}
         return tuple(items)
 
     # ------------------------------------------------------------------
-    def _draw_noise(self) -> bool:
-        """One item is about to be reported: is it flawed? Updates the counters."""
-        flawed = (self.rng.random() < self.noise
-                  and self.items_noisy + 1 <= self.noise * (self.items_total + 1) + 1e-9)
+    def _may_flaw_next(self) -> bool:
+        """The noise draw for the next item, within the run's budget (noisy <= noise * total after it)."""
+        return (self.rng.random() < self.noise
+                and self.items_noisy + 1 <= self.noise * (self.items_total + 1) + 1e-9)
+
+    def _count(self, flawed: bool) -> None:
         self.items_total += 1
         self.items_noisy += flawed
-        return flawed
 
     def _trend(self, d: Disaster) -> str:
         last = self._last_severity.get(d.id)
@@ -68,7 +70,9 @@ class SituationReporter:
 
     def _item(self, d: Disaster) -> ReportItem:
         trend = self._trend(d)
-        if not self._draw_noise():
+        flawed = self._may_flaw_next()
+        self._count(flawed)
+        if not flawed:
             return ReportItem(_text(d, d.cell, f"severity {d.severity} ({trend})"), d.id, "accurate")
         flaw_index = int(self.rng.integers(4))
         flaw = (CONTRADICTORY_FLAWS + INCOMPLETE_FLAWS)[flaw_index]
