@@ -25,22 +25,18 @@ Environment update (``begin_round`` of every round except the first; round t = 1
     4. forced shock (high volatility only): if neither a move nor a spawn happened, a spawn happens if fewer than
        K are active, else one movable disaster (drawn uniformly) moves.
 
-    ======== ========== ======== ===================== ================= =========== ============ =============
-    preset   move_every move_prob severity_change_prob severity_step_max spawn_scale p_spawn (p_new forced_shock
-                                                                                     = 0.2)
-    ======== ========== ======== ===================== ================= =========== ============ =============
-    low      3          0.5      0.3                   1                 0.5         0.1          no
-    moderate 2          0.5      0.5                   2                 1.0         0.2          no
-    high     1          0.5      0.7                   3                 1.5         0.3          yes
-    ======== ========== ======== ===================== ================= =========== ============ =============
+    preset    move_every  move_prob  severity_change_prob  severity_step_max  spawn_scale  forced_shock
+    low       3           0.5        0.3                   1                  0.5          no
+    moderate  2           0.5        0.5                   2                  1.0          no
+    high      1           0.5        0.7                   3                  1.5          yes
 
     (C.1: low = "rarely move (once every 3 rounds), severity +-1"; moderate = "move or spawn every 2 rounds, up to
     +-2"; high = "every round at least one shift or new disaster, up to +-3"; p_new = 0.2 is the paper's spawn
-    probability, used as is at moderate volatility; the spawn scales 0.5/1/1.5 give public implementation B's
-    0.1/0.2/0.3.)
+    probability, used as is at moderate volatility; the spawn scales 0.5/1/1.5 give spawn probabilities
+    0.1/0.2/0.3 at p_new = 0.2, those of public implementation B.)
 
-Closed loop (``end_round``; appendix C.1 "Rewards and Penalties"); s0 = severity at the round's start, i.e. as
-reported in the round's observation, n = number of drones on the disaster's cell at the round's end:
+Closed loop (``end_round``; appendix C.1 "Rewards and Penalties"); s0 = severity at the round's start (the ground truth
+in the round's observation), n = number of drones on the disaster's cell at the round's end:
     containment      s <- s0 - containment_per_drone * n           (3 per drone; the drone attends for the round)
     cleared          when s <= 0: the disaster is removed (severity recorded as 0) and earns alpha * s0  (alpha = 5)
     uncontained      every disaster still active after containment costs beta * s (its remaining severity; beta = 2)
@@ -77,7 +73,10 @@ MAX_GRID_SIDE = 1000
 
 @dataclass(frozen=True)
 class Volatility:
-    """How fast the environment changes (paper 2, appendix C.1 "Volatility Settings"); numbers in the table above."""
+    """How fast the environment changes (paper 2, appendix C.1 "Volatility Settings"). The presets (``VOLATILITY``):
+    low: moves every 3rd round (p 0.5), severity +-1 (p 0.3), spawn p_new x 0.5; moderate: every 2nd round (p 0.5),
+    +-1..2 (p 0.5), p_new x 1; high: every round (p 0.5), +-1..3 (p 0.7), p_new x 1.5, and at least one move or
+    spawn per round (forced shock)."""
 
     name: str
     move_every: int                 # moves are possible on update rounds t with t % move_every == 0
@@ -364,12 +363,12 @@ class DisasterEnv:
         for i, c in enumerate(cells):
             try:
                 x, y = c
-                cell = (operator.index(x), operator.index(y))
+                x, y = operator.index(x), operator.index(y)
             except (TypeError, ValueError):
                 raise ValueError(f"{name}[{i}] is not an (x, y) pair of integers: {c!r}") from None
-            if not in_grid(cell, w, h):
-                raise ValueError(f"{name}[{i}] = {cell} is off the {w}x{h} grid")
-            out.append(cell)
+            if not (0 <= x < w and 0 <= y < h):
+                raise ValueError(f"{name}[{i}] = {(x, y)} is off the {w}x{h} grid")
+            out.append((x, y))
         return out
 
     @staticmethod
