@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from consensus.runs.plots import _new_figure, _save
 
@@ -45,6 +46,7 @@ def run_figure(series: Mapping[str, Sequence], *, title: str = "") -> Figure:
     ax2.set_xlabel("round")
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     return fig
 
@@ -75,6 +77,7 @@ def coverage_rounds_figure(groups: Mapping[str, Sequence[Sequence[float | None]]
                         linewidth=0)
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlabel("round")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("coverage rate CR(t)")
     ax.set_title(title or "Coverage over rounds (mean ± 1 s.d. over runs)")
     ax.grid(True, alpha=0.3)
