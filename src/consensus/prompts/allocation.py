@@ -57,7 +57,8 @@ _INSTRUCTIONS = (
     "(dictionary) region IDs and allocated amounts. Ensure allocations respect the total available resources and "
     "your goal is to meet all the demand or as much demand as possible.\n\n"
     "As an example, respond directly in the format:\n"
-    '{{"water": {{"region1": 1, "region2": 5, "region3": 1}}, "food": {{"region1": 3, "region2": 3, "region3": 3}}}}.\n\n'
+    '{{"water": {{"region1": 1, "region2": 5, "region3": 1}}, '
+    '"food": {{"region1": 3, "region2": 3, "region3": 3}}}}.\n\n'
     "Think step-by-step, and ensure all the resources and regions are included in your response. Do not "
     "hallucinate additional regions or resources. Do not add any additional response and respond only with a "
     "JSON object in this format."
