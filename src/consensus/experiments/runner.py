@@ -1,0 +1,536 @@
+"""Run a sweep: trials on a worker pool, one JSONL record per trial, resume, replay.
+
+Run directory::
+
+    RUN_DIR/
+      spec.yaml          the resolved spec (what resume compares against, what --replay/--resume read)
+      manifest.json      spec, seed, study, backend, model, git revision, packages, command line
+      results.jsonl      one record per finished trial (format in ``consensus.experiments.study``)
+      transcripts.jsonl  every LLM request/reply of an LLM sweep (replayable)
+      experiment.log     tracebacks of failed trials, warnings of the run
+      report.md, *.png   written by ``consensus.experiments.report``
+
+Execution (chosen per sweep):
+
+* some trial uses an LLM (``Study.uses_llm``): all trials run on a thread pool of
+  ``max(workers, llm.concurrency)`` threads sharing ONE client from ``make_client`` whose
+  concurrency limit is ``llm.concurrency`` (requests in flight over the whole sweep);
+* CPU only and ``workers > 1`` (and ``fork`` available): a fork-based ``multiprocessing.Pool``; workers
+  inherit the study and the trial list (nothing is re-imported, only indices and records cross the pipe),
+  trials are handed out in chunks of ``min(64, n / (8 * workers))``;
+* otherwise in this process, one after the other.
+
+Records are appended and flushed as trials finish, by this process only. Resume: the trials whose key
+already has a record (status ok or failed; the last record of a key counts) are skipped; a cut-short
+last line is dropped; ``retry_failed`` runs the failed ones again. A run directory whose ``spec.yaml``
+has a different identity (``ExperimentSpec.identity``) is refused unless ``force``, which moves the old
+files to ``RUN_DIR/old-<time>/``.
+
+A trial is recorded as failed (never dropped) when ``run_trial`` raises — ``TrialFailed``: its message;
+any other exception: ``"<Type>: <message>"``, traceback to ``experiment.log`` — when its result is not
+JSON-serialisable, or when its LLM fell back: the study counted fallbacks in ``result["llm_fallbacks"]``
+(reason ``"LLM fallback (<kinds>)"``), or the client raised ``LLMError`` to the trial (reason
+``"LLM request failed: <last error>"``).
+
+LLM requests and replay. Each trial sees the shared client through a ``TrialClient`` that rewrites every
+request before it is sent:
+
+* ``seed`` := ``call_seed(trial seed, tag, n, seed)`` — SHA-256 of the trial's seed, the request's tag
+  (e.g. ``robot_2/round_5``), the number ``n`` of earlier requests of this trial with the same tag and
+  the request's own seed, reduced to 31 bits (every server accepts it). The transcript key
+  (``ChatRequest.key``) covers the seed, so identical prompts in different trials (or repeated in one
+  trial) get different keys and replay answers each request with its own recorded reply, whatever order
+  the worker pool runs the trials in. Deterministic servers (llama.cpp, vLLM, OpenAI's best effort)
+  also sample reproducibly from it. It is exact as long as a trial does not send two requests with the
+  same tag concurrently (the order of those two would decide ``n``);
+* ``tag`` := ``"<trial key>|<tag>"``: the transcript says which trial asked. On resume, exchanges of
+  trials without a record (interrupted mid-trial, or retried) are removed from ``transcripts.jsonl``
+  before anything runs, so the file holds exactly the exchanges of the recorded trials.
+
+``replay_spec(RUN_DIR)`` is the stored spec with ``llm.backend: replay`` on ``RUN_DIR/transcripts.jsonl``:
+run into another directory it reproduces the records of RUN_DIR (``elapsed_s`` aside) with no network.
+
+Ctrl-C (``KeyboardInterrupt``): finished records stay in ``results.jsonl``; running LLM trials are
+stopped at their next request (``SweepStopped``, an ``LLMError``), worker processes are terminated,
+and the interrupt is re-raised. Running the same command again resumes.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from consensus.errors import ConfigError
+from consensus.experiments.spec import (ExperimentSpec, dump_spec, expand, identity_diff, jsonable, load_spec_file,
+                                        resolve_spec, spec_identity)
+from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
+from consensus.llm.base import ChatRequest, ChatResponse, LLMClient, LLMError
+
+log = logging.getLogger(__name__)
+trial_log = logging.getLogger("consensus.experiments.trials")   # tracebacks: the run's log file only
+trial_log.propagate = False
+
+SPEC_FILE = "spec.yaml"
+RESULTS_FILE = "results.jsonl"
+TRANSCRIPTS_FILE = "transcripts.jsonl"
+LOG_FILE = "experiment.log"
+MAX_REASON_CHARS = 500
+
+
+class SweepStopped(LLMError):
+    """The sweep was interrupted: a trial's further LLM requests are refused so it ends quickly."""
+
+
+# ---------------------------------------------------------------------------------------------
+# results.jsonl
+def read_results(path: str | os.PathLike) -> dict[str, dict]:
+    """Records by key (the last record of a key wins), in file order. A missing file is empty.
+
+    A malformed line is skipped with a warning (a truncated last line is what a killed run leaves).
+    """
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    records: dict[str, dict] = {}
+    bad = []
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            bad.append(i)
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("key"), str) and rec.get("status") in ("ok", "failed"):
+            records.pop(rec["key"], None)
+            records[rec["key"]] = rec
+        else:
+            bad.append(i)
+    if bad:
+        log.warning("%s: skipped %d malformed line(s) %s", path, len(bad), bad[:10])
+    return records
+
+
+class ResultsWriter:
+    """Appends record lines to results.jsonl and flushes after each batch; drops a cut-short last line first."""
+
+    def __init__(self, path: Path) -> None:
+        _drop_partial_last_line(path)
+        self._fh = open(path, "a", encoding="utf-8")
+
+    def write(self, line: str) -> None:
+        self._fh.write(line + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _drop_partial_last_line(path: Path) -> None:
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    keep = data.rfind(b"\n") + 1
+    log.warning("%s: dropping a cut-short last line (%d bytes)", path, len(data) - keep)
+    with open(path, "r+b") as fh:
+        fh.truncate(keep)
+
+
+# ---------------------------------------------------------------------------------------------
+# one trial
+@dataclass(frozen=True)
+class Outcome:
+    key: str
+    status: str            # "ok" | "failed"
+    reason: str
+    line: str              # the results.jsonl line (no newline)
+    traceback: str = ""    # for experiment.log only
+
+
+def call_seed(trial_seed: int, tag: str, n: int, seed: int | None) -> int:
+    """The per-request seed (module docstring): 31 bits of SHA-256 over (trial seed, tag, n, seed)."""
+    blob = json.dumps([trial_seed, tag, n, seed], separators=(",", ":"), ensure_ascii=False)
+    return int.from_bytes(hashlib.sha256(blob.encode("utf-8")).digest()[:4], "big") & 0x7FFFFFFF
+
+
+class TrialClient:
+    """One trial's view of the shared client: per-call seed and tag, error counts, stop on interrupt."""
+
+    def __init__(self, shared: LLMClient, trial: Trial, stop: threading.Event) -> None:
+        self._shared = shared
+        self._trial = trial
+        self._stop = stop
+        self._lock = threading.Lock()
+        self._seen: Counter[str] = Counter()
+        self.calls = 0
+        self.errors = 0
+        self.last_error = ""
+
+    @property
+    def model(self) -> str:
+        return self._shared.model
+
+    def complete(self, req: ChatRequest) -> ChatResponse:
+        if self._stop.is_set():
+            raise SweepStopped("the sweep was interrupted")
+        with self._lock:
+            n = self._seen[req.tag]
+            self._seen[req.tag] += 1
+            self.calls += 1
+        stamped = replace(req, seed=call_seed(self._trial.seed, req.tag, n, req.seed),
+                          tag=f"{self._trial.key}|{req.tag}" + (f"#{n}" if n else ""))
+        try:
+            return self._shared.complete(stamped)
+        except Exception as exc:
+            with self._lock:
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LLMError) else str(exc)
+            raise
+
+    def status(self) -> dict:
+        return self._shared.status()
+
+    def close(self) -> None:
+        """The shared client is closed by the runner."""
+
+
+def _fallback_reason(result: dict, client: TrialClient | None) -> str:
+    """Why a trial whose run_trial returned counts as failed because its LLM fell back ("" if it did not)."""
+    fb = result.get(LLM_FALLBACKS_KEY)
+    if isinstance(fb, dict):
+        kinds = sorted(str(k) for k, v in fb.items() if v)
+        if kinds:
+            return f"LLM fallback ({', '.join(kinds)})"
+    elif fb:
+        return "LLM fallback"
+    if client is not None and client.errors:
+        return f"LLM request failed: {client.last_error}"[:MAX_REASON_CHARS]
+    return ""
+
+
+def _dumps(record: dict) -> str:
+    """One JSON line; numpy values and non-finite floats (-> null) go through ``jsonable`` only when present."""
+    try:
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return json.dumps(jsonable(record), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def execute(study: Study, trial: Trial, ctx: TrialContext) -> Outcome:
+    """Run one trial and build its record; never raises for the trial's own errors."""
+    t0 = time.perf_counter()
+    result: Any = None
+    tb = ""
+    try:
+        result = study.run_trial(trial, ctx)
+        if not isinstance(result, dict):
+            raise TypeError(f"run_trial returned {type(result).__name__}, expected a dict")
+        status = "failed" if (reason := _fallback_reason(result, ctx.llm if isinstance(ctx.llm, TrialClient)
+                                                         else None)) else "ok"
+    except TrialFailed as exc:
+        status, reason, result = "failed", str(exc) or "TrialFailed", None
+    except (Exception, SystemExit) as exc:
+        status, reason, result = "failed", f"{type(exc).__name__}: {exc}", None
+        tb = traceback.format_exc()
+    record = {"key": trial.key, "index": trial.index, "seed": trial.seed, "params": trial.params,
+              "status": status, "reason": reason[:MAX_REASON_CHARS], "result": result,
+              "elapsed_s": round(time.perf_counter() - t0, 6)}
+    if isinstance(ctx.llm, TrialClient):
+        record["llm"] = {"calls": ctx.llm.calls, "errors": ctx.llm.errors}
+    try:
+        line = _dumps(record)
+    except (TypeError, ValueError) as exc:
+        record.update(status="failed", reason=f"result is not JSON-serialisable: {type(exc).__name__}: {exc}"
+                      [:MAX_REASON_CHARS], result=None)
+        line = _dumps(record)
+    return Outcome(trial.key, record["status"], record["reason"], line, tb)
+
+
+# ---------------------------------------------------------------------------------------------
+# execution modes
+_FORK_STATE: tuple[Study, list[Trial], Path] | None = None
+
+
+def _forked_trial(i: int) -> Outcome:
+    study, trials, out = _FORK_STATE  # type: ignore[misc]
+    return execute(study, trials[i], TrialContext(out_dir=out))
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and terminates the pool
+
+
+def _run_forked(todo: list[Trial], study: Study, out: Path, workers: int, sink: Callable[[Outcome], None]) -> None:
+    global _FORK_STATE
+    _FORK_STATE = (study, todo, out)
+    chunk = max(1, min(64, len(todo) // (8 * workers)))
+    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_sigint)
+    try:
+        for outcome in pool.imap_unordered(_forked_trial, range(len(todo)), chunksize=chunk):
+            sink(outcome)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+        _FORK_STATE = None
+
+
+def _run_threaded(todo: list[Trial], run_one: Callable[[Trial], Outcome], threads: int,
+                  sink: Callable[[Outcome], None], stop: threading.Event) -> None:
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="trial")
+    pending = {pool.submit(run_one, t) for t in todo}
+    try:
+        while pending:
+            done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            for fut in done:
+                sink(fut.result())
+    except BaseException:
+        finished = [f for f in pending if f.done() and not f.cancelled() and f.exception() is None]
+        stop.set()                              # running trials end at their next LLM request
+        for fut in finished:
+            sink(fut.result())
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+# ---------------------------------------------------------------------------------------------
+class Progress:
+    """A one-line progress display on stderr: ``\\r`` updates on a terminal, a line every 10 s otherwise."""
+
+    def __init__(self, label: str, total: int, done: int, enabled: bool = True, stream=None) -> None:
+        self.label, self.total, self.done = label, total, done
+        self.ok = self.failed = 0
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = self._last = time.monotonic()
+        self._start_done = done
+
+    def advance(self, status: str) -> None:
+        self.done += 1
+        self.ok += status == "ok"
+        self.failed += status != "ok"
+        now = time.monotonic()
+        if self.enabled and now - self._last >= (0.1 if self.tty else 10.0):
+            self._last = now
+            self._show(now)
+
+    def _show(self, now: float, end: str = "") -> None:
+        rate = (self.done - self._start_done) / max(now - self.t0, 1e-9)
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        text = (f"{self.label}: {self.done}/{self.total} trials  ok {self.ok}  failed {self.failed}  "
+                f"{rate:.1f}/s" + (f"  eta {eta:.0f}s" if eta != float("inf") and self.done < self.total else ""))
+        self.stream.write(("\r" + text + "\033[K" if self.tty else text + "\n") + end)
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self._show(time.monotonic(), "\n" if self.tty else "")
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class SweepResult:
+    out_dir: Path
+    total: int          # trials in the sweep
+    skipped: int        # already recorded before this run
+    ok: int             # recorded ok by this run
+    failed: int         # recorded failed by this run
+    elapsed_s: float
+    mode: str           # "in-process" | "processes" | "threads"
+
+
+def _move_aside(out: Path) -> Path:
+    dest = out / f"old-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
+    dest.mkdir()
+    for entry in out.iterdir():
+        if entry != dest and not entry.name.startswith("old-"):
+            shutil.move(str(entry), dest / entry.name)
+    return dest
+
+
+def prepare_run_dir(out: Path, spec: ExperimentSpec, *, force: bool = False) -> None:
+    """Check ``out`` against ``spec`` (module docstring) and store the spec; ConfigError if it may not be used."""
+    stored_path = out / SPEC_FILE
+    if stored_path.is_file():
+        old = spec_identity(load_spec_file(stored_path))
+        diff = identity_diff(old, spec.identity())
+        if diff and not force:
+            raise ConfigError(f"{out} holds a sweep with a different spec ({'; '.join(diff[:5])}); "
+                              "use another --out, or --force to move the old results aside and start over")
+        if diff:
+            log.warning("--force: moved the old sweep to %s", _move_aside(out))
+    elif out.is_dir() and any(out.iterdir()):
+        raise ConfigError(f"{out} exists and is not an experiment run directory (no {SPEC_FILE}); "
+                          "choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = stored_path.with_suffix(".tmp")
+    tmp.write_text(dump_spec(spec), encoding="utf-8")
+    os.replace(tmp, stored_path)
+
+
+def prune_transcripts(path: Path, keep: set[str]) -> int:
+    """Drop the exchanges of trials not in ``keep`` (tags ``"<trial key>|..."``); returns how many were dropped."""
+    if not path.is_file():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+        if not line.strip():
+            continue
+        try:
+            tag = str(json.loads(line).get("tag", ""))
+        except (ValueError, AttributeError):
+            dropped += 1                               # a cut-short line of an interrupted run
+            continue
+        owners = [tag[:i] for i, ch in enumerate(tag) if ch == "|"]
+        if owners and not any(o in keep for o in owners):
+            dropped += 1
+        else:
+            kept.append(line)
+    if dropped:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        os.replace(tmp, path)
+    return dropped
+
+
+def _make_shared_client(spec: ExperimentSpec, out: Path) -> tuple[LLMClient, Callable[[], None]]:
+    from consensus.llm.factory import make_client
+
+    llm = spec.llm
+    backend = "openai" if llm["backend"] == "embedded" and llm["base_url"] else llm["backend"]
+    return make_client(backend, model=llm["model"], base_url=llm["base_url"], api_key_env=llm["api_key_env"],
+                       timeout_s=llm["timeout_s"], max_retries=llm["max_retries"], concurrency=llm["concurrency"],
+                       transcripts_path=None if backend == "replay" else str(out / TRANSCRIPTS_FILE),
+                       replay_path=llm["replay_path"] or None, n_ctx=llm["n_ctx"], n_parallel=llm["n_parallel"])
+
+
+class RunLog:
+    """Attach ``RUN_DIR/experiment.log`` to the package logger and the trial-traceback logger for one run."""
+
+    def __init__(self, path: Path) -> None:
+        self.handler = logging.FileHandler(path, encoding="utf-8")
+        self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self.loggers = (logging.getLogger("consensus"), trial_log)
+
+    def __enter__(self) -> "RunLog":
+        for lg in self.loggers:
+            lg.addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for lg in self.loggers:
+            lg.removeHandler(self.handler)
+        self.handler.close()
+
+
+def run_experiment(spec: ExperimentSpec, study: Study, out_dir: str | os.PathLike, *, force: bool = False,
+                   retry_failed: bool = False, progress: bool = True) -> SweepResult:
+    """Run (or resume) the sweep ``spec`` of ``study`` into ``out_dir``; see the module docstring."""
+    from consensus.runs.rundir import write_manifest
+
+    if study.name != spec.study:
+        raise ConfigError(f"spec is for study {spec.study!r}, got study {study.name!r}")
+    out = Path(out_dir)
+    trials = expand(spec)
+    prepare_run_dir(out, spec, force=force)
+    previous = read_results(out / RESULTS_FILE)
+    done = {k for k, r in previous.items() if r["status"] == "ok" or (r["status"] == "failed" and not retry_failed)}
+    todo = [t for t in trials if t.key not in done]
+    llm = spec.llm
+    write_manifest(out, scenario=spec.study, config=spec.to_dict(), seed=spec.seed,
+                   backend=llm.get("backend", "none"), model=llm.get("model", ""), mode="experiment",
+                   extra={"study": spec.study, "description": study.description, "trials_total": len(trials),
+                          "trials_already_recorded": len(trials) - len(todo)})
+    if llm:
+        dropped = prune_transcripts(out / TRANSCRIPTS_FILE, done)
+        if dropped:
+            log.info("removed %d transcript records of unrecorded trials", dropped)
+    mode = "threads" if llm else ("processes" if spec.workers > 1 and len(todo) > 1
+                                  and "fork" in multiprocessing.get_all_start_methods() else "in-process")
+    bar = Progress(spec.study, len(trials), len(trials) - len(todo), enabled=progress)
+    t0 = time.monotonic()
+    with RunLog(out / LOG_FILE):
+        writer = ResultsWriter(out / RESULTS_FILE)
+
+        def sink(o: Outcome) -> None:
+            writer.write(o.line)
+            if o.status != "ok":
+                trial_log.error("trial %s failed: %s%s", o.key, o.reason, f"\n{o.traceback}" if o.traceback else "")
+            bar.advance(o.status)
+
+        try:
+            _dispatch(mode, todo, spec, study, out, sink)
+        finally:
+            writer.close()
+            bar.finish()
+    return SweepResult(out, len(trials), len(trials) - len(todo), bar.ok, bar.failed, time.monotonic() - t0, mode)
+
+
+def _dispatch(mode: str, todo: list[Trial], spec: ExperimentSpec, study: Study, out: Path,
+              sink: Callable[[Outcome], None]) -> None:
+    if not todo:
+        return
+    if mode == "processes":
+        _run_forked(todo, study, out, spec.workers, sink)
+    elif mode == "in-process":
+        for trial in todo:
+            sink(execute(study, trial, TrialContext(out_dir=out)))
+    else:
+        client, close = _make_shared_client(spec, out)
+        stop = threading.Event()
+        settings = dict(spec.llm)
+        try:
+            _run_threaded(todo, lambda t: execute(study, t, TrialContext(llm=TrialClient(client, t, stop),
+                                                                         llm_settings=settings, out_dir=out)),
+                          max(spec.workers, spec.llm["concurrency"]), sink, stop)
+        finally:
+            close()
+
+
+# ---------------------------------------------------------------------------------------------
+def load_run_spec(run_dir: str | os.PathLike, studies: Mapping[str, Study]) -> ExperimentSpec:
+    """The resolved spec stored in a run directory (ConfigError if it is not one)."""
+    path = Path(run_dir) / SPEC_FILE
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} is not an experiment run directory (no {SPEC_FILE})")
+    return resolve_spec(load_spec_file(path), studies, source=str(path))
+
+
+def replay_spec(run_dir: str | os.PathLike, studies: Mapping[str, Study]) -> ExperimentSpec:
+    """The spec of ``run_dir`` answered from its transcripts (``llm.backend: replay``), no network."""
+    run_dir = Path(run_dir)
+    spec = load_run_spec(run_dir, studies)
+    transcripts = run_dir / TRANSCRIPTS_FILE
+    if not spec.llm:
+        raise ConfigError(f"nothing to replay: the sweep in {run_dir} makes no LLM calls")
+    if not transcripts.is_file():
+        raise ConfigError(f"{transcripts} not found: the sweep in {run_dir} has no recorded LLM exchanges")
+    return replace(spec, llm={**spec.llm, "backend": "replay", "replay_path": str(transcripts.resolve())})
+
+
+def records_in_sweep(spec: ExperimentSpec, records: Mapping[str, dict]) -> tuple[list[dict], int]:
+    """The records of the sweep's trials in expansion order, and how many trials have none yet."""
+    keys = [t.key for t in expand(spec)]
+    found = [records[k] for k in keys if k in records]
+    return found, len(keys) - len(found)

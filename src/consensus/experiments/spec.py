@@ -1,0 +1,403 @@
+"""Sweep specs: load, validate, resolve and expand into trials (format in ``consensus.experiments.study``).
+
+Resolution (``resolve_spec``), every error a ``ConfigError`` raised before anything runs:
+
+* top-level keys ⊆ {study, trials, seed, workers, llm, params, sweep}; ``study`` is a registered name;
+* ``trials`` (default ``Study.default_trials``) and ``workers`` (default: the CPU count) are integers >= 1,
+  ``seed`` (default 0) an integer >= 0;
+* ``params`` and ``sweep`` keys ⊆ ``Study.defaults``; a key may not be in both; ``sweep`` (default
+  ``Study.default_sweep``) maps each axis to a non-empty list without repeated values;
+* every value must fit the type of its default (bool / number / string / list / mapping; a default of
+  None accepts anything). Numbers are normalised to the default's type (``rounds: 10.0`` -> 10,
+  ``temperature: 0`` -> 0.0), so equal values give equal trial keys and seeds;
+* ``llm`` keys ⊆ ``LLM_DEFAULTS`` (defaults from ``AggregationConfig``'s ``llm_*`` fields), checked
+  for range; the block is kept only when some trial uses an LLM (``Study.uses_llm``);
+* ``Study.validate`` is called once per grid point with the full parameters.
+
+Expansion (``expand``): the grid is the cartesian product of the sweep axes in the spec's order; each
+grid point is repeated ``trials`` times (index 0..trials-1). A trial's
+
+* ``params`` = study defaults, updated with ``params``, updated with the grid point;
+* ``key`` = ``"axis=value,axis=value#index"`` (``"#index"`` without sweep axes), values as compact JSON
+  (strings bare) — unique within a sweep, stable across runs, used by resume;
+* ``seed`` = the first 8 bytes of SHA-256 over ``"<spec seed>\\n<full params as compact JSON, sorted
+  keys>\\n<index>"``, as an integer below 2**63. It depends on nothing else (not on the trial count,
+  worker count or execution order). A study that hands it to a 32-bit seed API reduces it itself.
+
+Identity (``identity``): what must not change when a run directory is resumed — everything except the
+execution settings ``workers``, ``trials`` (changing it adds or leaves out indices; keys and seeds of the
+others stay) and the LLM endpoint/throughput settings in ``EXECUTION_LLM_KEYS``.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from consensus.errors import ConfigError
+from consensus.experiments.study import Study, Trial
+from consensus.runs.rundir import _jsonable as jsonable
+
+TOP_LEVEL_KEYS = ("study", "trials", "seed", "workers", "llm", "params", "sweep")
+LLM_BACKENDS = ("openai", "embedded", "replay")
+EXECUTION_LLM_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries", "n_parallel")
+
+
+def _llm_defaults() -> dict[str, Any]:
+    """The ``llm`` block's keys and defaults: the ``llm_*`` fields of ``AggregationConfig`` (one source)."""
+    from consensus.config import AggregationConfig
+
+    d = {f.name: f.default for f in fields(AggregationConfig)}
+    return {"backend": d["llm_backend"], "model": d["llm_model"], "base_url": d["llm_base_url"],
+            "api_key_env": d["llm_api_key_env"], "temperature": d["llm_temperature"],
+            "max_tokens": d["llm_max_tokens"], "timeout_s": d["llm_timeout_s"],
+            "max_retries": d["llm_max_retries"], "concurrency": d["llm_concurrency"],
+            "replay_path": d["replay_path"], "n_ctx": 4096, "n_parallel": 1}
+
+
+LLM_DEFAULTS: dict[str, Any] = _llm_defaults()
+#: (low, high) inclusive bounds of the numeric llm settings
+_LLM_RANGES = {"temperature": (0.0, 2.0), "max_tokens": (1, 4096), "timeout_s": (1e-3, 3600.0),
+               "max_retries": (0, 10), "concurrency": (1, 256), "n_ctx": (256, 131072), "n_parallel": (1, 64)}
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """A resolved, validated sweep spec (see the module docstring)."""
+    study: str
+    trials: int
+    seed: int
+    workers: int
+    params: dict[str, Any]                 # full fixed parameters: study defaults + spec params (no sweep axes)
+    sweep: dict[str, list]                 # axis -> values, in the spec's order
+    llm: dict[str, Any] = field(default_factory=dict)   # resolved llm block; empty when no trial uses an LLM
+
+    @property
+    def uses_llm(self) -> bool:
+        return bool(self.llm)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as stored in ``spec.yaml`` (loadable again by ``resolve_spec``)."""
+        d: dict[str, Any] = {"study": self.study, "trials": self.trials, "seed": self.seed, "workers": self.workers}
+        if self.llm:
+            d["llm"] = dict(self.llm)
+        d["params"] = dict(self.params)
+        d["sweep"] = {k: list(v) for k, v in self.sweep.items()}
+        return d
+
+    def identity(self) -> dict[str, Any]:
+        """The part of the spec that defines the trials' outcomes (compared on resume)."""
+        return spec_identity(self.to_dict())
+
+    def grid_size(self) -> int:
+        n = 1
+        for values in self.sweep.values():
+            n *= len(values)
+        return n
+
+
+def spec_identity(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """``ExperimentSpec.identity`` of a stored spec mapping (``spec.yaml``)."""
+    d = {k: v for k, v in stored.items() if k not in ("workers", "trials")}
+    if isinstance(d.get("llm"), dict):
+        d["llm"] = {k: v for k, v in d["llm"].items() if k not in EXECUTION_LLM_KEYS}
+    return d
+
+
+def identity_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Human-readable differences ``"params.rounds: 10 -> 20"`` between two identities."""
+    out = []
+    for key in list(old) + [k for k in new if k not in old]:
+        a, b = old.get(key, "(absent)"), new.get(key, "(absent)")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.extend(identity_diff(a, b, f"{prefix}{key}."))
+        elif a != b:
+            out.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+def load_spec_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The raw mapping of a spec YAML file (ConfigError if missing, not YAML, or not a mapping)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"spec file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: a sweep spec must be a mapping (study: ..., trials: ..., sweep: ...)")
+    return data
+
+
+def dump_spec(spec: ExperimentSpec) -> str:
+    return yaml.safe_dump(spec.to_dict(), sort_keys=False, default_flow_style=None, allow_unicode=True)
+
+
+def _where(source: str, key: str) -> str:
+    return f"{source}: {key}" if source else key
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _integer(source: str, key: str, value: Any, low: int) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not _is_int(value) or value < low:
+        raise ConfigError(f"{_where(source, key)} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def fit_type(where: str, value: Any, default: Any) -> Any:
+    """``value`` checked against (and numbers normalised to) the type of ``default``; ConfigError if it does not fit."""
+    if default is None:
+        return value
+    if isinstance(default, bool):
+        ok, out = isinstance(value, bool), value
+    elif _is_int(default):
+        ok = _is_int(value) or (isinstance(value, float) and value.is_integer())
+        out = int(value) if ok else value
+    elif isinstance(default, float):
+        ok = _is_number(value)
+        out = float(value) if ok else value
+    elif isinstance(default, str):
+        ok, out = isinstance(value, str), value
+    elif isinstance(default, (list, tuple)):
+        ok, out = isinstance(value, (list, tuple)), list(value) if isinstance(value, (list, tuple)) else value
+    elif isinstance(default, dict):
+        ok, out = isinstance(value, dict), value
+    else:
+        ok, out = True, value
+    if not ok:
+        kind = {bool: "true/false", int: "an integer", float: "a number", str: "a string", list: "a list",
+                tuple: "a list", dict: "a mapping"}.get(type(default), type(default).__name__)
+        raise ConfigError(f"{where} must be {kind} (default {default!r}), got {value!r}")
+    return out
+
+
+def _unknown(source: str, what: str, keys: list[str], known: Mapping[str, Any]) -> ConfigError:
+    return ConfigError(f"{_where(source, what)}: unknown key(s) {', '.join(repr(k) for k in keys)}; "
+                       f"valid: {', '.join(known) or '(none)'}")
+
+
+def _resolve_params(source: str, study: Study, raw: Any) -> dict[str, Any]:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{_where(source, 'params')} must be a mapping of parameter: value, got {raw!r}")
+    bad = [k for k in raw if k not in study.defaults]
+    if bad:
+        raise _unknown(source, "params", bad, study.defaults)
+    return {k: fit_type(_where(source, f"params.{k}"), v, study.defaults[k]) for k, v in raw.items()}
+
+
+def _resolve_sweep(source: str, study: Study, raw: Any) -> dict[str, list]:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{_where(source, 'sweep')} must be a mapping of parameter: [values], got {raw!r}")
+    bad = [k for k in raw if k not in study.defaults]
+    if bad:
+        raise _unknown(source, "sweep", bad, study.defaults)
+    sweep: dict[str, list] = {}
+    for axis, values in raw.items():
+        where = _where(source, f"sweep.{axis}")
+        if not isinstance(values, (list, tuple)):
+            raise ConfigError(f"{where} must be a list of values, got {values!r}")
+        if not values:
+            raise ConfigError(f"{where} is an empty list: a sweep axis needs at least one value")
+        fitted = [fit_type(f"{where}[{i}]", v, study.defaults[axis]) for i, v in enumerate(values)]
+        labels = [_label(v) for v in fitted]
+        dup = sorted({lab for lab in labels if labels.count(lab) > 1})
+        if dup:
+            raise ConfigError(f"{where} repeats value(s) {', '.join(dup)}")
+        sweep[axis] = fitted
+    return sweep
+
+
+def _resolve_llm(source: str, raw: Any) -> dict[str, Any]:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{_where(source, 'llm')} must be a mapping (backend: ..., model: ...), got {raw!r}")
+    bad = [k for k in raw if k not in LLM_DEFAULTS]
+    if bad:
+        raise _unknown(source, "llm", bad, LLM_DEFAULTS)
+    llm = dict(LLM_DEFAULTS)
+    for key, value in raw.items():
+        llm[key] = fit_type(_where(source, f"llm.{key}"), "" if value is None else value, LLM_DEFAULTS[key])
+    if llm["backend"] not in LLM_BACKENDS:
+        raise ConfigError(f"{_where(source, 'llm.backend')} must be one of {', '.join(LLM_BACKENDS)}, "
+                          f"got {llm['backend']!r}")
+    if llm["backend"] == "replay" and not llm["replay_path"]:
+        raise ConfigError(f"{_where(source, 'llm.replay_path')} is required with backend 'replay'")
+    for key, (low, high) in _LLM_RANGES.items():
+        if not low <= llm[key] <= high:
+            raise ConfigError(f"{_where(source, f'llm.{key}')} must be in [{low}, {high}], got {llm[key]!r}")
+    return llm
+
+
+def resolve_spec(raw: Mapping[str, Any], studies: Mapping[str, Study], *, source: str = "") -> ExperimentSpec:
+    """Validate a raw spec mapping against the registered ``studies`` (module docstring); ConfigError if bad."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source or 'spec'}: a sweep spec must be a mapping, got {raw!r}")
+    bad = [k for k in raw if k not in TOP_LEVEL_KEYS]
+    if bad:
+        raise ConfigError(f"{source or 'spec'}: unknown key(s) {', '.join(repr(k) for k in bad)}; "
+                          f"valid: {', '.join(TOP_LEVEL_KEYS)}")
+    name = raw.get("study")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{_where(source, 'study')} must name a study; available: {', '.join(sorted(studies))}")
+    if name not in studies:
+        raise ConfigError(f"unknown study {name!r}; available: {', '.join(sorted(studies)) or '(none registered)'}")
+    study = studies[name]
+    trials = _integer(source, "trials", raw.get("trials", study.default_trials), 1)
+    seed = _integer(source, "seed", raw.get("seed", 0), 0)
+    workers = _integer(source, "workers", raw.get("workers", os.cpu_count() or 1), 1)
+    fixed = _resolve_params(source, study, raw.get("params"))
+    sweep = _resolve_sweep(source, study, raw["sweep"] if "sweep" in raw else study.default_sweep)
+    both = [k for k in sweep if k in fixed]
+    if both:
+        raise ConfigError(f"{source or 'spec'}: {', '.join(both)} given both in params and in sweep")
+    llm = _resolve_llm(source, raw.get("llm"))
+    params = jsonable({**study.defaults, **fixed})      # tuples -> lists: what YAML and results.jsonl hold
+    for axis in sweep:
+        params.pop(axis)
+    spec = ExperimentSpec(study=name, trials=trials, seed=seed, workers=workers, params=params, sweep=sweep)
+    points = grid(spec)
+    _validate_points(study, points)
+    return replace(spec, llm=llm) if any(study.uses_llm(p) for p in points) else spec
+
+
+def _validate_points(study: Study, points: list[dict]) -> None:
+    if study.validate is None:
+        return
+    for p in points:
+        try:
+            study.validate(p)
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"study {study.name}: invalid parameters: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+def _label(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def grid(spec: ExperimentSpec) -> list[dict[str, Any]]:
+    """The full parameters of every grid point, in sweep order (the last axis varies fastest)."""
+    axes = list(spec.sweep)
+    return [{**spec.params, **dict(zip(axes, values))}
+            for values in itertools.product(*(spec.sweep[a] for a in axes))]
+
+
+def point_label(point: Mapping[str, Any], axes: list[str]) -> str:
+    """``"axis=value,axis=value"`` of a grid point ("" without sweep axes)."""
+    return ",".join(f"{a}={_label(point[a])}" for a in axes)
+
+
+def trial_key(point: Mapping[str, Any], axes: list[str], index: int) -> str:
+    return f"{point_label(point, axes)}#{index}"
+
+
+def canonical_params(params: Mapping[str, Any]) -> str:
+    """Compact JSON of ``params`` with sorted keys (what the trial seed hashes)."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def trial_seed(seed: int, params: Mapping[str, Any], index: int, *, canonical: str | None = None) -> int:
+    """``SHA-256("<spec seed>\\n<canonical_params(params)>\\n<index>")``, first 8 bytes, below 2**63."""
+    blob = f"{seed}\n{canonical if canonical is not None else canonical_params(params)}\n{index}"
+    return int.from_bytes(hashlib.sha256(blob.encode("utf-8")).digest()[:8], "big") >> 1
+
+
+def expand(spec: ExperimentSpec) -> list[Trial]:
+    """Every trial of the sweep: grid points in order, each repeated ``spec.trials`` times."""
+    axes = list(spec.sweep)
+    trials = []
+    for point in grid(spec):
+        label, canonical = point_label(point, axes), canonical_params(point)
+        trials += [Trial(key=f"{label}#{i}", index=i, seed=trial_seed(spec.seed, point, i, canonical=canonical),
+                         params=dict(point)) for i in range(spec.trials)]
+    return trials
+
+
+# ---------------------------------------------------------------------------------------------
+def parse_value(text: str, default: Any) -> Any:
+    """A CLI value: YAML (``4``, ``0.7``, ``true``, ``[1, 2]``), kept as the raw text for string parameters."""
+    if isinstance(default, str):
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _split_assignment(flag: str, item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"{flag} expects KEY=VALUE, got {item!r}")
+    return key.strip(), value.strip()
+
+
+def apply_overrides(raw: Mapping[str, Any], studies: Mapping[str, Study], *, trials: int | None = None,
+                    seed: int | None = None, workers: int | None = None, planner: str | None = None,
+                    llm: Mapping[str, Any] | None = None, sets: list[str] = (), sweeps: list[str] = ()
+                    ) -> dict[str, Any]:
+    """A copy of the raw spec with CLI flags applied (validation is left to ``resolve_spec``).
+
+    ``sets`` (``KEY=VALUE``) fix a parameter and drop its sweep axis; ``sweeps`` (``KEY=V1,V2`` or
+    ``KEY=[V1, V2]``) replace or add one axis; ``planner`` is ``--set planner=...``; ``llm`` entries
+    (None = not given) update the llm block.
+    """
+    out = dict(raw)
+    for key, value in (("trials", trials), ("seed", seed), ("workers", workers)):
+        if value is not None:
+            out[key] = value
+    given_llm = {k: v for k, v in (llm or {}).items() if v is not None}
+    if given_llm:
+        block = out.get("llm") or {}
+        if not isinstance(block, dict):
+            raise ConfigError(f"llm must be a mapping, got {block!r}")
+        out["llm"] = {**block, **given_llm}
+    sets = list(sets) + ([f"planner={planner}"] if planner is not None else [])
+    if not sets and not sweeps:
+        return out
+    study = studies.get(out.get("study")) if isinstance(out.get("study"), str) else None
+    params = out.get("params") or {}
+    sweep = out.get("sweep", study.default_sweep if study else {}) or {}
+    if study is None or not isinstance(params, dict) or not isinstance(sweep, dict):
+        return out                                   # resolve_spec reports the unknown study / bad section
+    params, sweep = dict(params), dict(sweep)
+    for flag, items in (("--set", sets), ("--sweep", sweeps)):
+        for item in items:
+            key, text = _split_assignment(flag, item)
+            if key not in study.defaults:
+                raise ConfigError(f"{flag} {item}: study {study.name} has no parameter {key!r}; "
+                                  f"valid: {', '.join(study.defaults)}")
+            default = study.defaults[key]
+            if flag == "--set":
+                params[key] = parse_value(text, default)
+                sweep.pop(key, None)
+            else:
+                values = parse_value(text, None) if text.startswith("[") else \
+                    [parse_value(v.strip(), default) for v in text.split(",") if v.strip()]
+                sweep[key] = values
+                params.pop(key, None)
+    out["params"], out["sweep"] = params, sweep
+    return out
