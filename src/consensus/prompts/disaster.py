@@ -173,7 +173,7 @@ def inbox_text(inbox: Sequence[Any], *, total: int | None = None, tally: Sequenc
     """
     lines = [f"Drone {m.sender} ({m.role}) proposed {format_cell(m.proposal)} and says: "
              + (quote(m.text, max_chars) if m.text else "(no message)") for m in inbox]
-    block = data_block("DRONE MESSAGES", lines)
+    block = "\n" + data_block("DRONE MESSAGES", lines)      # the block starts on its own line
     hidden = (total or len(inbox)) - len(inbox)
     if hidden > 0:
         counts = Counter(tuple(c) for c in tally if c is not None)
