@@ -148,8 +148,8 @@ def simulate_batch(p: TheoryParams, seeds: Sequence[int], x0: np.ndarray | None 
     with np.errstate(over="ignore", invalid="ignore"):   # an unstable alpha + gamma >= 2 may overflow
         mu = _linear_recursion(1.0 - p.gamma, mean0, p.gamma * a_star[:, :-1, None] + p.beta * eps_mean)
         y = _linear_recursion(1.0 - p.alpha - p.gamma, x0_drawn - mean0, p.beta * (eps - eps_mean))
-    x = np.concatenate([x0_drawn[:, None, :], mu + y], axis=1)
-    d_opt, d_bar = tracking_metrics(x[:, 1:], a_star[:, 1:])
+        x = np.concatenate([x0_drawn[:, None, :], mu + y], axis=1)
+        d_opt, d_bar = tracking_metrics(x[:, 1:], a_star[:, 1:])
     return TheoryRun(x=x, a_star=a_star, d_opt=d_opt, d_bar=d_bar, perf_score=1.0 - d_opt)
 
 
