@@ -314,3 +314,16 @@ def test_report_table_figures_and_failed_trials(tmp_path):
     assert f"{np.mean(scores):.3f}" in row.split(" | ")[3] and "(1/4 failed)" in row
     assert "| Medium | Lack | 0.689 | **0.691** |" in text                            # the paper's row
     assert "| Majority Voting | 3/4 |" in text
+
+
+def test_agent_failures_do_not_fail_the_trial_in_the_runner():
+    from consensus.experiments.runner import execute
+    prob = problem("small", "equal")
+    good = plan_json(prob, prob.demand)
+    with FakeOpenAIServer(["not a plan", good, good]) as srv:
+        t = _trial(planner="llm", scale="small", setting="equal", architecture="majority")
+        outcome = execute(study.STUDIES[0], t, TrialContext(llm=_client(srv)))
+    record = json.loads(outcome.line)
+    assert record["status"] == "ok"
+    assert record["result"]["agent_fallbacks"] == {"unparseable": 1} and record["result"]["failures"] == 1
+    assert record["result"]["score"] == 1.0                                # two equal plans outvote the zero plan

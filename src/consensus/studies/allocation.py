@@ -21,14 +21,20 @@ or the LLM request seed, reduced to 31 bits, plus the turn), the coordinator, an
 Record of a trial: ``score`` (S of the decision), ``region_satisfaction`` (S(R) per region), ``decision``
 (resources x regions), ``turns``, ``agreed``, ``failures`` (failed agent proposals, all turns),
 ``coordinator_failures``, ``fallback``, ``over_allocated`` (resources scaled down in the decision),
-``llm_calls``, ``parse_failures`` and ``llm_fallbacks`` (by reason).
+``llm_calls``, ``parse_failures`` and ``agent_fallbacks`` (LLM replies that made an agent or the coordinator
+fail, by reason). They are deliberately NOT reported under the runner's ``llm_fallbacks`` key, which would
+mark the whole trial failed: in paper 3 an agent's unusable reply is part of the experiment (its plan becomes
+all zeros, "to emulate the scenario of one agent's failure"), not a failure of the trial. An endpoint error
+still fails the trial through the runner's own client accounting.
 
 Report: for every (scale, setting) one figure ``reliability_<scale>_<setting>.png/.svg`` with kappa(tau) of the
 seven architectures (as the paper's Fig. 2), and markdown with the AURC table in the layout of Table 2 (rows
 scale x setting, columns the seven architectures; best of a row in bold), the paper's own values for the same
-rows, and the architectures' behaviour (turns, agreement, failures, LLM calls). A failed trial (no record)
-counts as S = 0 in kappa and AURC: a system that produced no decision did not meet any threshold; cells
-say how many failed. Any other parameter that varies in the sweep (e.g. ``agents``) splits the report into
+rows, and the architectures' behaviour (turns, agreement, failures, LLM calls). A trial recorded as failed
+(``run_trial`` raised, or the runner saw an LLM endpoint error during it, even if a score was computed)
+counts as S = 0 in kappa and AURC: a run that did not produce a trustworthy decision met no threshold;
+cells say how many failed (``--resume --retry-failed`` runs them again). Trials without any record (an
+interrupted sweep) are not counted; the trial counts are in the table and the figure legends. Any other parameter that varies in the sweep (e.g. ``agents``) splits the report into
 one section per value, with the value in the figure names.
 """
 from __future__ import annotations
@@ -150,7 +156,7 @@ def run_trial(trial: Trial, ctx: TrialContext) -> dict:
             "decision": np.asarray(out.decision, dtype=float).tolist(), "turns": out.turns, "agreed": out.agreed,
             "failures": out.failures, "coordinator_failures": out.coordinator_failures, "fallback": out.fallback,
             "over_allocated": over, "llm_calls": counters["calls"], "parse_failures": counters["parse_failures"],
-            "llm_fallbacks": counters["fallbacks"]}
+            "agent_fallbacks": counters["fallbacks"]}
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -179,8 +185,10 @@ def _cells(records: Sequence[dict]) -> dict[tuple[str, str, str], list[dict]]:
 
 
 def reliability_figure(curves: dict[str, Sequence[float]], failed: dict[str, int], *, title: str) -> Figure:
-    """kappa(tau) over tau in [0, 1], one line per architecture (scores of failed trials already 0)."""
-    taus = np.linspace(0.0, 1.0, 1001)
+    """kappa(tau) over tau in [0, 1], one line per architecture (scores of failed trials already 0).
+
+    Drawn exactly: kappa only changes at the trial scores, and on (s_(k-1), s_k] it equals kappa(s_k),
+    so the curve through tau in {0, the distinct scores in (0, 1), 1} is drawn with ``steps-pre``."""
     colors = _colors(len(ARCHITECTURES))
     fig = _new_figure(figsize=(8.5, 5.2))
     ax = fig.add_subplot(1, 1, 1)
@@ -189,8 +197,9 @@ def reliability_figure(curves: dict[str, Sequence[float]], failed: dict[str, int
             continue
         scores = curves[arch]
         extra = f", {failed[arch]} failed" if failed.get(arch) else ""
+        taus = np.unique(np.concatenate([[0.0, 1.0], np.clip(scores, 0.0, 1.0)]))
         ax.plot(taus, reliability_curve(scores, taus), color=colors[k], lw=1.8,
-                ls="--" if arch.endswith("feedback") else "-", drawstyle="steps-post",
+                ls="--" if arch.endswith("feedback") else "-", drawstyle="steps-pre",
                 label=f"{ARCHITECTURE_LABELS[arch]} (AURC {aurc(scores):.3f}, {len(scores)} trials{extra})")
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.02, 1.02)
