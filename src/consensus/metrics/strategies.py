@@ -47,9 +47,9 @@ Clustering (paper 1, Fig. 7b): the final states are grouped by single linkage, t
 chain of agents with steps ``<= tol`` joins them; the negotiation is *clustered* when there are ``>= 2`` groups
 (the default ``tol`` is the convergence tolerance, 1 state unit).
 
-Rounds to converge: the first round after which the spread (diameter of the group) stays below ``tol`` to the
-end, via ``consensus.metrics.convergence.time_to_converge`` with the round index as time; ``None`` if the
-final spread is not below ``tol``.
+Rounds to converge: the first round after which the spread (diameter of the group, ``spread_series``) stays
+below ``tol`` to the end, as ``consensus.metrics.convergence.time_to_converge`` defines it for time series;
+``None`` if the final spread is not below ``tol``.
 """
 from __future__ import annotations
 
@@ -58,7 +58,6 @@ from typing import Sequence
 
 import numpy as np
 
-from consensus.metrics.convergence import time_to_converge
 
 STRATEGIES = ("average_with_self", "average_without_self", "suggestible", "stubborn", "erroneous")
 LABELS = (*STRATEGIES, "agreed", "fallback")
@@ -84,6 +83,7 @@ KEYWORDS = {
              ("suggestible",)),
 }
 _EXACT = 1e-9
+_FALLBACK, _ERRONEOUS, _AGREED = len(PRIORITY), len(PRIORITY) + 1, len(PRIORITY) + 2
 
 
 def _check_states(states: np.ndarray) -> np.ndarray:
@@ -146,21 +146,16 @@ def label_rounds(states: np.ndarray, adj: np.ndarray, *, reasonings: Sequence[Se
     held = np.zeros((n_rounds, n), bool) if fallbacks is None else np.asarray(fallbacks, dtype=bool)
     if held.shape != (n_rounds, n):
         raise ValueError(f"fallbacks must have shape ({n_rounds}, {n}), got {held.shape}")
-    labels: list[list[str]] = []
-    for r in range(n_rounds):
-        row = []
-        for i in range(n):
-            if held[r, i]:
-                row.append("fallback")
-            elif not fits[r, i].any():
-                row.append("erroneous")
-            elif neighbourhood_agrees[r, i]:
-                row.append("agreed")
-            else:
-                text = reasonings[r][i] if reasonings is not None else ""
-                row.append(_choose(dist[r, i], fits[r, i], text))
-        labels.append(row)
-    return labels
+    # label index per (round, agent): PRIORITY positions 0-3, then the non-strategy labels
+    index = np.where(fits.sum(axis=-1) == 1, fits.argmax(axis=-1), -1)
+    index[neighbourhood_agrees] = _AGREED
+    index[~fits.any(axis=-1)] = _ERRONEOUS
+    index[held] = _FALLBACK
+    names = np.array([*PRIORITY, "fallback", "erroneous", "agreed"], dtype=object)[index]
+    for r, i in zip(*np.nonzero(index < 0)):
+        text = reasonings[r][i] if reasonings is not None else ""
+        names[r, i] = _choose(dist[r, i], fits[r, i], text)
+    return names.tolist()
 
 
 def _choose(dist: np.ndarray, fits: np.ndarray, reasoning: str) -> str:
@@ -213,14 +208,17 @@ def reversals(states: np.ndarray, tol: float = LABEL_TOL) -> list[int]:
     states = _check_states(states)
     tol = _check_tol(tol)
     updates = np.diff(states, axis=0)                       # (R, n, d)
-    big = np.linalg.norm(updates, axis=-1) > tol            # (R, n)
-    counts = []
-    for i in range(states.shape[1]):
-        u = updates[big[:, i], i]
-        size = np.linalg.norm(u, axis=-1)
-        opposite = np.einsum("kd,kd->k", u[:-1], u[1:]) < 0
-        counts.append(int((opposite & (size[1:] >= REVERSAL_RATIO * size[:-1])).sum()))
-    return counts
+    size = np.linalg.norm(updates, axis=-1)                 # (R, n)
+    big = size > tol
+    # prev[r, i]: the last significant update of agent i before round r (-1: none)
+    rounds = np.arange(len(updates))[:, None]
+    last = np.maximum.accumulate(np.where(big, rounds, -1), axis=0)
+    prev = np.concatenate([np.full((1, states.shape[1]), -1), last])[:-1]
+    agents = np.arange(states.shape[1])[None, :]
+    before = updates[np.maximum(prev, 0), agents]           # (R, n, d)
+    opposite = np.einsum("rnd,rnd->rn", before, updates) < 0
+    undamped = size >= REVERSAL_RATIO * size[np.maximum(prev, 0), agents]
+    return (big & (prev >= 0) & opposite & undamped).sum(axis=0).tolist()
 
 
 def oscillates(states: np.ndarray, tol: float = LABEL_TOL, min_reversals: int = MIN_REVERSALS) -> bool:
@@ -250,8 +248,16 @@ def clusters(points: np.ndarray, tol: float = CONVERGE_TOL) -> list[list[int]]:
     return [np.flatnonzero(group == g).tolist() for g in dict.fromkeys(group.tolist())]
 
 
-def rounds_to_converge(states: np.ndarray, tol: float = CONVERGE_TOL) -> int | None:
-    """First round index after which the spread stays ``< tol`` to the end; ``None`` if it does not end so."""
-    states = _check_states(states)
-    t = time_to_converge(np.arange(states.shape[0], dtype=float), states, _check_tol(tol))
-    return None if t is None else int(t)
+def rounds_to_converge(spreads: Sequence[float], tol: float = CONVERGE_TOL) -> int | None:
+    """First round ``r`` with ``spreads[k] < tol`` for every ``k >= r``; ``None`` if the last one is not.
+
+    ``spreads`` is the group diameter per round (``consensus.metrics.convergence.spread_series``); NaN counts as
+    not converged.
+    """
+    tol = _check_tol(tol)
+    with np.errstate(invalid="ignore"):
+        ok = np.asarray(spreads, dtype=float) < tol
+    if len(ok) == 0 or not ok[-1]:
+        return None
+    bad = np.flatnonzero(~ok)
+    return 0 if len(bad) == 0 else int(bad[-1]) + 1

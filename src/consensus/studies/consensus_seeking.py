@@ -20,10 +20,13 @@ and a graph from ``consensus.graphs.topology.make_graph``:
   ``chain`` relabelled (agent i hears only agent i-1, agent 0 is the leader).
 
 The LLM (``planner: llm``) is the runner's shared client ``ctx.llm``; each agent's planner is
-``make_planner("llm", ..., client=ctx.llm, seed=trial.seed)`` (request seed = trial seed + agent id), asked at the
-trial's ``temperature`` with the client's own model. Replies that could not be used are counted (fallback: the
-agent keeps its state) and the trial is recorded; a trial in which *no* reply was usable raises ``TrialFailed``.
-For the classical planners ``temperature`` has no effect (they are deterministic baselines).
+``make_planner("llm", ..., client=ctx.llm, seed=trial.seed)`` (the runner derives per-call seeds), asked at the
+trial's ``temperature`` parameter (the sweep axis of Fig. 4; the spec's ``llm.temperature`` is not used) with
+the client's model and the spec's ``llm.max_tokens``; the agents of one round are asked concurrently. A reply
+that could not be used is a fallback (the agent keeps its state): the trial's result is complete and carries
+the counts in ``result["llm_fallbacks"]`` (``{reason: count}``), which makes the runner record it as failed
+with its result kept; a trial in which *no* reply was usable raises ``TrialFailed``. For the classical
+planners ``temperature`` has no effect (they are deterministic baselines).
 
 A trial record (``run_trial``): ``states`` per round (rounded to 4 decimals; ``(R+1, n)`` in 1-D, ``(R+1, n, 2)`` in
 2-D), ``spread`` per round (group diameter), ``initial_average``, ``final_value`` (centroid of the final states),
@@ -31,7 +34,7 @@ A trial record (``run_trial``): ``states`` per round (rounded to 4 decimals; ``(
 ``< converge_tol`` to the end), ``root``/``root_initial``/``bias_to_root`` (graphs with a single leader),
 ``labels`` (one string per round, ``consensus.metrics.strategies.LABEL_CODES``), ``label_counts``,
 ``oscillation``/``reversals``, ``clustering``/``n_clusters``/``cluster_sizes`` (groups ``converge_tol`` apart),
-``llm_calls``, ``parse_failures``, ``fallbacks``, ``fallback_reasons``. Rules of the labels, oscillation and
+``llm_calls``, ``parse_failures``, ``llm_fallbacks``. Rules of the labels, oscillation and
 clustering: ``consensus.metrics.strategies``.
 """
 from __future__ import annotations
@@ -47,7 +50,7 @@ import numpy as np
 
 from consensus.config import PERSONALITIES
 from consensus.errors import ConfigError
-from consensus.experiments.study import Study, Trial, TrialContext, TrialFailed
+from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
 from consensus.graphs.topology import Graph, make_graph
 from consensus.metrics import strategies as st
 from consensus.metrics.convergence import spread_series
@@ -69,13 +72,12 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "agents": 4,                  # N; null = the number of listed personalities
     "rounds": 10,                 # negotiation rounds (Algorithm 1's n_r)
     "dim": 1,                     # 1 = numbers (sections 2-3), 2 = positions in the plane
-    "init_low": 0,                # initial states: uniform in [init_low, init_high] per axis
-    "init_high": 100,
+    "init_low": 0.0,              # initial states: uniform in [init_low, init_high] per axis
+    "init_high": 100.0,
     "init_integer": True,         # integers (the paper's examples) or reals
     "topology": "complete",       # see TOPOLOGIES
     "personalities": "none",      # "none" | "stubborn,suggestible" | "stubborn*7,suggestible*3" ...
     "memory": True,               # LLM keeps its chat history (paper 1-D); false = self-contained prompts
-    "max_tokens": 160,            # LLM reply bound
     "parse_retries": 2,           # LLM re-asks after an unreadable reply
     "converge_tol": 1.0,          # converged: spread < this (state units); also the clustering gap
     "label_tol": 0.5,             # strategy labels and oscillation: |state - candidate| <= this
@@ -99,7 +101,6 @@ class Setup:
     init_high: float
     init_integer: bool
     memory: bool
-    max_tokens: int
     parse_retries: int
     converge_tol: float
     label_tol: float
@@ -176,7 +177,7 @@ def setup(params: dict) -> Setup:
                  rounds=_int(params, "rounds", 1, MAX_ROUNDS), temperature=_num(params, "temperature", 0.0, 2.0),
                  personalities=personalities, graph=_graph(topology, len(personalities)),
                  init_low=lo, init_high=hi, init_integer=_bool(params, "init_integer"),
-                 memory=_bool(params, "memory"), max_tokens=_int(params, "max_tokens", 16, 4096),
+                 memory=_bool(params, "memory"),
                  parse_retries=_int(params, "parse_retries", 0, 10),
                  converge_tol=_num(params, "converge_tol", 0.0, 1e6, open_low=True),
                  label_tol=_num(params, "label_tol", 0.0, 1e6, open_low=True),
@@ -209,7 +210,8 @@ def _planners(s: Setup, ctx: TrialContext, seed: int) -> list:
         return [make_planner(s.planner, dim=s.dim, robot_id=i, personality=p, seed=seed)
                 for i, p in enumerate(s.personalities)]
     return [make_planner("llm", dim=s.dim, robot_id=i, personality=p, client=ctx.llm, seed=seed, memory=s.memory,
-                         temperature=s.temperature, max_tokens=s.max_tokens, parse_retries=s.parse_retries,
+                         temperature=s.temperature, max_tokens=int(ctx.llm_settings.get("max_tokens", 160)),
+                         parse_retries=s.parse_retries,
                          num_agents=s.n)
             for i, p in enumerate(s.personalities)]
 
@@ -236,8 +238,8 @@ def run_trial(trial: Trial, ctx: TrialContext) -> dict:
         raise TrialFailed(f"the LLM gave no usable reply in any of the {held.size} plans "
                           f"({counters['calls']} calls; fallbacks: {reasons})")
     result = outcome(s, states, reasonings, held)
-    result.update(llm_calls=counters["calls"], parse_failures=counters["parse_failures"],
-                  fallbacks=int(held.sum()), fallback_reasons=reasons)
+    result.update(llm_calls=counters["calls"], parse_failures=counters["parse_failures"])
+    result[LLM_FALLBACKS_KEY] = reasons
     return result
 
 
@@ -262,7 +264,7 @@ def outcome(s: Setup, states: np.ndarray, reasonings: Sequence[Sequence[str]], h
         "bias_norm": float(np.linalg.norm(final - init_avg)),
         "final_spread": float(spreads[-1]),
         "converged": bool(spreads[-1] < s.converge_tol),
-        "rounds_to_converge": st.rounds_to_converge(states, s.converge_tol),
+        "rounds_to_converge": st.rounds_to_converge(spreads, s.converge_tol),
         "root": root,
         "root_initial": None if root is None else states[0, root].tolist(),
         "bias_to_root": None if root is None else (final - states[0, root]).tolist(),
@@ -281,8 +283,9 @@ _ORDER = ("agents", "temperature", "personalities", "topology", "planner", "dim"
 class Group:
     label: str                 # "agents=4, temperature=0.7" (the varying parameters), "all trials" if none vary
     params: dict               # the parameters of the first record
-    results: list[dict]        # results of the ok trials, in trial-index order
-    failed: int
+    results: list[dict]        # results of the ok trials, in trial-index order (what the statistics use)
+    failed: int                # failed trials
+    failed_results: list[dict]  # results kept in failed records (LLM fallbacks): counted, not in statistics
 
 
 def group_records(records: Sequence[dict]) -> tuple[list[str], list[Group]]:
@@ -303,7 +306,8 @@ def group_records(records: Sequence[dict]) -> tuple[list[str], list[Group]]:
         p = recs[0]["params"]
         label = ", ".join(f"{k}={p[k]}" for k in varying) or "all trials"
         groups.append(Group(label, p, [r["result"] for r in recs if r["status"] == "ok" and r["result"]],
-                            sum(r["status"] != "ok" for r in recs)))
+                            sum(r["status"] != "ok" for r in recs),
+                            [r["result"] for r in recs if r["status"] != "ok" and r["result"]]))
     return varying, groups
 
 
@@ -345,14 +349,15 @@ def outcome_table(groups: Sequence[Group]) -> list[str]:
              "oscillation | clustering | clusters, median | LLM calls | fallbacks |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for g in groups:
-        rs = g.results
+        rs, every = g.results, g.results + g.failed_results
         lines.append(
             f"| {g.label} | {len(rs)} / {g.failed} | {_pct([r['converged'] for r in rs])} | "
             f"{_q([r['rounds_to_converge'] for r in rs])} | {_q([_bias(r) for r in rs])} | "
             f"{_q([_root_bias(r) for r in rs if r['bias_to_root'] is not None])} | "
             f"{_q([r['final_spread'] for r in rs])} | {_pct([r['oscillation'] for r in rs])} | "
             f"{_pct([r['clustering'] for r in rs])} | {_q([r['n_clusters'] for r in rs])} | "
-            f"{sum(r['llm_calls'] for r in rs)} | {sum(r['fallbacks'] for r in rs)} |")
+            f"{sum(r['llm_calls'] for r in every)} | "
+            f"{sum(sum(r[LLM_FALLBACKS_KEY].values()) for r in every)} |")
     return lines
 
 
@@ -548,10 +553,11 @@ def trajectory_figures(groups: Sequence[Group], out_dir: Path, prefix: str, titl
         labels = [f"agent {i}" + ("" if p == "none" else f" ({p})") for i, p in enumerate(r["personalities"])]
         if r["root"] is not None:
             labels[r["root"]] += " leader"
-        slug = re.sub(r"[^A-Za-z0-9]+", "_", re.sub(r"\w+=", "", g.label)).strip("_") or "all"
+        point = re.sub(r"\w+=", "", g.label)
+        slug = re.sub(r"[^A-Za-z0-9]+", "_", point).strip("_") or "all"
         name = f"{prefix}_{slug}.png"
         fig = plots.rounds_figure(range(len(values)), values, labels=labels,
-                                  title=f"{title}: {re.sub(r'\w+=', '', g.label)}, first trial",
+                                  title=f"{title}: {point}, first trial",
                                   ylabel="state" if r["dim"] == 1 else "x (first coordinate)")
         plots._save(fig, out_dir / name, svg=True)
         names.append(name)
@@ -577,7 +583,8 @@ def _header(study: str, groups: Sequence[Group]) -> list[str]:
 
 
 def _tables(groups: Sequence[Group]) -> list[str]:
-    return ["", "Outcomes per group:", "", *outcome_table(groups), "",
+    return ["", "Outcomes per group (statistics over the ok trials; rounds to converge over the converged ones; "
+            "failed trials only add to the LLM calls and fallbacks):", "", *outcome_table(groups), "",
             "Strategy-label shares per group (paper 1, section 3.1):", "", *label_table(groups)]
 
 
