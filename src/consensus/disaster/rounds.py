@@ -60,6 +60,7 @@ class RoundDecision:
             "round": self.round, "mode": self.mode, "strategy": self.strategy,
             "actions": [cell(c) for c in self.actions], "proposals": [cell(c) for c in self.proposals],
             "collective": cell(self.collective),
+            "messages": [[m.to_dict() for m in turn] for turn in self.messages],
             "discussion": [[r.to_dict() for r in turn] for turn in self.discussion],
             "action_replies": [r.to_dict() for r in self.action_replies],
             "votes": [[r.to_dict() for r in turn] for turn in self.votes],
