@@ -151,7 +151,8 @@ def _records(sweep: dict, trials: int, **fixed) -> list[dict]:
     recs = []
     keys = list(sweep)
     for combo in np.array(np.meshgrid(*sweep.values(), indexing="ij")).reshape(len(keys), -1).T:
-        params = {**STUDY.defaults, **fixed, **{k: (int(v) if k == "agents" else float(v)) for k, v in zip(keys, combo)}}
+        point = {k: (int(v) if k == "agents" else float(v)) for k, v in zip(keys, combo)}
+        params = {**STUDY.defaults, **fixed, **point}
         for i in range(trials):
             trial = Trial(key=f"{combo}#{i}", index=i, seed=1000 * i + len(recs), params=params)
             recs.append({"key": trial.key, "index": i, "seed": trial.seed, "params": params, "status": "ok",
@@ -174,7 +175,7 @@ def test_report_on_a_tiny_sweep(tmp_path):
     recs.append({**recs[0], "key": "x#9", "status": "failed", "reason": "boom", "result": None})
     lines = report(recs, tmp_path)
     text = "\n".join(lines)
-    assert "24 ok, 1 failed" in text and "boom" in text
+    assert "boom" not in text                      # failures are the runner header's business
     for name in ("perf_vs_beta_gamma0.1", "perf_vs_dbar"):
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
         assert (tmp_path / f"{name}.svg").read_text().lstrip().startswith("<?xml")

@@ -25,7 +25,7 @@ optimum (beta* > smallest beta) stands out from the noise: its gain over the sma
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -94,10 +94,10 @@ class Setting:
     def gain_z(self) -> float:
         """(perf at beta* - perf at the smallest beta) in standard errors of that difference."""
         best, ref = self.best(), self.points[0]
-        se = math.hypot(best.perf_se, ref.perf_se)
         if best is ref:
             return 0.0
-        return (best.perf_mean - ref.perf_mean) / se if se > 0 else math.nan
+        se = math.hypot(best.perf_se, ref.perf_se)      # NaN with a single trial: no error estimate
+        return (best.perf_mean - ref.perf_mean) / se if se != 0 else math.inf
 
 
 def settings_from_records(records: Sequence[dict]) -> list[Setting]:
@@ -200,7 +200,8 @@ def perf_vs_beta_figure(settings: Sequence[Setting], title: str):
 
 
 def perf_vs_dbar_figure(settings: Sequence[Setting], fig_keys: Sequence[str], title: str):
-    """Mean perf_score vs mean d_bar: one line per (N, alpha) through its beta points; panels (figure key, shock_freq)."""
+    """Mean perf_score vs mean d_bar: a line per (N, alpha) through its beta points, a panel per (figure key,
+    shock_freq)."""
     panel_rows = _by(settings, fig_keys)
     shown = [i for i, k in enumerate(fig_keys) if k in _varying(settings, fig_keys)]
     cols = sorted({s.get(ROW_KEY) for s in settings})
@@ -231,8 +232,8 @@ def perf_vs_dbar_figure(settings: Sequence[Setting], fig_keys: Sequence[str], ti
 
 def _optimum_table(settings: Sequence[Setting], keys: Sequence[str]) -> list[str]:
     head = [_name(k) for k in keys]
-    lines = ["| " + " | ".join(head + ["β*", "perf(β*)", "perf(β min)", "perf(β max)", "gain z", "interior?"]) + " |",
-             "|" + "---|" * (len(head) + 6)]
+    head += ["β*", "perf(β*)", "perf(β min)", "perf(β max)", "gain z", "interior?"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in sorted(settings, key=lambda s: tuple(s.get(k) for k in keys)):
         best, lo, hi = s.best(), s.points[0], s.points[-1]
         z = s.gain_z()
@@ -263,31 +264,31 @@ def _verdict(settings: Sequence[Setting]) -> list[str]:
         "relative to the shock amplitude, where a small to moderate β helps. "
         + (f"Our sweep shows no interior optimum that stands out from the trial noise, for any γ: the decline is "
            f"monotone up to sampling noise (the {len(interior)} settings with β* above the smallest β gain at most "
-           f"{max([s.gain_z() for s in interior], default=0.0):.1f} standard errors)." if not real else
-           "Our sweep shows the significant interior optima listed above; check them against the theory below "
-           "before reading them as an effect (a few are expected by chance over many settings).")
-        + " This is what the model implies: x_i(t) − a*(t) = m_i(t) + β·G_i(t) with m independent of the noise and G "
-        "zero-mean Gaussian, so E|x_i(t) − a*(t)| — and hence the expected D_opt — never decreases with β "
-        "(docs/theory-model.md). The paper's narrow region cannot exist in expectation in this model as stated.")
+           f"{max((z for z in map(Setting.gain_z, interior) if not math.isnan(z)), default=0.0):.1f} standard "
+           f"errors)." if not real else
+           "Our sweep shows the significant interior optima listed above; read them against the note that "
+           "follows before taking them as an effect (a few are expected by chance over many settings).")
+        + " Note: x_i(t) − a*(t) = m_i(t) + β·G_i(t) with m independent of the noise and G zero-mean Gaussian, so "
+        "E|x_i(t) − a*(t)| — and hence the expected D_opt — strictly increases with β (docs/theory-model.md): the "
+        "paper's narrow region cannot exist in expectation in this model as stated.")
     return out
 
 
 def report(records: Sequence[dict], out_dir: Path) -> list[str]:
+    """Figures into ``out_dir`` and markdown lines (module doc); failed trials are left out (the runner's
+    header counts them)."""
     out_dir = Path(out_dir)
-    failed = Counter(rec.get("reason", "") for rec in records if rec.get("status") != "ok")
     settings = settings_from_records(records)
-    lines = [f"Trials: {sum(1 for r in records if r.get('status') == 'ok')} ok, {sum(failed.values())} failed."]
-    lines += [f"- failed ({n}): {reason}" for reason, n in failed.most_common()]
     if not settings:
-        return lines + ["No successful trials: nothing to plot."]
+        return ["No successful trials: nothing to plot."]
     fig_keys = _figure_keys(settings)
     slug_keys = _varying(settings, fig_keys) or [k for k in fig_keys if k == "gamma"]
-    lines.append("")
+    lines = []
     for fig_key, group in _by(settings, fig_keys).items():
         fixed = dict(zip(fig_keys, fig_key))
-        slug = "_".join(f"{k}{fixed[k]:g}" for k in slug_keys) or "all"
-        title = (f"Performance vs β by agent count N — γ={fixed.get('gamma', 0):g}, shock Δ~U(±{fixed.get('shock_size', 1):g}), "
-                 f"T={fixed.get('rounds', '?')} rounds, {_trial_counts(group)} trials per point (mean ± std)")
+        slug = "_".join(f"{k}{fixed[k]:g}" for k in slug_keys)
+        title = (f"Performance vs β by agent count N — γ={fixed['gamma']:g}, shock Δ~U(±{fixed['shock_size']:g}), "
+                 f"T={fixed['rounds']} rounds, {_trial_counts(group)} trials per point (mean ± std)")
         name = f"perf_vs_beta_{slug}.png"
         _save(perf_vs_beta_figure(group, title), out_dir / name, svg=True)
         lines.append(f"![{title}]({name})")
