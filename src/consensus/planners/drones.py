@@ -50,6 +50,7 @@ import math
 import threading
 from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -194,11 +195,17 @@ class _View:
     """What a role's score may look at."""
     obs: Any
     own_cell: Cell | None
-    claims: Counter            # cells proposed in the inbox (all senders)
-    noisy: frozenset           # ids of disasters with a contradictory or incomplete report item
+    inbox: Sequence[InboxMessage]
+    me: int                         # this drone's id (its own messages do not count)
+    noisy: frozenset                # ids of disasters with a contradictory or incomplete report item
 
     def dist(self, d) -> int:
         return 0 if self.own_cell is None else manhattan(self.own_cell, d.cell)
+
+    @cached_property
+    def claims(self) -> Counter:
+        """Cells proposed in the inbox (only the roles that look at them pay for counting)."""
+        return Counter(m.proposal for m in self.inbox if m.proposal is not None and m.sender != self.me)
 
 
 #: role key -> score of a disaster (higher first); s = severity
@@ -225,8 +232,7 @@ class HeuristicDrone(DroneAgent):
 
     def ranking(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None) -> list:
         """Active disasters, best first for this drone's role."""
-        view = _View(obs, own_cell, Counter(m.proposal for m in inbox
-                                            if m.proposal is not None and m.sender != self.drone_id),
+        view = _View(obs, own_cell, inbox, self.drone_id,
                      frozenset(item.disaster_id for item in obs.report
                                if item.quality != "accurate" and item.disaster_id is not None))
         score = ROLE_SCORES.get(self.role.key, ROLE_SCORES["responder"])
