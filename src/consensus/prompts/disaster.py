@@ -6,8 +6,10 @@ Where each text comes from:
 * ``TEMPLATE``: appendix F.2 "Prompt Template", word for word ("You are Drone {id}, a {role} in a disaster
   response team. Current situation: ... Other drone messages: ... Your role instructions: ... Based on the
   current situation and your role, provide: 1. ... 2. ... 3. ... Format your response as JSON exactly like this
-  example: {"analysis": ..., "action": [3,4], "message": ...}"). What fills the slots is ours: the grid and
-  disaster states ("sensor readings"), the situation report and the other drones' messages (see below).
+  example: {"analysis": ..., "action": [3,4], "message": ...}"; "a" becomes "an" before a vowel). Ours: what
+  fills the slots (the grid and disaster states as "sensor readings", the situation report, the other drones'
+  messages; see below), the untrusted-data note and the phase line inserted before "Based on ...", and a last
+  line bounding the text lengths and the coordinates.
 * Role guidelines: medical, infrastructure and logistics are the paper's F.2 role texts, extended with the C.5
   sample prompts (medical kits, "greatest threat to people"; "critical facilities ... for the long run"). The low
   diversity text "Always address the highest severity zone." is C.1's example. The further high-diversity roles
@@ -187,7 +189,7 @@ SYSTEM = ("You pilot one drone of a disaster response team. Reply with one JSON 
           "\"analysis\", \"action\" and \"message\".")
 
 TEMPLATE = (
-    "You are Drone {id}, a {role} in a disaster response team.\n"
+    "You are Drone {id}, {article} {role} in a disaster response team.\n"
     "Current situation: {situation}\n"
     "Other drone messages: {messages}\n"
     "Your role instructions: {instructions}\n"
@@ -248,7 +250,7 @@ def vote_feedback(ctx: Any) -> str:
 def drone_messages(*, drone_id: int, role: Role, situation: str, messages: str, phase: str, action_item: str,
                    width: int, height: int) -> list[dict]:
     """Chat messages of one drone request: the system line and the filled F.2 template."""
-    user = TEMPLATE.format(id=drone_id, role=role.title, situation=situation, messages=messages,
+    user = TEMPLATE.format(id=drone_id, article="an" if role.title[:1].lower() in "aeiou" else "a", role=role.title, situation=situation, messages=messages,
                            instructions=role.instructions, note=UNTRUSTED_NOTE, phase=phase, action_item=action_item,
                            limit=TEXT_MAX_LENGTH, xmax=width - 1, ymax=height - 1)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
