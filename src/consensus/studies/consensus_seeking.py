@@ -399,6 +399,11 @@ def _hue_split(groups: Sequence[Group], varying: Sequence[str], x_key: str) -> d
     return hues
 
 
+def _bias_name(groups: Sequence[Group]) -> str:
+    two_d = any(r["dim"] == 2 for g in groups for r in g.results[:1])
+    return "|final consensus point − initial centroid|" if two_d else "final consensus value − initial average"
+
+
 def bias_box_figure(groups: Sequence[Group], varying: Sequence[str], title: str):
     """Paper 1 Fig. 4: box plot of final − initial average per N, one colour per hue (e.g. temperature)."""
     from consensus.runs import plots
@@ -426,9 +431,7 @@ def bias_box_figure(groups: Sequence[Group], varying: Sequence[str], title: str)
     ax.axhline(0.0, color="0.5", lw=0.8, ls="--")
     ax.set_xticks(range(len(xs)), [str(x) for x in xs])
     ax.set_xlabel("number of agents N")
-    two_d = groups[0].results and groups[0].results[0]["dim"] == 2
-    ax.set_ylabel("|final consensus point − initial centroid| [state units]" if two_d
-                  else "final consensus value − initial average [state units]")
+    ax.set_ylabel(f"{_bias_name(groups)} [state units]")
     ax.set_title(f"{title}\n({_subtitle(groups, varying)}; n = trials per box, dots = trials)", fontsize=10,
                  pad=14)
     ax.legend(loc="best", fontsize="small")
@@ -456,7 +459,7 @@ def bias_spread_figure(groups: Sequence[Group], varying: Sequence[str], title: s
         ax.plot(x, [float(np.subtract(*np.percentile(p[1], [75, 25]))) for p in pts], "--s", color=colors[h],
                 label=f"{hue}: interquartile range")
     ax.set_xlabel("number of agents N")
-    ax.set_ylabel("spread over trials of final − initial average [state units]")
+    ax.set_ylabel(f"spread over trials of {_bias_name(groups)} [state units]", fontsize="small")
     ax.set_title(f"{title}\n({_subtitle(groups, varying)})", fontsize=10)
     ax.legend(loc="best", fontsize="small")
     ax.grid(True, alpha=0.3)
@@ -527,13 +530,14 @@ def outcome_rate_figure(groups: Sequence[Group], varying: Sequence[str], title: 
     width = 0.8 / len(kinds)
     for k, (key, name) in enumerate(kinds):
         rates = [100 * np.mean([r[key] for r in g.results]) if g.results else 0.0 for g in groups]
-        ax.bar(np.arange(len(groups)) + (k - 1) * width, rates, width, color=colors[k], label=name)
+        bars = ax.bar(np.arange(len(groups)) + (k - 1) * width, rates, width, color=colors[k], label=name)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)
     ax.set_xticks(range(len(groups)), [f"{g.label}\n({len(g.results)} trials)" for g in groups], fontsize="small",
                   rotation=15)
-    ax.set_ylim(0, 105)
+    ax.set_ylim(0, 108)
     ax.set_ylabel("share of trials [%]")
     ax.set_title(f"{title}\n({_subtitle(groups, varying)})", fontsize=10)
-    ax.legend(loc="best", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -550,14 +554,15 @@ def trajectory_figures(groups: Sequence[Group], out_dir: Path, prefix: str, titl
         r = g.results[0]
         values = np.asarray(r["states"], dtype=float)
         values = values if r["dim"] == 1 else values[:, :, 0]
-        labels = [f"agent {i}" + ("" if p == "none" else f" ({p})") for i, p in enumerate(r["personalities"])]
+        notes = [[] if p == "none" else [p] for p in r["personalities"]]
         if r["root"] is not None:
-            labels[r["root"]] += " leader"
+            notes[r["root"]].append("leader")
+        labels = [f"agent {i}" + (f" ({', '.join(note)})" if note else "") for i, note in enumerate(notes)]
         point = re.sub(r"\w+=", "", g.label)
         slug = re.sub(r"[^A-Za-z0-9]+", "_", point).strip("_") or "all"
         name = f"{prefix}_{slug}.png"
         fig = plots.rounds_figure(range(len(values)), values, labels=labels,
-                                  title=f"{title}: {point}, first trial",
+                                  title=f"{title}: {point}, {g.params['planner']} planner, first trial",
                                   ylabel="state" if r["dim"] == 1 else "x (first coordinate)")
         plots._save(fig, out_dir / name, svg=True)
         names.append(name)
