@@ -51,6 +51,12 @@ STUDY = Study(name="llm-throughput", description="sequential LLM requests per tr
               report=lambda records, out: [], uses_llm=lambda params: True)
 
 
+def _without_time(run_dir: Path) -> dict:
+    """The run's records without ``elapsed_s`` (the only field a replay may change)."""
+    return {k: {f: v for f, v in r.items() if f != "elapsed_s"}
+            for k, r in read_results(run_dir / "results.jsonl").items()}
+
+
 def _start_server(latency: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_openai_server.py"), "--latency", str(latency),
                              "--reply", REPLY], stdout=subprocess.PIPE, text=True)
@@ -90,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         run_experiment(replay_spec(out, studies), STUDY, Path(tmp) / "replay", progress=False)
         replay_s = time.perf_counter() - t0
-        strip = lambda recs: {k: {f: v for f, v in r.items() if f != "elapsed_s"} for k, r in recs.items()}  # noqa: E731
-        same = strip(read_results(out / "results.jsonl")) == strip(read_results(Path(tmp) / "replay" / "results.jsonl"))
+        same = _without_time(out) == _without_time(Path(tmp) / "replay")
     n = len(exchanges)
     ideal = args.concurrency / args.latency
     rate = n / (t_last - t_first)

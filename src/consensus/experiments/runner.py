@@ -308,7 +308,10 @@ def _run_threaded(todo: list[Trial], run_one: Callable[[Trial], Outcome], thread
         stop.set()                              # running trials end at their next LLM request
         for fut in finished:
             sink(fut.result())
-        pool.shutdown(wait=False, cancel_futures=True)
+        running = sum(not f.done() for f in pending) - sum(f.cancel() for f in pending)
+        if running > 0:
+            log.warning("stopping: waiting for %d running trial(s) to finish their LLM request(s)", running)
+        pool.shutdown(wait=True)                # their results are dropped; the client is closed after this
         raise
     pool.shutdown(wait=True)
 
