@@ -236,14 +236,15 @@ def _dumps(record: dict) -> str:
 def execute(study: Study, trial: Trial, ctx: TrialContext) -> Outcome:
     """Run one trial and build its record; never raises for the trial's own errors."""
     t0 = time.perf_counter()
+    client = ctx.llm if isinstance(ctx.llm, TrialClient) else None
     result: Any = None
     tb = ""
     try:
         result = study.run_trial(trial, ctx)
         if not isinstance(result, dict):
             raise TypeError(f"run_trial returned {type(result).__name__}, expected a dict")
-        status = "failed" if (reason := _fallback_reason(result, ctx.llm if isinstance(ctx.llm, TrialClient)
-                                                         else None)) else "ok"
+        reason = _fallback_reason(result, client)
+        status = "failed" if reason else "ok"
     except TrialFailed as exc:
         status, reason, result = "failed", str(exc) or "TrialFailed", None
     except (Exception, SystemExit) as exc:
@@ -252,8 +253,8 @@ def execute(study: Study, trial: Trial, ctx: TrialContext) -> Outcome:
     record = {"key": trial.key, "index": trial.index, "seed": trial.seed, "params": trial.params,
               "status": status, "reason": reason[:MAX_REASON_CHARS], "result": result,
               "elapsed_s": round(time.perf_counter() - t0, 6)}
-    if isinstance(ctx.llm, TrialClient):
-        record["llm"] = {"calls": ctx.llm.calls, "errors": ctx.llm.errors}
+    if client is not None:
+        record["llm"] = {"calls": client.calls, "errors": client.errors}
     try:
         line = _dumps(record)
     except (TypeError, ValueError) as exc:
