@@ -245,6 +245,18 @@ def _optimum_table(settings: Sequence[Setting], keys: Sequence[str]) -> list[str
     return lines
 
 
+def _finding(interior: Sequence[Setting], real: Sequence[Setting]) -> str:
+    if real:
+        return ("Our sweep shows the significant interior optima listed above; read them against the note that "
+                "follows before taking them as an effect (a few are expected by chance over many settings).")
+    judged = [z for z in map(Setting.gain_z, interior) if not math.isnan(z)]
+    if not judged:
+        return "Our sweep shows no interior optimum that stands out from the trial noise in any setting."
+    return (f"Our sweep shows no interior optimum that stands out from the trial noise in any setting: the decline "
+            f"is monotone up to sampling noise (the {len(interior)} settings with β* above the smallest β gain at "
+            f"most {max(judged):.1f} standard errors).")
+
+
 def _verdict(settings: Sequence[Setting]) -> list[str]:
     multi = [s for s in settings if len(s.points) > 1]
     if not multi:
@@ -259,18 +271,12 @@ def _verdict(settings: Sequence[Setting]) -> list[str]:
         out.append("- Settings with a significant interior optimum: " + "; ".join(
             ", ".join(_fmt(k, v) for k, v in s.params) + f" (β*={s.best().beta:g}, z={s.gain_z():.1f})"
             for s in real) + ".")
-    out.append(
-        "- Paper (appendix D): perf_score declines monotonically in β, except in a narrow region where γ is large "
-        "relative to the shock amplitude, where a small to moderate β helps. "
-        + (f"Our sweep shows no interior optimum that stands out from the trial noise, for any γ: the decline is "
-           f"monotone up to sampling noise (the {len(interior)} settings with β* above the smallest β gain at most "
-           f"{max((z for z in map(Setting.gain_z, interior) if not math.isnan(z)), default=0.0):.1f} standard "
-           f"errors)." if not real else
-           "Our sweep shows the significant interior optima listed above; read them against the note that "
-           "follows before taking them as an effect (a few are expected by chance over many settings).")
-        + " Note: x_i(t) − a*(t) = m_i(t) + β·G_i(t) with m independent of the noise and G zero-mean Gaussian, so "
-        "E|x_i(t) − a*(t)| — and hence the expected D_opt — strictly increases with β (docs/theory-model.md): the "
-        "paper's narrow region cannot exist in expectation in this model as stated.")
+    out.append("- Paper (appendix D): perf_score declines monotonically in β, except in a narrow region where γ is "
+               "large relative to the shock amplitude, where a small to moderate β helps. " + _finding(interior, real)
+               + " Note: x_i(t) − a*(t) = m_i(t) + β·G_i(t) with m independent of the noise and G zero-mean "
+               "Gaussian, so E|x_i(t) − a*(t)| — and hence the expected D_opt — strictly increases with β "
+               "(docs/theory-model.md): the paper's narrow region cannot exist in expectation in this model as "
+               "stated.")
     return out
 
 
