@@ -2,6 +2,9 @@
 
     consensus run aggregation --robots 4 --planner llm --backend embedded --out runs/demo
     consensus run aggregation --robots 10 --topology ring --planner average --headless
+    consensus run disaster --drones 3 --planner heuristic --mode implicit --headless
+    consensus experiment consensus-1d --trials 50 --out runs/fig4
+    consensus report runs/fig4
     consensus model path            # assemble + verify the embedded model, print its path
 
 Bad arguments or config: one clear message on stderr, exit status 2, nothing started.
@@ -79,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--out", type=Path, help="run directory (default: runs/aggregation-<time>)")
     agg.add_argument("-q", "--quiet", action="store_true")
 
+    from consensus.disaster import cli as disaster_cli
+    from consensus.experiments import cli as experiments_cli
+
+    disaster_cli.register(scen)
+    experiments_cli.register(sub)
+
     model = sub.add_parser("model", help="the embedded LLM's weights")
     model.add_argument("action", choices=("path", "verify"), help="assemble + verify the pinned model, print path")
     return parser
@@ -142,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run" and args.scenario == "aggregation":
             return _run_aggregation(args)
+        if args.command == "run" and args.scenario == "disaster":
+            from consensus.disaster import cli as disaster_cli
+            return disaster_cli.run(args)
+        if args.command in ("experiment", "report"):
+            from consensus.experiments import cli as experiments_cli
+            return experiments_cli.run(args)
         if args.command == "model":
             from consensus.llm.embedded import ensure_default_model
             print(ensure_default_model())
