@@ -73,6 +73,9 @@ def header_lines(spec: ExperimentSpec, study: Study, records: Sequence[dict], mi
     return lines
 
 
+MAX_LABELLED_POINTS = 40   # beyond this the status figure draws areas instead of labelled bars
+
+
 def trials_figure(spec: ExperimentSpec, records: Mapping[str, dict], out_png: Path) -> Path:
     """Stacked bars: ok / failed / not run per grid point."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -86,15 +89,23 @@ def trials_figure(spec: ExperimentSpec, records: Mapping[str, dict], out_png: Pa
                     for k in (trial_key(point, axes, i) for i in range(spec.trials))]
         counts.append([statuses.count("ok"), statuses.count("failed"), statuses.count("missing")])
     labels = [point_label(p, axes) or "(no sweep)" for p in points]
-    fig = Figure(figsize=(min(2.0 + 0.5 * len(points), 16.0), 3.6))
+    many = len(points) > MAX_LABELLED_POINTS
+    fig = Figure(figsize=(16.0 if many else min(2.0 + 0.5 * len(points), 16.0), 3.6))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    bottom = [0] * len(points)
-    for j, (name, color) in enumerate((("ok", "tab:green"), ("failed", "tab:red"), ("not run", "lightgray"))):
-        heights = [c[j] for c in counts]
-        ax.bar(range(len(points)), heights, bottom=bottom, color=color, label=name)
-        bottom = [b + h for b, h in zip(bottom, heights)]
-    ax.set_xticks(range(len(points)), labels, rotation=45 if len(points) > 4 else 0, ha="right", fontsize=7)
+    series = (("ok", "tab:green"), ("failed", "tab:red"), ("not run", "lightgray"))
+    if many:   # one bar per point would take minutes to draw and be unreadable: stacked areas, no point labels
+        x = list(range(len(points)))
+        ax.stackplot(x, *([c[j] for c in counts] for j in range(3)), colors=[c for _, c in series],
+                     labels=[name for name, _ in series], step="mid")
+        ax.set_xlabel(f"grid point (1..{len(points)}, in sweep order; see results.jsonl)")
+    else:
+        bottom = [0] * len(points)
+        for j, (name, color) in enumerate(series):
+            heights = [c[j] for c in counts]
+            ax.bar(range(len(points)), heights, bottom=bottom, color=color, label=name)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+        ax.set_xticks(range(len(points)), labels, rotation=45 if len(points) > 4 else 0, ha="right", fontsize=7)
     ax.set_ylabel("trials")
     ax.set_title(f"{spec.study}: trial status per grid point", fontsize=9)
     ax.legend(fontsize=7)
