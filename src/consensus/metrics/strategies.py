@@ -86,6 +86,11 @@ _EXACT = 1e-9
 _FALLBACK, _ERRONEOUS, _AGREED = len(PRIORITY), len(PRIORITY) + 1, len(PRIORITY) + 2
 
 
+def _norm(a: np.ndarray) -> np.ndarray:
+    """Euclidean length over the last axis (``np.linalg.norm`` without its per-call checks)."""
+    return np.sqrt(np.einsum("...d,...d->...", a, a))
+
+
 def _check_states(states: np.ndarray) -> np.ndarray:
     states = np.asarray(states, dtype=float)
     if states.ndim != 3 or states.shape[0] < 1:
@@ -119,12 +124,12 @@ def candidate_distances(states: np.ndarray, adj: np.ndarray) -> np.ndarray:
     mean_with = (x + sum_nb) / (deg + 1.0)[None, :, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_without = sum_nb / deg[None, :, None]
-    to_nb = np.linalg.norm(y[:, :, None, :] - x[:, None, :, :], axis=-1)          # (R, n, n): |y_i - x_j|
+    to_nb = _norm(y[:, :, None, :] - x[:, None, :, :])                  # (R, n, n): |y_i - x_j|
     to_nb = np.where(hears[None], to_nb, np.inf)
-    out = np.stack([np.linalg.norm(y - x, axis=-1),
-                    np.linalg.norm(y - mean_with, axis=-1),
+    out = np.stack([_norm(y - x),
+                    _norm(y - mean_with),
                     to_nb.min(axis=-1),
-                    np.linalg.norm(y - mean_without, axis=-1)], axis=-1)
+                    _norm(y - mean_without)], axis=-1)
     out[:, deg == 0, 2:] = np.inf
     return out
 
@@ -141,7 +146,7 @@ def label_rounds(states: np.ndarray, adj: np.ndarray, *, reasonings: Sequence[Se
     dist = candidate_distances(states, hears)
     fits = dist <= tol + _EXACT
     x = states[:-1]
-    gap = np.linalg.norm(x[:, :, None, :] - x[:, None, :, :], axis=-1)
+    gap = _norm(x[:, :, None, :] - x[:, None, :, :])
     neighbourhood_agrees = np.where(hears[None], gap <= tol + _EXACT, True).all(axis=-1) & hears.any(axis=1)[None]
     held = np.zeros((n_rounds, n), bool) if fallbacks is None else np.asarray(fallbacks, dtype=bool)
     if held.shape != (n_rounds, n):
@@ -208,7 +213,7 @@ def reversals(states: np.ndarray, tol: float = LABEL_TOL) -> list[int]:
     states = _check_states(states)
     tol = _check_tol(tol)
     updates = np.diff(states, axis=0)                       # (R, n, d)
-    size = np.linalg.norm(updates, axis=-1)                 # (R, n)
+    size = _norm(updates)                                   # (R, n)
     big = size > tol
     # prev[r, i]: the last significant update of agent i before round r (-1: none)
     rounds = np.arange(len(updates))[:, None]
@@ -234,18 +239,13 @@ def clusters(points: np.ndarray, tol: float = CONVERGE_TOL) -> list[list[int]]:
     if points.ndim != 2:
         raise ValueError(f"points must have shape (n, d), got {points.shape}")
     tol = _check_tol(tol)
-    near = np.linalg.norm(points[:, None, :] - points[None, :, :], axis=-1) <= tol + _EXACT
-    group = np.full(len(points), -1)
-    for start in range(len(points)):
-        if group[start] >= 0:
-            continue
-        group[start] = start
-        frontier = [start]
-        while frontier:
-            new = np.flatnonzero(near[frontier].any(axis=0) & (group < 0))
-            group[new] = start
-            frontier = new.tolist()
-    return [np.flatnonzero(group == g).tolist() for g in dict.fromkeys(group.tolist())]
+    near = _norm(points[:, None, :] - points[None, :, :]) <= tol + _EXACT
+    group = np.arange(len(points))
+    while True:         # every agent takes the smallest group number among its near ones, until nothing changes
+        smallest = np.where(near, group[None, :], len(points)).min(axis=1, initial=len(points))
+        if np.array_equal(smallest, group):
+            return [np.flatnonzero(group == g).tolist() for g in np.unique(group)]
+        group = smallest
 
 
 def rounds_to_converge(spreads: Sequence[float], tol: float = CONVERGE_TOL) -> int | None:
