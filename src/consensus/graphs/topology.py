@@ -71,6 +71,7 @@ class Graph:
             raise ConfigError(f"graph '{self.name}': marked undirected but the adjacency is not symmetric")
         adj.setflags(write=False)
         object.__setattr__(self, "adj", adj)
+        object.__setattr__(self, "_in", tuple([int(j) for j in np.flatnonzero(row)] for row in adj))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Graph):
@@ -84,7 +85,7 @@ class Graph:
     # ---- neighbourhoods -------------------------------------------------------------
     def in_neighbors(self, i: int) -> list[int]:
         """Robots whose state robot ``i`` hears (``j`` with ``adj[i, j]``)."""
-        return [int(j) for j in np.flatnonzero(self.adj[i])]
+        return list(self._in[i])
 
     def out_neighbors(self, i: int) -> list[int]:
         """Robots that hear robot ``i`` (``k`` with ``adj[k, i]``)."""

@@ -179,9 +179,9 @@ def run_negotiation(planners: Sequence[Planner], initial_states: np.ndarray, gra
 def _plan_round(planners: Sequence[Planner], graph: Graph, states: np.ndarray, round_index: int,
                 pool: ThreadPoolExecutor | None) -> list[PlanResult]:
     """Every robot plans from the same snapshot ``states``; results in robot order."""
-    snapshot = np.array(states, dtype=float)
-    requests = [PlanRequest(robot_id=i, own=snapshot[i].copy(),
-                            neighbors=[snapshot[j].copy() for j in graph.in_neighbors(i)], round=round_index)
+    snapshot = np.array(states, dtype=float)   # a private copy: planners cannot alter the states or each other's
+    requests = [PlanRequest(robot_id=i, own=snapshot[i], neighbors=list(snapshot[graph.in_neighbors(i)]),
+                            round=round_index)
                 for i in range(len(planners))]
     if pool is None:
         return [planners[i].plan(requests[i]) for i in range(len(planners))]
