@@ -27,6 +27,7 @@ ARGUMENTS = {
     "strategy": ("strategy", "explicit: majority | averaging | decentralized | decentralized_feedback | "
                              "spoke_wheel | spoke_wheel_feedback"),
     "roles": ("roles", "role diversity: low | medium | high"),
+    "baseline": ("baseline", "none | single_llm | no_interaction | random | no_diversity"),
     "volatility": ("volatility", "low | moderate | high"),
     "rounds": ("rounds", "rounds T (paper: 20 or 30)"),
     "seed": ("seed", "seed of the environment and the start cells"),

@@ -55,8 +55,8 @@ def foundation_config(cfg: DisasterConfig, **settings: Any) -> tuple[Aggregation
     ``odom_timeout_s`` = ``ODOM_TIMEOUT_S``, the round clock as the planner (``target_timeout_s`` =
     ``CLOCK_TIMEOUT_S``; status every ``STATUS_PERIOD_S``), ``num_robots`` = the (baseline-resolved) number of
     drones but at least 2 (the foundation's minimum: a single drone gets an idle second robot in the sim). The
-    config is validated here (ConfigError); the overrides are the fields whose value differs from what the node
-    would read otherwise."""
+    config is validated here (ConfigError); the overrides are the settings above and every other field whose
+    value differs from what the node would read otherwise."""
     shared = {name: getattr(cfg, name) for name in AggregationConfig.field_names() if name in cfg.field_names()}
     wanted = dict(num_robots=max(2, cfg.resolved().num_drones), dim=2, kinematics="single_integrator",
                   planner="average", planner_period_s=max(STATUS_PERIOD_S, cfg.control_period_s),
@@ -65,7 +65,7 @@ def foundation_config(cfg: DisasterConfig, **settings: Any) -> tuple[Aggregation
     wanted.update(settings)
     agg = AggregationConfig.from_dict({**shared, **wanted}, source="disaster run (controller/sim settings)")
     seen = {**AggregationConfig().to_dict(), **shared}
-    return agg, {k: v for k, v in agg.to_dict().items() if v != seen[k]}
+    return agg, {k: v for k, v in agg.to_dict().items() if k in wanted or v != seen[k]}
 
 
 def prepare_disaster_run(cfg: DisasterConfig, out_dir: str | Path) -> tuple[DisasterConfig, Path]:

@@ -1,0 +1,206 @@
+"""The disaster scenario through real ROS 2 processes (sim, drones, [aggregator], disaster_grid), as
+`consensus run disaster` starts them, plus the wire format of the round protocol in-process.
+
+Every test runs in the session's own ROS domain (conftest.py); the runner stops every process it started, and the
+tests check that none is left."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from consensus.disaster.config import load_disaster_config
+from consensus.runs.rundir import read_trajectories
+
+pytestmark = pytest.mark.ros
+
+REQUIRED = ("coverage_rate", "misallocation_penalty", "response_delay", "net_reward", "mean_deviation", "llm_calls",
+            "llm_fallbacks")
+
+
+def _cfg(**kw):
+    # 6 x 6 cells of 1 m, one disaster, no spawns; low volatility moves disasters only at round 3, so a run of at
+    # most 3 rounds has a static disaster (its severity may still drift by 1)
+    base = dict(num_drones=3, planner="heuristic", rounds=3, width=6, height=6, initial_disasters=1, p_new=0.0,
+                volatility="low", v_max=2.0, kp=2.0, seed=1)
+    base.update(kw)
+    return load_disaster_config(None, **base)
+
+
+def _processes_of(run_dir: Path) -> list[str]:
+    """Processes whose command line names the run directory (each node gets RUN/params.yaml)."""
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if str(run_dir) in line and "ps -eo" not in line]
+
+
+def _rounds(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "rounds.jsonl").read_text().splitlines()]
+
+
+def test_three_heuristic_drones_fly_to_a_static_disaster_and_clear_it(tmp_path):
+    from consensus.runs.disaster_ros import run_disaster_ros
+
+    cfg = _cfg(motion="kinematic", round_time_s=3.0)
+    run = tmp_path / "run"
+    summary = run_disaster_ros(cfg, run)
+    assert not _processes_of(run), "a process of the run is still alive"
+    for key in REQUIRED:
+        assert key in summary, key
+    assert summary["rounds"] == 3 and summary["llm_calls"] == 0 and summary["llm_fallbacks"] == 0
+    assert summary["phase_timeouts"] == 0 and summary["stale_stops"] == 0
+
+    rounds = _rounds(run)
+    target = tuple(rounds[0]["observation"]["disasters"][0]["cell"])
+    assert all(tuple(d["cell"]) == target for r in rounds for d in r["observation"]["disasters"])   # static
+    attended = [r for r in rounds if r["outcome"]["attended"]]
+    assert attended, "no drone ever reached the disaster"
+    for r in attended:                     # every round with drones on the cell removes 3 severity points each
+        before, after = r["outcome"]["severity_before"]["0"], r["outcome"]["severity_after"]["0"]
+        on_cell = sum(tuple(c) == target for c in r["cells_end"])
+        assert after == max(0, before - 3 * on_cell)
+    assert summary["disasters_cleared"] == 1
+    # the drones flew: between two of the grid's odometry samples a drone moves at most v_max (plus one odometry
+    # period of sampling jitter at each end), it stays on the grid and ends on the disaster's cell centre
+    times, pos, tgt = read_trajectories(run / "trajectories.csv")
+    assert len(times) > 20
+    step = np.linalg.norm(np.diff(pos, axis=0), axis=2)
+    assert (step <= cfg.v_max * (np.diff(times)[:, None] + 0.1) + 0.02).all(), "a drone jumped"
+    assert (step > 0.1).any()
+    assert (np.linalg.norm(pos[-1] - pos[0], axis=1) > 1.0).any()
+    assert ((pos >= 0) & (pos <= 6.0)).all()
+    centre = (np.asarray(target) + 0.5) * cfg.cell_size_m
+    assert (np.linalg.norm(pos[-1] - centre, axis=1) < 0.2).all()
+    assert np.allclose(tgt[-1], centre)
+    for name in ("manifest.json", "params.yaml", "rounds.jsonl", "summary.json", "coverage_deviation.png"):
+        assert (run / name).is_file(), name
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["scenario"] == "disaster" and manifest["mode"] == "ros" and manifest["seed"] == 1
+
+
+def _without_ros(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k != "ros"}
+
+
+@pytest.mark.parametrize("mode, strategy, fleet", [("implicit", "majority", True),
+                                                   ("explicit", "spoke_wheel_feedback", False)])
+def test_ros_rounds_equal_headless_rounds(tmp_path, mode, strategy, fleet):
+    """The same config through ROS (drones fly until on their cells = motion teleport) and headless gives the same
+    round records: observations, messages, votes, actions, cells and outcomes come from the same core."""
+    from consensus.runs.disaster_ros import run_disaster_ros
+    from consensus.scenarios.disaster import run_disaster_headless
+
+    cfg = _cfg(num_drones=4, rounds=4, volatility="moderate", initial_disasters=2, p_new=0.2, discussion_turns=2,
+               mode=mode, strategy=strategy, v_max=3.0, seed=2)
+    summary = run_disaster_ros(cfg, tmp_path / "ros", fleet=fleet)
+    headless = run_disaster_headless(cfg, out_dir=tmp_path / "headless")
+    assert not _processes_of(tmp_path / "ros")
+    assert [_without_ros(r) for r in _rounds(tmp_path / "ros")] == _rounds(tmp_path / "headless")
+    for key in (*REQUIRED, "series", "vote_turns", "replies"):
+        assert summary[key] == headless[key], key
+    assert summary["replay_mismatches"] == 0 and summary["phase_timeouts"] == 0
+    if mode == "explicit":
+        assert summary["vote_turns"] >= cfg.rounds and summary["aggregator"]["timeouts"] == 0
+
+
+def _drone_llm(body: dict):
+    """Scripted drone LLM: drone 0 answers the first sensor-read disaster, drone 1 does the same but answers its
+    first discussion turn too late, drone 2 answers prose (unparseable)."""
+    from fake_openai_server import Reply
+
+    text = "\n".join(m["content"] for m in body["messages"])
+    drone = int(re.search(r"You are Drone (\d+)", text).group(1))
+    cells = re.findall(r"Disaster \d+: [a-z ]+ at \[(\d+), (\d+)\]", text)
+    x, y = map(int, cells[0]) if cells else (0, 0)
+    if drone == 2:
+        return "Let us all head north and see."
+    reply = json.dumps({"analysis": "most severe", "action": [x, y], "message": f"drone {drone} to [{x}, {y}]"})
+    late = drone == 1 and "Discussion turn 1 of" in text
+    return Reply(reply, delay_s=4.0 if late else 0.1)
+
+
+def test_llm_drones_count_fallbacks_and_timeouts_and_stay_on_the_grid(tmp_path):
+    from fake_openai_server import FakeOpenAIServer
+
+    from consensus.runs.disaster_ros import run_disaster_ros
+
+    with FakeOpenAIServer(script=_drone_llm) as srv:
+        cfg = _cfg(planner="llm", llm_backend="openai", llm_base_url=srv.base_url, llm_model="fake", rounds=2,
+                   round_timeout_s=2.5, parse_retries=1, llm_max_retries=0, llm_concurrency=3)
+        summary = run_disaster_ros(cfg, tmp_path / "run")
+    assert not _processes_of(tmp_path / "run")
+    by_reason = summary["llm_fallbacks_by_reason"]
+    assert summary["llm_fallbacks"] == sum(by_reason.values())
+    # drone 2: every reply unparseable (2 calls each: the reply and one correction turn); drone 1: its discussion
+    # message of each round came after round_timeout_s
+    assert by_reason["unparseable"] == 2 * 2 and by_reason["timeout"] == 2
+    assert summary["late_replies"] == 2 and summary["phase_timeouts"] == 2
+    rounds = _rounds(tmp_path / "run")
+    for r in rounds:
+        replies = r["decision"]["action_replies"]
+        assert replies[2]["fallback"] and replies[2]["action"] == r["cells_start"][2]   # stays (fallback "stay")
+        assert r["decision"]["discussion"][0][1]["fallback_reason"] == "timeout"
+        assert r["decision"]["messages"][0][1]["text"] == ""                           # nothing heard from it
+    # every LLM call was made and recorded (late ones included)
+    transcripts = (tmp_path / "run" / "transcripts.jsonl").read_text().splitlines()
+    assert summary["llm_calls"] == len(transcripts) == len(srv.requests)
+    times, pos, _ = read_trajectories(tmp_path / "run" / "trajectories.csv")
+    assert ((pos >= 0) & (pos <= 6.0)).all()
+    assert summary["control_on_time_share"] > 0.9
+
+
+# ----------------------------------------------------------------------------------- wire format (in-process)
+def test_wire_round_trips_and_refuses_off_grid_cells():
+    from consensus.aggregation import ProposeContext
+    from consensus.disaster.environment import DisasterEnv
+    from consensus.planners.drones import DroneReply
+    from consensus.ros.drone_agent import (context_from_dict, context_to_dict, observation_from_dict,
+                                           reply_from_dict)
+
+    cfg = _cfg(initial_disasters=3, p_new=0.5)
+    obs = DisasterEnv(cfg.env_config(), seed=4).begin_round()
+    back = observation_from_dict(json.loads(json.dumps(obs.to_dict())))
+    assert back == obs
+    ctx = ProposeContext(agent=1, turn=2, own_previous=(1, 2), others_previous=((0, 0), None),
+                         coordinator_plan=(3, 3), history=(((1, 1), (2, 2), None),))
+    assert context_from_dict(json.loads(json.dumps(context_to_dict(ctx))), 6, 6) == ctx
+    reply = DroneReply(analysis="a", action=(5, 5), message="m", llm_calls=2)
+    assert reply_from_dict(json.loads(json.dumps(reply.to_dict())), 6, 6) == reply
+    for action in ([6, 0], [1, -1], [1.5, 2], "1,2", [True, 1]):
+        with pytest.raises(ValueError):
+            reply_from_dict({**reply.to_dict(), "action": action}, 6, 6)
+
+
+def test_policy_jobs_run_one_at_a_time_in_order_and_skip_finished_phases():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from consensus.ros.drone_agent import PolicyJobs
+
+    gate = threading.Event()
+    running = []
+    with ThreadPoolExecutor(4) as pool:
+        jobs = PolicyJobs(pool)
+
+        def job(name):
+            def run():
+                running.append(name)
+                gate.wait(5)
+                return name
+            return run
+
+        for name in ("a", "b", "stale", "c"):
+            jobs.submit((name,), job(name))
+        current = lambda key: key != ("stale",)          # noqa: E731
+        assert jobs.poll(current) == [] and running == ["a"] and jobs.pending() == 4
+        gate.set()
+        done = []
+        for _ in range(200):
+            done += [r for _, r in jobs.poll(current)]
+            if len(done) == 3:
+                break
+            threading.Event().wait(0.01)
+    assert done == ["a", "b", "c"] and running == ["a", "b", "c"] and jobs.skipped == 1
