@@ -65,6 +65,7 @@ def test_presets_are_registered_with_the_paper_sweeps():
     ({"dim": 3}, r"dim must be an integer in \[1, 2\]"),
     ({"temperature": 2.5}, r"temperature must be a number in \[0.0, 2.0\]"),
     ({"init_low": 50.0, "init_high": 50.0}, "init_low must be below init_high"),
+    ({"init_low": 0.2, "init_high": 0.8}, r"no integer in \[init_low, init_high\]"),
     ({"converge_tol": 0.0}, r"converge_tol must be a number in \(0.0"),
     ({"memory": "yes"}, "memory must be true or false"),
 ])

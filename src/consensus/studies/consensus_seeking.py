@@ -173,6 +173,8 @@ def setup(params: dict) -> Setup:
     lo, hi = _num(params, "init_low", -1e6, 1e6), _num(params, "init_high", -1e6, 1e6)
     if not lo < hi:
         raise ConfigError(f"init_low must be below init_high (got {lo} and {hi})")
+    if _bool(params, "init_integer") and np.ceil(lo) > np.floor(hi):
+        raise ConfigError(f"init_integer is true but there is no integer in [init_low, init_high] = [{lo}, {hi}]")
     return Setup(planner=planner, dim=_int(params, "dim", 1, 2), n=len(personalities),
                  rounds=_int(params, "rounds", 1, MAX_ROUNDS), temperature=_num(params, "temperature", 0.0, 2.0),
                  personalities=personalities, graph=_graph(topology, len(personalities)),
@@ -199,8 +201,6 @@ def initial_states(s: Setup, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if s.init_integer:
         lo, hi = int(np.ceil(s.init_low)), int(np.floor(s.init_high))
-        if lo > hi:
-            raise ConfigError(f"no integer in [init_low, init_high] = [{s.init_low}, {s.init_high}]")
         return rng.integers(lo, hi, size=(s.n, s.dim), endpoint=True).astype(float)
     return rng.uniform(s.init_low, s.init_high, size=(s.n, s.dim))
 
@@ -211,8 +211,7 @@ def _planners(s: Setup, ctx: TrialContext, seed: int) -> list:
                 for i, p in enumerate(s.personalities)]
     return [make_planner("llm", dim=s.dim, robot_id=i, personality=p, client=ctx.llm, seed=seed, memory=s.memory,
                          temperature=s.temperature, max_tokens=int(ctx.llm_settings.get("max_tokens", 160)),
-                         parse_retries=s.parse_retries,
-                         num_agents=s.n)
+                         parse_retries=s.parse_retries, num_agents=s.n)
             for i, p in enumerate(s.personalities)]
 
 
