@@ -42,9 +42,14 @@ its turn comes is skipped and counted (``jobs_skipped``). Finished calls are pub
 Classical policies (no pool) answer inline. Every reply's LLM calls and fallbacks are added to the status counters;
 a policy that raises gives a counted ``planner_exception`` fallback reply, never a dead drone.
 
+Flight: in the ``flight`` phase the drone flies to the centre of its cell. With ``motion: kinematic`` it hovers
+where it is from the next phase on, so it flies exactly the flight phase's ``round_time_s`` per round however long
+the deliberation takes (the headless kinematic model freezes time between flights too); with ``motion: teleport``
+it goes on to the centre of its cell (it is already in the cell when the flight phase ends).
+
 Safety on top of robot_agent.py: an action off the grid is refused (the drone holds its target, ``bad_actions``);
 the round clock counts as the planner for ``target_timeout_s``: without a state message (phase or heartbeat) for
-``CLOCK_TIMEOUT_S`` the drone stops.
+``consensus.runs.disaster_processes.CLOCK_TIMEOUT_S`` the drone stops.
 """
 from __future__ import annotations
 
@@ -280,8 +285,10 @@ class RosDrone(RobotAgent):
             self._submit(("prepare", phase.round), self._prepare_job(phase, str(st["strategy"])))
         elif phase.phase == "decide":
             self._submit(("act", phase.round), self._act_job(phase))
-        elif phase.phase == "flight":
+        if phase.phase == "flight":
             self._fly_to(st["actions"][self.id])
+        elif cfg.motion == "kinematic" and self.target is not None and self.pos is not None:
+            self._hold()
 
     def _on_vote_request(self, msg: String) -> None:
         req = json.loads(msg.data)
@@ -374,6 +381,12 @@ class RosDrone(RobotAgent):
                 self.counters["planner_errors"] += 1
 
     # ------------------------------------------------------------------ flight
+    def _hold(self) -> None:
+        """Hover where the drone is (kinematic motion: deliberation takes no flight time, as headless)."""
+        self._decode_inputs()                          # the newest odometry, not the last control tick's
+        self.target = self.pos.copy()
+        self._publish_point(self.pub_target, self.target)
+
     def _fly_to(self, action: Any) -> None:
         cfg = self.dcfg
         try:

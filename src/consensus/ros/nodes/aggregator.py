@@ -122,13 +122,12 @@ class Aggregator:
             vote = json.loads(msg.data)
             rid = int(vote["id"])
         except (ValueError, KeyError, TypeError):
-            self.counters["bad_messages"] += 1
-            return
+            vote, rid = None, -1
         with self._lock:
             waiter = self._waiting.pop(rid, None)
-        if waiter is None:
-            self.counters["late_votes"] += 1          # answered after its timeout (or not ours)
-            return
+            if waiter is None:                        # malformed, or answered after its timeout
+                self.counters["bad_messages" if vote is None else "late_votes"] += 1
+                return
         waiter[1].append(vote.get("reply"))
         waiter[0].set()
 
@@ -179,14 +178,15 @@ class Aggregator:
         with self._lock:
             self._waiting.pop(rid, None)
         if not answered or not box:
-            self.counters["timeouts"] += 1
-            return timeout_reply("vote")
-        try:
-            reply = reply_from_dict(box[0], self.cfg.width, self.cfg.height)
-        except (ValueError, TypeError) as exc:
-            self.counters["bad_messages"] += 1
-            return DroneReply(fallback=True, fallback_reason="bad_message", error=str(exc)[:200])
-        self.counters["replies"] += 1
+            reply, outcome = timeout_reply("vote"), "timeouts"
+        else:
+            try:
+                reply, outcome = reply_from_dict(box[0], self.cfg.width, self.cfg.height), "replies"
+            except (ValueError, TypeError) as exc:
+                reply = DroneReply(fallback=True, fallback_reason="bad_message", error=str(exc)[:200])
+                outcome = "bad_messages"
+        with self._lock:
+            self.counters[outcome] += 1
         return reply
 
     def close(self) -> None:

@@ -230,13 +230,14 @@ class DisasterGrid:
     def _on_aggregator(self, msg: String) -> None:
         self.aggregator_status = json.loads(msg.data)
 
-    def _reply(self, rec: dict) -> DroneReply | None:
-        """The reply of a drone record, or None (counted) when it is malformed."""
+    def _reply(self, rec: dict) -> DroneReply:
+        """The reply of a drone record; a malformed one (e.g. an action off the grid) is counted and becomes a
+        failed reply (reason ``bad_message``): the drone stays, as after any failed reply."""
         try:
             return reply_from_dict(rec["reply"], self.cfg.width, self.cfg.height)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError) as exc:
             self.ros_counters["bad_messages"] += 1
-            return None
+            return DroneReply(fallback=True, fallback_reason="bad_message", error=str(exc)[:200])
 
     def _late(self, rec: dict) -> None:
         self.ros_counters["late_replies"] += 1
@@ -244,9 +245,23 @@ class DisasterGrid:
         if isinstance(reply, dict) and isinstance(reply.get("llm_calls"), int):
             self.ros_counters["late_llm_calls"] += reply["llm_calls"]
 
+    def _record(self, msg: String) -> dict | None:
+        """A drone's or the aggregator's JSON record; None (counted) when it is not an object."""
+        try:
+            rec = json.loads(msg.data)
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            self.ros_counters["bad_messages"] += 1
+            return None
+        return rec
+
     def _drone_of(self, rec: dict) -> int | None:
         i = rec.get("drone")
-        return i if isinstance(i, int) and 0 <= i < self.n else None
+        if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n:
+            return i
+        self.ros_counters["bad_messages"] += 1
+        return None
 
     def _expects(self, rec: dict, phase: str, turn: int = -1) -> bool:
         """Is ``rec`` an answer to the phase running now?"""
@@ -254,27 +269,29 @@ class DisasterGrid:
                 and (phase != "discuss" or rec.get("turn") == turn == self.turn))
 
     def _on_discussion(self, msg: String) -> None:
-        rec = json.loads(msg.data)
-        i = self._drone_of(rec)
+        rec = self._record(msg)
+        i = None if rec is None else self._drone_of(rec)
         if i is None:
-            self.ros_counters["bad_messages"] += 1
-        elif not self._expects(rec, "discuss", self.turn) or self.turn in self.drones[i].discussion:
+            return
+        if not self._expects(rec, "discuss", self.turn) or self.turn in self.drones[i].discussion:
             self._late(rec)
-        elif (reply := self._reply(rec)) is not None:
-            self.drones[i].discussion[self.turn] = reply
+        else:
+            self.drones[i].discussion[self.turn] = self._reply(rec)
 
     def _on_decision(self, msg: String) -> None:
-        rec = json.loads(msg.data)
-        i = self._drone_of(rec)
+        rec = self._record(msg)
+        i = None if rec is None else self._drone_of(rec)
         if i is None:
-            self.ros_counters["bad_messages"] += 1
-        elif not self._expects(rec, "decide") or self.cfg.mode != "implicit" or self.drones[i].action is not None:
+            return
+        if not self._expects(rec, "decide") or self.cfg.mode != "implicit" or self.drones[i].action is not None:
             self._late(rec)
-        elif (reply := self._reply(rec)) is not None:
-            self.drones[i].action = reply
+        else:
+            self.drones[i].action = self._reply(rec)
 
     def _on_collective(self, msg: String) -> None:
-        rec = json.loads(msg.data)
+        rec = self._record(msg)
+        if rec is None:
+            return
         if not self._expects(rec, "decide") or self.cfg.mode != "explicit" or self.collective is not None:
             self.ros_counters["late_collectives"] += 1
             return
@@ -399,11 +416,7 @@ class DisasterGrid:
         self._set_phase("flight", now, timeout=flight, actions=actions)
 
     def _replies(self, dicts) -> list[DroneReply]:
-        out = []
-        for d in dicts if isinstance(dicts, list) else []:
-            reply = self._reply({"reply": d})
-            out.append(reply if reply is not None else DroneReply(fallback=True, fallback_reason="bad_message"))
-        return out
+        return [self._reply({"reply": d}) for d in (dicts if isinstance(dicts, list) else [])]
 
     def _load_votes(self, rec: dict) -> None:
         turns = rec.get("votes", [])
@@ -471,7 +484,9 @@ class DisasterGrid:
             m.pose.orientation.w = 1.0
             return m
 
-        markers = [Marker(action=Marker.DELETEALL)]
+        clear = Marker(action=Marker.DELETEALL)
+        clear.header.frame_id, clear.header.stamp = "world", stamp
+        markers = [clear]
         lines = marker("grid", 0, Marker.LINE_LIST, color=ColorRGBA(r=0.6, g=0.6, b=0.6, a=0.6))
         lines.scale.x = 0.02 * s
         for x in range(cfg.width + 1):
