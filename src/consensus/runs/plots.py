@@ -29,13 +29,15 @@ MAX_DRAWN_EDGES = 200
 _AXIS_NAMES = ("x", "y", "z")
 
 
-def _new_figure(**kw) -> Figure:
+def new_figure(**kw) -> Figure:
+    """A matplotlib Figure on the Agg canvas (no pyplot state: safe in threads and worker processes)."""
     fig = Figure(**kw)
     FigureCanvasAgg(fig)
     return fig
 
 
-def _colors(n: int) -> list:
+def colors(n: int) -> list:
+    """``n`` distinguishable colours (tab10 up to 10, else turbo)."""
     cmap = colormaps["tab10"] if n <= 10 else colormaps["turbo"]
     return [cmap(i) if n <= 10 else cmap(i / max(n - 1, 1)) for i in range(n)]
 
@@ -62,7 +64,8 @@ def _first_last_valid(track: np.ndarray) -> tuple[np.ndarray | None, np.ndarray 
     return track[ok[0]], track[ok[-1]]
 
 
-def _save(fig: Figure, out_png: str | Path, svg: bool) -> Path:
+def save_figure(fig: Figure, out_png: str | Path, svg: bool) -> Path:
+    """Write ``out_png`` (and the same name with .svg when ``svg``); returns the PNG path."""
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png", dpi=120)
@@ -88,8 +91,8 @@ def paths_figure(times: np.ndarray, positions: np.ndarray, targets: np.ndarray |
     if len(np.asarray(times)) != t_len:
         raise ValueError(f"times has {len(np.asarray(times))} entries but positions has T={t_len}")
     names = _labels(n, labels)
-    colors = _colors(n)
-    fig = _new_figure(figsize=(8.5, 6.5))
+    palette = colors(n)
+    fig = new_figure(figsize=(8.5, 6.5))
     ax = fig.add_subplot(1, 1, 1)
 
     starts = [_first_last_valid(positions[:, i])[0] for i in range(n)]
@@ -111,17 +114,17 @@ def paths_figure(times: np.ndarray, positions: np.ndarray, targets: np.ndarray |
             pts = targets[:, i][np.all(np.isfinite(targets[:, i]), axis=1)]
             if len(pts):
                 pts = np.unique(pts, axis=0)
-                ax.plot(pts[:, 0], pts[:, 1], "+", color=colors[i], alpha=0.5, ms=7, ls="none")
+                ax.plot(pts[:, 0], pts[:, 1], "+", color=palette[i], alpha=0.5, ms=7, ls="none")
 
     for i in range(n):
         track = positions[:, i]
         first, last = _first_last_valid(track)
         if first is None:
             continue
-        ax.plot(track[:, 0], track[:, 1], "-", color=colors[i], lw=1.6,
+        ax.plot(track[:, 0], track[:, 1], "-", color=palette[i], lw=1.6,
                 label=names[i] if n <= MAX_LEGEND_ROBOTS else None)
-        ax.plot(*first, "o", color=colors[i], ms=8, mfc="none", mew=1.8)
-        ax.plot(*last, "x", color=colors[i], ms=9, mew=2.0)
+        ax.plot(*first, "o", color=palette[i], ms=8, mfc="none", mew=1.8)
+        ax.plot(*last, "x", color=palette[i], ms=9, mew=2.0)
 
     final = consensus_point(positions[-1])
     if np.all(np.isfinite(final)):
@@ -166,7 +169,7 @@ def plot_paths(times: np.ndarray, positions: np.ndarray, targets: np.ndarray | N
                workspace: Geofence | Sequence[float] | None = None, svg: bool = True) -> Path:
     """Write ``paths_figure`` to ``out_png`` (and an SVG beside it); returns the PNG path."""
     fig = paths_figure(times, positions, targets, title=title, labels=labels, graph=graph, workspace=workspace)
-    return _save(fig, out_png, svg)
+    return save_figure(fig, out_png, svg)
 
 
 def planned_vs_actual_figure(times: np.ndarray, positions: np.ndarray, targets: np.ndarray | None, *,
@@ -186,16 +189,16 @@ def planned_vs_actual_figure(times: np.ndarray, positions: np.ndarray, targets: 
         if targets.shape != positions.shape:
             raise ValueError(f"targets {targets.shape} must have the shape of positions {positions.shape}")
     names = _labels(n, labels)
-    colors = _colors(n)
-    fig = _new_figure(figsize=(9, 2.6 * d + 1.0))
+    palette = colors(n)
+    fig = new_figure(figsize=(9, 2.6 * d + 1.0))
     axes = fig.subplots(d, 1, sharex=True, squeeze=False)[:, 0]
     for k, ax in enumerate(axes):
         axis = _AXIS_NAMES[k] if k < len(_AXIS_NAMES) else f"q{k}"
         for i in range(n):
-            ax.plot(times, positions[:, i, k], "-", color=colors[i], lw=1.5,
+            ax.plot(times, positions[:, i, k], "-", color=palette[i], lw=1.5,
                     label=names[i] if n <= MAX_LEGEND_ROBOTS else None)
             if targets is not None and np.isfinite(targets[:, i, k]).any():
-                ax.plot(times, targets[:, i, k], "--", color=colors[i], lw=1.2, drawstyle="steps-post")
+                ax.plot(times, targets[:, i, k], "--", color=palette[i], lw=1.2, drawstyle="steps-post")
         ax.set_ylabel(f"{axis} [m]")
         ax.grid(True, alpha=0.3)
     style = [Line2D([], [], color="0.3", ls="-", label="actual")]
@@ -214,7 +217,7 @@ def plot_planned_vs_actual(times: np.ndarray, positions: np.ndarray, targets: np
                            out_png: str | Path, *, title: str = "", labels: Sequence[str] | None = None,
                            svg: bool = False) -> Path:
     """Write ``planned_vs_actual_figure`` to ``out_png``; returns the PNG path."""
-    return _save(planned_vs_actual_figure(times, positions, targets, title=title, labels=labels), out_png, svg)
+    return save_figure(planned_vs_actual_figure(times, positions, targets, title=title, labels=labels), out_png, svg)
 
 
 def rounds_figure(rounds: Sequence[int] | np.ndarray, values: np.ndarray, *, title: str = "",
@@ -226,11 +229,11 @@ def rounds_figure(rounds: Sequence[int] | np.ndarray, values: np.ndarray, *, tit
         raise ValueError(f"values must have shape (R, n) with R = {len(rounds)}, got {values.shape}")
     n = values.shape[1]
     names = _labels(n, labels if labels is not None else [f"agent {i}" for i in range(n)])
-    colors = _colors(n)
-    fig = _new_figure(figsize=(7, 4.5))
+    palette = colors(n)
+    fig = new_figure(figsize=(7, 4.5))
     ax = fig.add_subplot(1, 1, 1)
     for i in range(n):
-        ax.plot(rounds, values[:, i], "-o", color=colors[i], ms=4, label=names[i] if n <= MAX_LEGEND_ROBOTS else None)
+        ax.plot(rounds, values[:, i], "-o", color=palette[i], ms=4, label=names[i] if n <= MAX_LEGEND_ROBOTS else None)
     if n <= MAX_LEGEND_ROBOTS:
         ax.legend(loc="best", fontsize="small", framealpha=0.8)
     ax.set_xlabel("negotiation round")
@@ -245,4 +248,8 @@ def plot_1d_rounds(rounds: Sequence[int] | np.ndarray, values: np.ndarray, out_p
                    title: str = "", labels: Sequence[str] | None = None, ylabel: str = "state",
                    svg: bool = False) -> Path:
     """Write ``rounds_figure`` to ``out_png``; returns the PNG path."""
-    return _save(rounds_figure(rounds, values, title=title, labels=labels, ylabel=ylabel), out_png, svg)
+    return save_figure(rounds_figure(rounds, values, title=title, labels=labels, ylabel=ylabel), out_png, svg)
+
+
+# old private names, still used by consensus.disaster.plots until it moves to the public ones
+_new_figure, _save = new_figure, save_figure

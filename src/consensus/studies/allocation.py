@@ -56,7 +56,7 @@ from consensus.metrics.reliability import aurc, reliability_curve
 from consensus.planners.allocation import (LLMAllocationAgent, LLMAllocationCoordinator, MedianCoordinator,
                                            NoisyAgent, ProportionalAgent)
 from consensus.planners.llm import add_counters, new_counters
-from consensus.runs.plots import _colors, _new_figure, _save
+from consensus.runs.plots import colors as _colors, new_figure as _new_figure, save_figure as _save
 from consensus.scenarios.allocation import (SCALES, SETTINGS, best_allocation, fit_to_totals, problem,
                                             region_satisfaction, satisfaction)
 

@@ -408,10 +408,10 @@ def bias_box_figure(groups: Sequence[Group], varying: Sequence[str], title: str)
     from consensus.runs import plots
 
     hues = _hue_split(groups, varying, "agents")
-    colors = plots._colors(max(len(hues), 1))
+    colors = plots.colors(max(len(hues), 1))
     xs = sorted({g.params["agents"] for g in groups if g.params["agents"] is not None}) or [None]
     width = 0.8 / max(len(hues), 1)
-    fig = plots._new_figure(figsize=(9, 5.5))
+    fig = plots.new_figure(figsize=(9, 5.5))
     ax = fig.add_subplot(1, 1, 1)
     rng = np.random.default_rng(0)          # jitter of the data dots only
     for h, (hue, gs) in enumerate(hues.items()):
@@ -444,8 +444,8 @@ def bias_spread_figure(groups: Sequence[Group], varying: Sequence[str], title: s
     from consensus.runs import plots
 
     hues = _hue_split(groups, varying, "agents")
-    colors = plots._colors(max(len(hues), 1))
-    fig = plots._new_figure(figsize=(8, 5))
+    colors = plots.colors(max(len(hues), 1))
+    fig = plots.new_figure(figsize=(8, 5))
     ax = fig.add_subplot(1, 1, 1)
     for h, (hue, gs) in enumerate(hues.items()):
         pts = [(g.params["agents"], np.asarray([_bias(r) for r in g.results], dtype=float), len(g.results))
@@ -471,9 +471,9 @@ def label_share_figure(groups: Sequence[Group], varying: Sequence[str], title: s
     """Stacked bars: share of each paper strategy among the strategy-labelled rounds of every group."""
     from consensus.runs import plots
 
-    fig = plots._new_figure(figsize=(9, 1.2 + 0.45 * len(groups)))
+    fig = plots.new_figure(figsize=(9, 1.2 + 0.45 * len(groups)))
     ax = fig.add_subplot(1, 1, 1)
-    colors = plots._colors(len(st.STRATEGIES))
+    colors = plots.colors(len(st.STRATEGIES))
     left = np.zeros(len(groups))
     stats = [label_shares(g.results) for g in groups]
     for k, name in enumerate(st.STRATEGIES):
@@ -495,8 +495,8 @@ def spread_curve_figure(groups: Sequence[Group], varying: Sequence[str], title: 
     """Paper 1 Figs. 8-9 as curves: median group diameter per round with its IQR band, one line per group."""
     from consensus.runs import plots
 
-    colors = plots._colors(max(len(groups), 1))
-    fig = plots._new_figure(figsize=(8.5, 5))
+    colors = plots.colors(max(len(groups), 1))
+    fig = plots.new_figure(figsize=(8.5, 5))
     ax = fig.add_subplot(1, 1, 1)
     for k, g in enumerate(groups):
         if not g.results:
@@ -523,8 +523,8 @@ def outcome_rate_figure(groups: Sequence[Group], varying: Sequence[str], title: 
     from consensus.runs import plots
 
     kinds = (("converged", "converged"), ("oscillation", "oscillation"), ("clustering", "clustering (≥ 2 groups)"))
-    colors = plots._colors(len(kinds))
-    fig = plots._new_figure(figsize=(9, 5))
+    colors = plots.colors(len(kinds))
+    fig = plots.new_figure(figsize=(9, 5))
     ax = fig.add_subplot(1, 1, 1)
     width = 0.8 / len(kinds)
     for k, (key, name) in enumerate(kinds):
@@ -563,7 +563,7 @@ def trajectory_figures(groups: Sequence[Group], out_dir: Path, prefix: str, titl
         fig = plots.rounds_figure(range(len(values)), values, labels=labels,
                                   title=f"{title}: {point}, {g.params['planner']} planner, first trial",
                                   ylabel="state" if r["dim"] == 1 else "x (first coordinate)")
-        plots._save(fig, out_dir / name, svg=True)
+        plots.save_figure(fig, out_dir / name, svg=True)
         names.append(name)
     return names
 
@@ -571,7 +571,7 @@ def trajectory_figures(groups: Sequence[Group], out_dir: Path, prefix: str, titl
 def _write(fig, out_dir: Path, name: str) -> str:
     from consensus.runs import plots
 
-    plots._save(fig, out_dir / name, svg=True)
+    plots.save_figure(fig, out_dir / name, svg=True)
     return name
 
 

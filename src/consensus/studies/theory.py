@@ -33,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from consensus.experiments.study import Study, Trial, TrialContext, TrialFailed
-from consensus.runs.plots import _colors, _new_figure, _save
+from consensus.runs.plots import colors as _colors, new_figure as _new_figure, save_figure as _save
 from consensus.scenarios.theory_model import TheoryParams, simulate
 
 #: the x axis, the lines, the panel rows and columns of the Fig. 6-type plot; every other parameter makes a figure
