@@ -82,7 +82,7 @@ from consensus.ros.drone_agent import (COLLECTIVE, DECISIONS, DISCUSSION, HEARTB
 from consensus.ros.nodes.aggregator import STATUS as AGGREGATOR_STATUS
 from consensus.ros.params import guarded, run_node, spin_node
 from consensus.runs.disaster_processes import cell_centre
-from consensus.runs.rundir import write_json, write_manifest, write_trajectories
+from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
 
 START_TIMEOUT_S = 60.0
 ARRIVE_FRACTION = 0.25        # teleport flights end when every drone is this close (in cells) to its cell centre
@@ -154,7 +154,7 @@ class DisasterGrid:
         self.raw_cfg = raw
         self.cfg = cfg = raw.resolved()
         self.n = cfg.num_drones
-        self.out = Path(cfg.output_dir) if cfg.output_dir else Path("runs") / "disaster-ros"
+        self.out = Path(cfg.output_dir) if cfg.output_dir else default_run_dir("disaster")
         self.out.mkdir(parents=True, exist_ok=True)
         if not (self.out / "manifest.json").exists():
             write_manifest(self.out, scenario="disaster", config=raw.to_dict(), seed=raw.seed,
@@ -205,8 +205,8 @@ class DisasterGrid:
         node.create_timer(TICK_S, guarded(self.tick, "grid.tick"))
         node.create_timer(1.0 / SAMPLE_HZ, guarded(self.sample, "grid.sample"))
         node.create_timer(0.5, guarded(self.publish_markers, "grid.markers"))
-        node.create_timer(HEARTBEAT_S, guarded(self.heartbeat, "grid.heartbeat"))
-        self._publish_state()
+        node.create_timer(HEARTBEAT_S, guarded(self._publish_state, "grid.heartbeat"))
+        self._set_phase("waiting", self._now())
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -347,19 +347,13 @@ class DisasterGrid:
         self._publish_state()
 
     def _publish_state(self) -> None:
-        if not self.state_msg:
-            self.state_msg = {"seq": 0, "round": -1, "rounds": self.cfg.rounds, "phase": "waiting", "turn": -1,
-                              "mode": self.cfg.mode, "strategy": "", "deadline_s": None, "observation": None,
-                              "cells": None, "heard": None, "actions": None, "stamp": self._now()}
+        """Publish the current phase (also every HEARTBEAT_S: the drones' sign that the round clock is alive)."""
         self.pub_state.publish(dumps(self.state_msg))
-
-    def heartbeat(self) -> None:
-        self._publish_state()
 
     def begin_round(self) -> None:
         now = self._now()
         self.obs = self.env.begin_round()
-        self.cells_start = cells_of(self.pos if not np.isnan(self.pos).any() else np.nan_to_num(self.pos), self.cfg)
+        self.cells_start = cells_of(np.nan_to_num(self.pos), self.cfg)     # a silent drone counts at cell (0, 0)
         for d in self.drones:
             d.reset()
         self.collective = None
@@ -460,7 +454,6 @@ class DisasterGrid:
             f"cleared={m['cleared']} coverage={m['coverage']} net_reward={outcome.net_reward:.1f} "
             f"llm_calls={self.counters.get('llm_calls', 0)} fallbacks={self.counters.get('llm_fallbacks', 0)}")
         if len(self.outcomes) >= cfg.rounds:
-            self.obs = None
             self._set_phase("done", now)
             self.finish()
             if not self.done.done():
