@@ -10,21 +10,24 @@ calls it in the headless runner: ``discuss(obs, inbox_for(id, heard), turn, cell
 
 Namespaces: drone i lives in ``robot_<i>`` (the namespace the ``sim`` node and real-robot drivers of this
 package serve, so the same simulator and drivers carry both scenarios). Its own topics are relative (``odom``,
-``cmd_vel``, ``state``, ``target``, ``planner/status``, see robot_agent.py); the shared channels of the team are the
-absolute names below. Every record is a ``std_msgs/String`` holding one JSON object:
+``cmd_vel``, ``state``, ``target``, ``planner/status``, see robot_agent.py, and ``disaster/vote_request``); the
+shared channels of the team are absolute. Every record is a ``std_msgs/String`` holding one JSON object:
 
-=============================  ========================  ====================================================
-topic                          from -> to                JSON
-=============================  ========================  ====================================================
-``/disaster/state``            grid -> all (reliable,    ``{"seq", "round", "rounds", "phase", "turn", "mode",
-                               transient local, 10)      "strategy", "deadline_s", "observation", "cells",
-                                                         "heard", "actions", "stamp"}`` — the round clock
-``/disaster/discussion``       drone -> all              ``{"round", "turn", "drone", "message", "reply"}``
-``/disaster/decisions``        drone -> grid (implicit)  ``{"round", "drone", "action", "reply"}``
-``/disaster/vote_requests``    aggregator -> drones      ``{"round", "id", "agent", "turn", "context"}``
-``/disaster/votes``            drone -> aggregator       ``{"round", "id", "agent", "turn", "action", "reply"}``
-``/disaster/collective``       aggregator -> grid        see ``consensus.ros.nodes.aggregator``
-=============================  ========================  ====================================================
+=====================================  ========================  ==============================================
+topic                                  from -> to                JSON
+=====================================  ========================  ==============================================
+``/disaster/state``                    grid -> all (reliable,    ``{"seq", "round", "rounds", "phase", "turn",
+                                       transient local, 10)      "mode", "strategy", "deadline_s",
+                                                                 "observation", "cells", "heard", "actions",
+                                                                 "stamp"}`` — the round clock
+``/disaster/discussion``               drone -> all              ``{"round", "turn", "drone", "message",
+                                                                 "reply"}``
+``/disaster/decisions``                drone -> grid (implicit)  ``{"round", "drone", "action", "reply"}``
+``/robot_<i>/disaster/vote_request``   aggregator -> drone i     ``{"round", "id", "agent", "turn", "context"}``
+``/disaster/votes``                    drone -> aggregator       ``{"round", "id", "agent", "turn", "action",
+                                                                 "reply"}``
+``/disaster/collective``               aggregator -> grid        see ``consensus.ros.nodes.aggregator``
+=====================================  ========================  ==============================================
 
 ``/disaster/state`` fields: ``seq`` increases with every phase (a heartbeat re-publishes the same seq every
 ``HEARTBEAT_S``); ``phase`` is ``"waiting"`` (before round 0), ``"discuss"`` (turn ``turn`` = 0..K-1),
@@ -82,7 +85,7 @@ log = logging.getLogger(__name__)
 STATE = "/disaster/state"
 DISCUSSION = "/disaster/discussion"
 DECISIONS = "/disaster/decisions"
-VOTE_REQUESTS = "/disaster/vote_requests"
+VOTE_REQUEST = "disaster/vote_request"      # relative: each drone hears only its own requests
 VOTES = "/disaster/votes"
 COLLECTIVE = "/disaster/collective"
 #: the round clock: reliable, kept for late joiners (a drone started after the grid gets the current phase)
@@ -250,7 +253,7 @@ class RosDrone(RobotAgent):
         self.vote_requests: list[dict] = []
         self.counters.update(replies=0, jobs_skipped=0, bad_messages=0, bad_actions=0)
         node.create_subscription(String, STATE, self._guard(self._on_state), STATE_QOS)
-        node.create_subscription(String, VOTE_REQUESTS, self._guard(self._on_vote_request), qos.EVENTS)
+        node.create_subscription(String, VOTE_REQUEST, self._guard(self._on_vote_request), qos.EVENTS)
         self.pub_discussion = node.create_publisher(String, DISCUSSION, qos.EVENTS)
         self.pub_decision = node.create_publisher(String, DECISIONS, qos.EVENTS)
         self.pub_vote = node.create_publisher(String, VOTES, qos.EVENTS)

@@ -4,8 +4,8 @@ When the round clock (``/disaster/state``) enters ``decide`` in explicit mode, a
 ``consensus.disaster.rounds.explicit_decision(proxies, obs, cells, heard, strategy, coordinator=...,
 max_turns=max_agreement_turns)`` — i.e. ``consensus.aggregation.aggregate`` — exactly as the headless round does,
 with ``RemoteDrone`` proxies in place of the drones: a proxy's ``propose(ctx)`` publishes a vote request on
-``/disaster/vote_requests`` (``{"round", "id", "agent", "turn", "context"}``, see drone_agent.py) and waits for the
-drone's answer on ``/disaster/votes``; the agents of one voting turn are asked in parallel (``map_fn`` = a thread
+``/robot_<i>/disaster/vote_request`` (``{"round", "id", "agent", "turn", "context"}``, see drone_agent.py) and waits
+for the drone's answer on ``/disaster/votes``; the agents of one voting turn are asked in parallel (``map_fn`` = a thread
 pool's ``map``). A drone that does not answer within ``round_timeout_s`` gives a failed vote (``None`` to the
 aggregation, a ``timeout`` fallback reply in the log). The spoke & wheel coordinator is the core's
 (``make_coordinator``: the LLM coordinator for LLM teams, with its own client recording to the run's
@@ -41,8 +41,8 @@ from consensus.llm.from_config import client_from_config
 from consensus.planners.drones import DroneReply, make_coordinator
 from consensus.prompts.disaster import role_for
 from consensus.ros import qos
-from consensus.ros.drone_agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUESTS, VOTES, cell_list, cell_or_none,
-                                       context_to_dict, declare_disaster_config, dumps, inbox_from_dict,
+from consensus.ros.drone_agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUEST, VOTES, cell_list, cell_or_none,
+                                       context_to_dict, declare_disaster_config, dumps, inbox_from_dict, namespace,
                                        observation_from_dict, reply_from_dict, timeout_reply)
 from consensus.ros.params import guarded, on_stop, run_node, spin_node
 
@@ -99,7 +99,8 @@ class Aggregator:
         self.counters = {"requests": 0, "replies": 0, "timeouts": 0, "late_votes": 0, "bad_messages": 0}
         node.create_subscription(String, STATE, guarded(self._on_state, "aggregator.state"), STATE_QOS)
         node.create_subscription(String, VOTES, guarded(self._on_vote, "aggregator.votes"), qos.EVENTS)
-        self.pub_requests = node.create_publisher(String, VOTE_REQUESTS, qos.EVENTS)
+        self.pub_requests = [node.create_publisher(String, f"/{namespace(i)}/{VOTE_REQUEST}", qos.EVENTS)
+                             for i in range(cfg.num_drones)]
         self.pub_collective = node.create_publisher(String, COLLECTIVE, qos.EVENTS)
         self.pub_status = node.create_publisher(String, STATUS, qos.EVENTS)
         node.create_timer(0.05, guarded(self.tick, "aggregator.tick"))
@@ -135,7 +136,7 @@ class Aggregator:
         with self._lock:
             out, self._outbox = self._outbox, []
         for req in out:
-            self.pub_requests.publish(dumps(req))
+            self.pub_requests[req["agent"]].publish(dumps(req))
         if self.job is not None and self.job[1].done():
             rnd, fut = self.job
             self.job = None
