@@ -6,11 +6,12 @@
    (tests/fake_openai_server.py; it answers every drone with one valid reply and counts *words* as tokens), so the
    numbers are the protocol's cost, not a model's: calls/round, prompt/completion words per round, prompt
    characters per call.
-3. With ``--embedded``: the wall time of ONE round of 3 LLM drones (implicit, one discussion turn: 6 calls) on the
-   embedded model (Qwen2.5-Coder-1.5B via llama.cpp), with its replies and fallbacks.
+3. With ``--embedded`` (only this part runs then, alone on the machine): the wall time of ONE round of 3 LLM
+   drones (implicit, one discussion turn: 6 calls) on the embedded model (Qwen2.5-Coder-1.5B via llama.cpp), with
+   its replies and fallbacks.
 
     PYTHONPATH=src python benchmarks/bench_disaster.py
-    PYTHONPATH=src python benchmarks/bench_disaster.py --embedded      # adds ~1 minute and ~2 GB RAM
+    PYTHONPATH=src python benchmarks/bench_disaster.py --embedded      # ~1-2 minutes, ~2 GB RAM
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import argparse
 import json
 import logging
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import _common  # noqa: F401  (puts tests/ on sys.path for the fake server)
 from fake_openai_server import FakeOpenAIServer
@@ -78,15 +81,23 @@ def embedded_round() -> None:
     t0 = time.monotonic()
     client, close = client_from_config(cfg)
     print(f"server start: {time.monotonic() - t0:.1f} s")
-    try:
-        t0 = time.monotonic()
-        s = run_disaster_headless(cfg, client=client)
-        wall = time.monotonic() - t0
-    finally:
-        close()
-    print(f"round wall time: {wall:.1f} s for {s['llm_calls']} calls ({wall / max(s['llm_calls'], 1):.1f} s/call, "
-          f"concurrency {cfg.llm_concurrency} on a 1-slot server); completion tokens {s['completion_tokens']}; "
-          f"fallbacks {s['llm_fallbacks']} {s['llm_fallbacks_by_reason']}; coverage {s['coverage_rate']}")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            t0 = time.monotonic()
+            s = run_disaster_headless(cfg, client=client, out_dir=tmp)
+            wall = time.monotonic() - t0
+        finally:
+            close()
+        record = json.loads((Path(tmp) / "rounds.jsonl").read_text().splitlines()[0])
+    print(f"round wall time: {wall:.1f} s for {s['llm_calls']} calls ({wall / max(s['llm_calls'], 1):.1f} s/call on "
+          f"a 1-slot server); completion tokens {s['completion_tokens']}; fallbacks {s['llm_fallbacks']} "
+          f"{s['llm_fallbacks_by_reason']}; coverage {s['coverage_rate']}")
+    print("disasters:", [(d["cell"], d["kind"], d["severity"]) for d in record["observation"]["disasters"]])
+    phases = [("discuss", r) for r in record["decision"]["discussion"][0]] + \
+        [("act", r) for r in record["decision"]["action_replies"]]
+    for k, (phase, r) in enumerate(phases):
+        print(f"  drone {k % 3} {phase:7s} action={r['action']} fallback={r['fallback_reason'] or '-'} "
+              f"message={r['message'][:90]!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,13 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drones", type=int, nargs="+", default=[3, 10, 100])
     ap.add_argument("--rounds", type=int, default=50, help="rounds of the heuristic speed runs")
     ap.add_argument("--llm-rounds", type=int, default=5, help="rounds of the fake-server cost runs")
-    ap.add_argument("--embedded", action="store_true", help="also time one round on the embedded model")
+    ap.add_argument("--embedded", action="store_true", help="only time one round on the embedded model")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    heuristic_speed(args.drones, args.rounds)
-    llm_cost(args.llm_rounds)
     if args.embedded:
         embedded_round()
+        return 0
+    heuristic_speed(args.drones, args.rounds)
+    llm_cost(args.llm_rounds)
     return 0
 
 
