@@ -41,12 +41,51 @@ def _rounds(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "rounds.jsonl").read_text().splitlines()]
 
 
+def _probe(run_dir: Path, run) -> tuple[dict, dict]:
+    """Run ``run()`` in a thread while a probe node records the grid's topics; returns (summary, seen)."""
+    import threading
+    import time
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from std_msgs.msg import String
+    from visualization_msgs.msg import MarkerArray
+
+    from consensus.ros.drone_agent import DISCUSSION, STATE, STATE_QOS
+    from consensus.ros.qos import EVENTS
+
+    result: dict = {}
+    seen: dict = {"state": [], "metrics": [], "markers": [], "discussion": []}
+    runner = threading.Thread(target=lambda: result.update(run()))
+    rclpy.init()
+    node = Node("disaster_probe")
+    node.create_subscription(String, STATE, lambda m: seen["state"].append(json.loads(m.data)), STATE_QOS)
+    node.create_subscription(String, DISCUSSION, lambda m: seen["discussion"].append(json.loads(m.data)), EVENTS)
+    node.create_subscription(String, "/disaster/metrics", lambda m: seen["metrics"].append(json.loads(m.data)),
+                             EVENTS)
+    node.create_subscription(MarkerArray, "/disaster/markers", lambda m: seen["markers"].append(m), EVENTS)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 60
+        while runner.is_alive() and time.monotonic() < deadline:
+            ex.spin_once(timeout_sec=0.05)
+    finally:
+        runner.join(timeout=60)
+        node.destroy_node()
+        rclpy.shutdown()
+    assert result, "the run did not finish"
+    return result, seen
+
+
 def test_three_heuristic_drones_fly_to_a_static_disaster_and_clear_it(tmp_path):
     from consensus.runs.disaster_ros import run_disaster_ros
 
     cfg = _cfg(motion="kinematic", round_time_s=3.0)
     run = tmp_path / "run"
-    summary = run_disaster_ros(cfg, run)
+    summary, seen = _probe(run, lambda: run_disaster_ros(cfg, run))
     assert not _processes_of(run), "a process of the run is still alive"
     for key in REQUIRED:
         assert key in summary, key
@@ -79,6 +118,21 @@ def test_three_heuristic_drones_fly_to_a_static_disaster_and_clear_it(tmp_path):
         assert (run / name).is_file(), name
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["scenario"] == "disaster" and manifest["mode"] == "ros" and manifest["seed"] == 1
+    # on the wire: the round clock went through every phase of every round, one metrics record per round equal
+    # to the recorded outcome, the discussion channel, and markers of the grid, the disaster and the drones
+    phases = [(st["round"], st["phase"]) for st in seen["state"]]
+    for r in range(3):
+        for phase in ("discuss", "decide", "flight"):
+            assert (r, phase) in phases, (r, phase)
+    assert phases[-1] == (2, "done")
+    assert [m["net_reward"] for m in seen["metrics"]] == [r["outcome"]["net_reward"] for r in rounds]
+    said = {(d["round"], d["drone"]) for d in seen["discussion"]}   # (the probe may join after round 0's)
+    assert {(2, i) for i in range(3)} <= said <= {(r, i) for r in range(3) for i in range(3)}
+    last = [m for m in seen["markers"] if any(x.ns == "disasters" for x in m.markers)][-1]
+    cube = next(x for x in last.markers if x.ns == "disasters")
+    assert (cube.pose.position.x, cube.pose.position.y) == pytest.approx(tuple(centre))
+    assert {x.id for x in last.markers if x.ns == "drones"} == {0, 1, 2}
+    assert any(x.ns == "grid" and len(x.points) == 2 * (6 + 1) * 2 for x in last.markers)
 
 
 def _without_ros(record: dict) -> dict:
