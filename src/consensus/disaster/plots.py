@@ -22,7 +22,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from consensus.runs.plots import _new_figure, _save
+from consensus.runs.plots import new_figure, save_figure
 
 
 def _series(values: Sequence[float | None]) -> np.ndarray:
@@ -35,7 +35,7 @@ def run_figure(series: Mapping[str, Sequence], *, title: str = "") -> Figure:
     cov = _series(series.get("coverage", []))
     dev = _series(series.get("deviation", []))
     rounds = np.arange(len(cov))
-    fig = _new_figure(figsize=(7, 5.5))
+    fig = new_figure(figsize=(7, 5.5))
     ax1, ax2 = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
     ax1.plot(rounds, cov, "-o", ms=4, color="tab:blue")
     ax1.set_ylim(-0.05, 1.05)
@@ -52,13 +52,13 @@ def run_figure(series: Mapping[str, Sequence], *, title: str = "") -> Figure:
 
 
 def plot_run(series: Mapping[str, Sequence], out_png: str | Path, *, title: str = "", svg: bool = True) -> Path:
-    return _save(run_figure(series, title=title), out_png, svg)
+    return save_figure(run_figure(series, title=title), out_png, svg)
 
 
 # --- Fig. 3 --------------------------------------------------------------------------------------------------------------
 def coverage_rounds_figure(groups: Mapping[str, Sequence[Sequence[float | None]]], *, title: str = "") -> Figure:
     """Mean CR_t per round of each group (e.g. "implicit", "explicit") with a +-1 s.d. band over its runs."""
-    fig = _new_figure(figsize=(7.5, 4.5))
+    fig = new_figure(figsize=(7.5, 4.5))
     ax = fig.add_subplot(1, 1, 1)
     colors = colormaps["tab10"]
     for k, (label, runs) in enumerate(groups.items()):
@@ -88,7 +88,7 @@ def coverage_rounds_figure(groups: Mapping[str, Sequence[Sequence[float | None]]
 
 def plot_coverage_rounds(groups: Mapping[str, Sequence[Sequence[float | None]]], out_png: str | Path, *,
                          title: str = "", svg: bool = True) -> Path:
-    return _save(coverage_rounds_figure(groups, title=title), out_png, svg)
+    return save_figure(coverage_rounds_figure(groups, title=title), out_png, svg)
 
 
 # --- Fig. 5 --------------------------------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def quadratic_fit(x: Sequence[float], y: Sequence[float]) -> dict | None:
 def deviation_coverage_figure(points: Mapping[str, Sequence[tuple[float | None, float | None]]], *,
                               title: str = "") -> tuple[Figure, dict | None]:
     """Scatter of (mean deviation, coverage rate) per run, coloured by group, with the quadratic fit over all."""
-    fig = _new_figure(figsize=(7, 5))
+    fig = new_figure(figsize=(7, 5))
     ax = fig.add_subplot(1, 1, 1)
     colors = colormaps["tab10"]
     xs, ys = [], []
@@ -141,4 +141,4 @@ def deviation_coverage_figure(points: Mapping[str, Sequence[tuple[float | None, 
 def plot_deviation_coverage(points: Mapping[str, Sequence[tuple[float | None, float | None]]], out_png: str | Path,
                             *, title: str = "", svg: bool = True) -> tuple[Path, dict | None]:
     fig, fit = deviation_coverage_figure(points, title=title)
-    return _save(fig, out_png, svg), fit
+    return save_figure(fig, out_png, svg), fit

@@ -250,6 +250,3 @@ def plot_1d_rounds(rounds: Sequence[int] | np.ndarray, values: np.ndarray, out_p
     """Write ``rounds_figure`` to ``out_png``; returns the PNG path."""
     return save_figure(rounds_figure(rounds, values, title=title, labels=labels, ylabel=ylabel), out_png, svg)
 
-
-# old private names, still used by consensus.disaster.plots until it moves to the public ones
-_new_figure, _save = new_figure, save_figure
