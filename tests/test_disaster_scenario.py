@@ -1,7 +1,6 @@
 """The headless disaster runner (run directory, baselines, motion, determinism), its config, the LLM path through
 the fake OpenAI server with every bad-input case, ``consensus run disaster`` and the batch study."""
 import argparse
-import importlib.util
 import json
 import re
 import threading
@@ -12,7 +11,7 @@ import yaml
 
 from consensus.disaster import cli
 from consensus.disaster.config import DisasterConfig, load_disaster_config
-from consensus.errors import ConfigError, ConsensusError
+from consensus.errors import ConfigError
 from consensus.experiments.study import LLM_FALLBACKS_KEY, Trial, TrialContext, TrialFailed
 from consensus.scenarios.disaster import run_disaster_headless, start_cells
 from consensus.studies import disaster as study
@@ -299,13 +298,6 @@ def test_cli_bad_input_is_a_config_error(argv, match, tmp_path):
 def test_cli_rejects_unknown_choices():
     with pytest.raises(SystemExit):
         parser().parse_args(["run", "disaster", "--strategy", "single"])
-
-
-@pytest.mark.skipif(importlib.util.find_spec("consensus.runs.disaster_ros") is not None,
-                    reason="the ROS runner exists")
-def test_cli_without_the_ros_runner_says_so(tmp_path):
-    with pytest.raises(ConsensusError, match="--headless"):
-        cli.run(parser().parse_args(["run", "disaster", "--out", str(tmp_path), "-q"]))
 
 
 # --- the batch study ---------------------------------------------------------------------------------------------------------

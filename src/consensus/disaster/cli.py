@@ -21,7 +21,7 @@ from consensus.config import BACKENDS
 from consensus.disaster.config import (BASELINES, MODES, MOTIONS, PLANNERS, ROLE_LEVELS, explicit_strategies,
                                        load_disaster_config)
 from consensus.disaster.environment import VOLATILITY
-from consensus.errors import ConfigError, ConsensusError
+from consensus.errors import ConfigError
 
 
 def register(run_subparsers) -> argparse.ArgumentParser:
@@ -88,13 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
         summary = run_disaster_headless(cfg, out_dir=out, progress=lambda r, total: say(f"  round {r}/{total}"))
     else:
-        try:
-            from consensus.runs.disaster_ros import run_disaster_ros
-        except ModuleNotFoundError as exc:
-            if exc.name != "consensus.runs.disaster_ros":
-                raise
-            raise ConsensusError("the ROS 2 disaster runner is not available in this build; use --headless") \
-                from None
+        from consensus.runs.disaster_ros import run_disaster_ros
+
         summary = run_disaster_ros(cfg, out, echo=say)
     print(_result_line(summary))
     out = out.resolve()
