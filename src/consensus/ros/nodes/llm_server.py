@@ -14,6 +14,10 @@ from rclpy.node import Node
 from consensus.llm.embedded import EmbeddedServer, ensure_default_model
 from consensus.ros.params import declare_config, run_node
 
+# context tokens per parallel request: a disaster drone's prompt with a full discussion inbox is ~650-900 tokens
+# plus up to 256 reply tokens; the KV cache costs ~28 kB per token for the 1.5B model (2048 x 4 slots ~ 230 MB)
+CTX_PER_REQUEST = 2048
+
 
 def _body(_args: list[str]) -> None:
     node = Node("llm_server")
@@ -21,7 +25,7 @@ def _body(_args: list[str]) -> None:
     model = cfg.llm_model if cfg.llm_model.endswith(".gguf") else str(ensure_default_model())
     node.get_logger().info(f"starting embedded LLM on 127.0.0.1:{cfg.llm_port} with {model}")
     with EmbeddedServer(model, port=cfg.llm_port, n_parallel=cfg.llm_concurrency,
-                        n_ctx=1024 * cfg.llm_concurrency) as server:
+                        n_ctx=CTX_PER_REQUEST * cfg.llm_concurrency) as server:
         node.get_logger().info(f"embedded LLM ready at {server.base_url}")
         executor = SingleThreadedExecutor()
         executor.add_node(node)
