@@ -51,6 +51,7 @@ def test_ros_params_round_trip_and_env_config(tmp_path):
     ({"num_drones": 0}, "num_drones"),
     ({"planner": "oracle"}, "unknown planner"),
     ({"mode": "explicit", "strategy": "single"}, "unknown strategy"),
+    ({"strategy": "majorty"}, "unknown strategy"),                 # implicit mode: still checked
     ({"mode": "explicit", "baseline": "random"}, "runs in implicit mode"),
     ({"discussion_turns": 3}, "discussion_turns"),
     ({"volatility": "extreme"}, "volatility"),
@@ -288,8 +289,13 @@ def test_cli_headless_run(tmp_path, capsys):
     (["--set", "novalue"], "KEY=VALUE"),
     (["--baseline", "random", "--mode", "explicit"], "implicit mode"),
     (["--replay", "missing.jsonl", "--planner", "llm"], "not found"),
+    (["--out", "{file}"], "cannot create the run directory"),
+    (["--out", "{file}/sub"], "cannot create the run directory"),
 ])
 def test_cli_bad_input_is_a_config_error(argv, match, tmp_path):
+    file = tmp_path / "a_file"
+    file.write_text("")
+    argv = [a.format(file=file) for a in argv]
     args = parser().parse_args(["run", "disaster", "--headless", "--out", str(tmp_path), "-q", *argv])
     with pytest.raises(ConfigError, match=match):
         cli.run(args)

@@ -53,7 +53,7 @@ class DisasterConfig:
     num_drones: int = 3
     planner: str = "heuristic"        # heuristic | llm | random
     mode: str = "implicit"            # implicit | explicit
-    strategy: str = "majority"        # explicit only: majority | averaging | decentralized | ... (aggregation)
+    strategy: str = "majority"        # used in explicit mode: majority | averaging | decentralized | ... (aggregation)
     roles: str = "medium"             # diversity level: low | medium | high
     discussion_turns: int = 1         # K: discussion turns per round before acting (0 = no discussion)
     baseline: str = "none"            # none | single_llm | no_interaction | random | no_diversity
@@ -160,8 +160,7 @@ class DisasterConfig:
                             ("baseline", BASELINES), ("motion", MOTIONS), ("fallback_policy", FALLBACK_POLICIES),
                             ("llm_backend", BACKENDS)):
             one_of(name, valid)
-        if self.mode == "explicit":
-            one_of("strategy", explicit_strategies())
+        one_of("strategy", explicit_strategies())         # checked in implicit mode too: a typo is never silent
         need(not (self.baseline != "none" and self.mode == "explicit"),
              f"baseline '{self.baseline}' runs in implicit mode; drop mode 'explicit' (or use baseline 'none')")
         need(0 <= self.discussion_turns <= 2, f"discussion_turns must be 0, 1 or 2 (got {self.discussion_turns})")
