@@ -1,8 +1,8 @@
 """Paper-2 drone agents: prompts (template, roles, untrusted-data blocks), reply parsing, the LLM drone's
 validation and counted fallbacks (scripted client, no network), the heuristic and random drones, coordinators."""
+import dataclasses
 import json
 import re
-import threading
 
 import pytest
 from hypothesis import given, settings
@@ -16,33 +16,17 @@ from consensus.llm.base import ChatRequest, ChatResponse, LLMError
 from consensus.planners.drones import (HeuristicCoordinator, HeuristicDrone, InboxMessage, LLMCoordinator, LLMDrone,
                                        RandomDrone, make_coordinator, make_drones)
 from consensus.prompts import disaster as pd
+from test_planners import ScriptedClient as PlannerScriptedClient
 
 
-class ScriptedClient:
-    """LLMClient fake: answers from a script (str, Exception or callable(ChatRequest) -> str); the last item repeats.
-    Records every request; reports word counts as tokens."""
-
-    model = "scripted"
-
-    def __init__(self, *script):
-        self.script = list(script)
-        self.requests: list[ChatRequest] = []
-        self._lock = threading.Lock()
+class ScriptedClient(PlannerScriptedClient):
+    """tests/test_planners.py's scripted LLMClient fake (str, Exception or callable(ChatRequest) -> str; the last
+    item repeats; every request recorded), reporting 7 prompt tokens and the reply's word count as completion
+    tokens."""
 
     def complete(self, req: ChatRequest) -> ChatResponse:
-        with self._lock:
-            self.requests.append(req)
-            item = self.script.pop(0) if len(self.script) > 1 else self.script[0]
-        if isinstance(item, Exception):
-            raise item
-        text = item(req) if callable(item) else item
-        return ChatResponse(text=text, model=self.model, prompt_tokens=7, completion_tokens=len(text.split()))
-
-    def status(self) -> dict:
-        return {"state": "ok"}
-
-    def close(self) -> None:
-        pass
+        response = super().complete(req)
+        return dataclasses.replace(response, prompt_tokens=7, completion_tokens=len(response.text.split()))
 
 
 def reply(x, y, message="on my way", analysis="ok"):
