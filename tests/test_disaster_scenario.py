@@ -360,6 +360,13 @@ def test_study_report_tables_and_figures(tmp_path):
     for name in ("fig3_coverage_rounds", "fig5_deviation_coverage"):
         assert (tmp_path / f"{name}.png").exists() and (tmp_path / f"{name}.svg").exists()
     assert "Fig. 5 fit over" in text
+    per_condition = {label: ln.split(" | ") for ln in lines for label in study.CONDITION_LABELS.values()
+                     if ln.startswith(f"| {label} | ")}
+    assert [per_condition[study.CONDITION_LABELS[c]][1] for c in study.CONDITIONS] == ["4"] * 6
+    assert per_condition["Explicit Consensus"][6] == "0.000"                 # one cell for all: no deviation
+    implicit = [r for r in records if r.get("result") and r["result"]["condition"] == "implicit"]
+    assert per_condition["Implicit Consensus"][5] == f"{sum(r['result']['net_reward'] for r in implicit) / 4:.1f}"
+    assert "classical stand-ins" in text
     assert study.report([], tmp_path)[-1].startswith("No successful trial")
 
 

@@ -25,7 +25,8 @@ other ``consensus.disaster.metrics.summarize`` numbers), LLM calls and tokens, `
 
 Report (``report``): Table 1 (rows Overall, Diversity Low/Medium/High, Volatility Low/Moderate/High; columns CR,
 MP, RD for explicit and implicit consensus), Table 2 (Implicit, No Diversity, No Interaction, Random Strategy,
-Single LLM: CR, MP, RD each), a per-strategy table when explicit trials used several strategies, Fig. 3
+Single LLM: CR, MP, RD each), a per-strategy table when explicit trials used several strategies, a per-condition
+table with net reward, mean deviation and disasters cleared / appeared (C.7 "net reward"), Fig. 3
 (``fig3_coverage_rounds.png``: CR over rounds, implicit vs explicit, mean +- 1 s.d. over runs) and Fig. 5
 (``fig5_deviation_coverage.png``: mean deviation vs coverage per run for the implicit, explicit, no-diversity and
 no-interaction trials with the quadratic fit; random and single-drone runs are left out: random deviation is
@@ -159,6 +160,23 @@ def _strategy_table(ok: Sequence[dict]) -> list[str]:
     return lines
 
 
+def _condition_table(ok: Sequence[dict]) -> list[str]:
+    """Per condition: the table metrics plus net reward, mean deviation and disasters cleared of appeared."""
+    lines = ["", "Per condition (all levels): net reward (C.1, higher is better), mean deviation d̄ and disasters "
+                 "cleared / appeared, summed over the trials:", "",
+             "| Condition | n | CR | MP | RD | net reward | d̄ | cleared / appeared |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in CONDITIONS:
+        rows = [r for r in ok if r["condition"] == c]
+        if rows:
+            cleared = sum(r["disasters_cleared"] for r in rows)
+            appeared = sum(r["disasters_appeared"] for r in rows)
+            lines.append(f"| {CONDITION_LABELS[c]} | {len(rows)} | " + " | ".join(_cells(rows)) + " | "
+                         f"{_mean([r['net_reward'] for r in rows]):.1f} | "
+                         f"{_fmt(_mean([r['mean_deviation'] for r in rows]))} | {cleared} / {appeared} |")
+    return lines
+
+
 def report(records: Sequence[dict], out_dir: Path) -> list[str]:
     """Tables 1-2, Fig. 3 and Fig. 5 (module docstring) from the ok trials; returns markdown lines."""
     out_dir = Path(out_dir)
@@ -174,7 +192,11 @@ def report(records: Sequence[dict], out_dir: Path) -> list[str]:
               "Table 1: explicit vs implicit consensus.", "", *_table(ok, ("explicit", "implicit")), "",
               "Table 2: implicit consensus vs the baselines (section 4.4).", "",
               *_table(ok, ("implicit", "no_diversity", "no_interaction", "random", "single_llm")),
-              *_strategy_table(ok)]
+              *_strategy_table(ok), *_condition_table(ok)]
+    if "heuristic" in planners:
+        lines += ["", "Heuristic drones are classical stand-ins for the paper's LLM agents (docs/disaster.md, "
+                      "\"What the heuristic batch shows\"): they measure what forced alignment and the baselines "
+                      "cost mechanically, not in-context adaptation or the effect of role prompts on an LLM."]
     groups = {CONDITION_LABELS[c]: [r["series"]["coverage"] for r in ok if r["condition"] == c]
               for c in ("implicit", "explicit")}
     plot_coverage_rounds({k: v for k, v in groups.items() if v}, out_dir / "fig3_coverage_rounds.png",
