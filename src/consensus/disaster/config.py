@@ -29,10 +29,10 @@ from typing import Any
 
 from consensus.config import BACKENDS, AggregationConfig, load_params_file
 from consensus.errors import ConfigError
+from consensus.prompts.disaster import ROLE_LEVELS
 
 PLANNERS = ("heuristic", "llm", "random")
 MODES = ("implicit", "explicit")
-ROLE_LEVELS = ("low", "medium", "high")
 BASELINES = ("none", "single_llm", "no_interaction", "random", "no_diversity")
 MOTIONS = ("teleport", "kinematic")
 FALLBACK_POLICIES = ("stay", "heuristic")

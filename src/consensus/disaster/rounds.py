@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from consensus.aggregation import AggregationOutcome, aggregate
+from consensus.disaster.config import MODES
 from consensus.planners.drones import Cell, DroneReply, InboxMessage, add_drone_counters, drone_counters
-
-MODES = ("implicit", "explicit")
 
 
 @dataclass
