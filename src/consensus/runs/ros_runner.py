@@ -121,10 +121,19 @@ def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool =
     if use_sim_time:
         cfg = cfg.replace(publish_clock=True)
     cfg, params_file = prepare_run(cfg, out_dir)
-    out = Path(cfg.output_dir)
+    return run_processes(aggregation_processes(cfg, use_sim_time=use_sim_time), params_file, Path(cfg.output_dir),
+                         llm_base_url=cfg.llm_base_url, echo=echo)
+
+
+def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm_base_url: str = "",
+                  echo: Callable[[str], None] | None = print) -> dict:
+    """Start ``specs`` in order with ``params_file`` (waiting for an ``llm_server`` to answer), run until the
+    process marked ``ends_run`` exits, stop every process, and return ``out/summary.json``'s content.
+
+    A process that dies with an error stops the run with its log tail; Ctrl-C or SIGTERM of the caller stops the
+    children too; one log per process in ``out/logs``."""
     log_dir = out / "logs"
-    log_dir.mkdir(exist_ok=True)
-    specs = aggregation_processes(cfg, use_sim_time=use_sim_time)
+    log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[_Proc] = []
     interrupted = False
     previous = None
@@ -138,17 +147,18 @@ def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool =
             if spec.executable == "llm_server":
                 if echo:
                     echo("starting the embedded LLM (the first start assembles and verifies the model) ...")
-                _wait_llm_ready(cfg.llm_base_url, proc, LLM_READY_TIMEOUT_S)
-        recorder = next(p for p in procs if p.spec.ends_run)
-        while recorder.popen.poll() is None:
+                _wait_llm_ready(llm_base_url, proc, LLM_READY_TIMEOUT_S)
+        last = next(p for p in procs if p.spec.ends_run)
+        while last.popen.poll() is None:
             for p in procs:
                 code = p.popen.poll()
                 if code is not None and code != 0 and not p.spec.ends_run:
                     raise ConsensusError(f"process '{p.spec.namespace}/{p.spec.name}' exited with code {code}:\n"
                                          f"{p.tail()}")
             time.sleep(0.2)
-        if recorder.popen.returncode != 0:
-            raise ConsensusError(f"the recorder failed (code {recorder.popen.returncode}):\n{recorder.tail()}")
+        if last.popen.returncode != 0:
+            raise ConsensusError(f"the {last.spec.name} process failed (code {last.popen.returncode}):\n"
+                                 f"{last.tail()}")
     except KeyboardInterrupt:
         interrupted = True
     finally:
