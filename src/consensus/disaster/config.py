@@ -73,10 +73,10 @@ class DisasterConfig:
     p_new: float = 0.2                # chance of a new disaster when fewer than max_active are active
     initial_disasters: int = 2
     containment_per_drone: int = 3    # severity removed per drone on the cell per round
-    alpha: float = 5.0                # clearing reward per severity point
+    alpha: float = 5.0                # clear reward per severity point at the clearing round's start
     beta: float = 2.0                 # uncontained penalty per severity point and round
     misallocation_threshold: int = 2  # M: more than M drones on one cell while a disaster is uncovered
-    misallocation_cost: float = 5.0
+    misallocation_cost: float = 5.0   # per wasted drone and round while a disaster is uncovered (MP_t)
     high_severity: int = 7            # response delay counts disasters at or above this severity
     report_noise: float = 0.2         # share of contradictory or incomplete report items (<= 0.2)
 
