@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from consensus.config import load_config
+from consensus.disaster.config import load_disaster_config
+from consensus.runs.disaster_processes import disaster_processes
 from consensus.runs.processes import aggregation_processes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,13 +31,17 @@ def launch_executables() -> set[str]:
                 names.add(node.value.value)
     for kw in (dict(planner="llm", llm_backend="embedded"), dict(planner="average", fleet=False)):
         names |= {spec.executable for spec in aggregation_processes(load_config(None, **kw))}
+    for kw in (dict(planner="llm", llm_backend="embedded", mode="explicit"), dict(planner="heuristic")):
+        for fleet in (True, False):
+            names |= {spec.executable for spec in disaster_processes(load_disaster_config(None, **kw), fleet=fleet)}
     return names
 
 
 @needs_install
 def test_every_launched_executable_is_installed_under_lib_consensus():
     names = launch_executables()
-    assert {"sim", "topology", "fleet", "robot", "recorder", "llm_server"} <= names
+    assert {"sim", "topology", "fleet", "robot", "recorder", "llm_server", "disaster_grid", "drone",
+            "aggregator"} <= names
     for name in names:
         exe = PREFIX / "lib" / "consensus" / name
         assert exe.is_file(), f"{exe} missing"
@@ -45,7 +51,8 @@ def test_every_launched_executable_is_installed_under_lib_consensus():
 @needs_install
 def test_ament_index_share_files_and_package_lookup(monkeypatch):
     assert (PREFIX / "share" / "ament_index" / "resource_index" / "packages" / "consensus").is_file()
-    for rel in ("package.xml", "launch/aggregation.launch.py", "config/aggregation.yaml"):
+    for rel in ("package.xml", "launch/aggregation.launch.py", "config/aggregation.yaml", "launch/disaster.launch.py",
+                "config/disaster.yaml"):
         assert (PREFIX / "share" / "consensus" / rel).is_file(), rel
     from ament_index_python.packages import get_package_prefix, get_package_share_directory
 
@@ -68,7 +75,8 @@ def test_package_xml_is_format_3_ament_python_with_the_runtime_deps():
 def test_default_config_file_is_valid_and_one_wildcard_section():
     import yaml
 
-    data = yaml.safe_load((ROOT / "config" / "aggregation.yaml").read_text())
-    assert list(data) == ["/**"]
+    for name in ("aggregation.yaml", "disaster.yaml"):
+        data = yaml.safe_load((ROOT / "config" / name).read_text())
+        assert list(data) == ["/**"] and list(data["/**"]) == ["ros__parameters"], name
     cfg = load_config(ROOT / "config" / "aggregation.yaml")
     assert cfg.planner_period_s == 2.0 and cfg.control_period_s == 0.1     # paper 1: ΔTp = 2 s, ΔTc = 0.1 s
