@@ -250,7 +250,8 @@ def vote_feedback(ctx: Any) -> str:
 def drone_messages(*, drone_id: int, role: Role, situation: str, messages: str, phase: str, action_item: str,
                    width: int, height: int) -> list[dict]:
     """Chat messages of one drone request: the system line and the filled F.2 template."""
-    user = TEMPLATE.format(id=drone_id, article="an" if role.title[:1].lower() in "aeiou" else "a", role=role.title, situation=situation, messages=messages,
+    article = "an" if role.title[:1].lower() in "aeiou" else "a"
+    user = TEMPLATE.format(id=drone_id, article=article, role=role.title, situation=situation, messages=messages,
                            instructions=role.instructions, note=UNTRUSTED_NOTE, phase=phase, action_item=action_item,
                            limit=TEXT_MAX_LENGTH, xmax=width - 1, ymax=height - 1)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
