@@ -63,8 +63,6 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
-from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
@@ -75,7 +73,7 @@ from consensus.disaster.environment import Disaster, Observation, ReportItem, in
 from consensus.disaster.rounds import inbox_for
 from consensus.planners.drones import DroneReply, InboxMessage
 from consensus.ros import qos
-from consensus.ros.params import guarded
+from consensus.ros.params import declare_config, guarded
 from consensus.ros.robot_agent import RobotAgent
 from consensus.runs.disaster_processes import cell_centre, foundation_config
 
@@ -100,18 +98,8 @@ def namespace(drone_id: int) -> str:
 
 # --------------------------------------------------------------------------------------------------- configuration
 def declare_disaster_config(node: Node) -> DisasterConfig:
-    """Declare every ``DisasterConfig`` field as a parameter of ``node`` (defaults from the dataclass) and return
-    the validated config (the ``DisasterConfig`` twin of ``consensus.ros.params.declare_config``)."""
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(DisasterConfig):
-        if not node.has_parameter(f.name):
-            node.declare_parameter(f.name, f.default,
-                                   ParameterDescriptor(description=f"disaster config field '{f.name}'"))
-        try:
-            values[f.name] = node.get_parameter(f.name).value
-        except ParameterUninitializedException:
-            values[f.name] = f.default
-    return DisasterConfig.from_dict(values, source=f"node '{node.get_fully_qualified_name()}' parameters")
+    """Every ``DisasterConfig`` field as a declared parameter of ``node``; the validated config."""
+    return declare_config(node, DisasterConfig)
 
 
 # ---------------------------------------------------------------------------------------------------- wire format

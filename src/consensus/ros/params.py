@@ -28,10 +28,11 @@ from consensus.errors import ConfigError, ConsensusError
 _EMPTY_LIST_TYPES = {"personalities": Parameter.Type.STRING_ARRAY, "initial_positions": Parameter.Type.DOUBLE_ARRAY}
 
 
-def declare_config(node: Node) -> AggregationConfig:
-    """Declare every config field as a parameter of ``node`` and return the validated config."""
+def declare_config(node: Node, cls=AggregationConfig):
+    """Declare every field of the config dataclass ``cls`` (``AggregationConfig`` or ``DisasterConfig``) as a
+    parameter of ``node``, defaults from the dataclass, and return the validated config."""
     values: dict = {}
-    for f in dataclasses.fields(AggregationConfig):
+    for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         desc = ParameterDescriptor(description=f"consensus config field '{f.name}'")
         if not node.has_parameter(f.name):
@@ -44,7 +45,7 @@ def declare_config(node: Node) -> AggregationConfig:
         except ParameterUninitializedException:
             value = default
         values[f.name] = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value
-    return AggregationConfig.from_dict(values, source=f"node '{node.get_fully_qualified_name()}' parameters")
+    return cls.from_dict(values, source=f"node '{node.get_fully_qualified_name()}' parameters")
 
 
 def make_executor(kind: str):
