@@ -16,7 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-from consensus.config import BACKENDS, PLANNERS, load_config
+from consensus.config import BACKENDS, PLANNERS, load_config, parse_set_args
 from consensus.errors import ConfigError, ConsensusError
 
 TOPOLOGY_NAMES = ("complete", "ring", "star", "line", "leader_follower", "random", "custom")
@@ -94,12 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _aggregation_config(args: argparse.Namespace):
-    sets = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got '{item}'")
-        sets[key.strip()] = value
+    sets = parse_set_args(args.set)
     overrides = dict(
         num_robots=args.robots, topology=args.topology, adjacency=args.adjacency, directed=args.directed,
         planner=args.planner, personalities=args.personality, llm_backend="replay" if args.replay else args.backend,

@@ -35,8 +35,80 @@ EXECUTORS = ("events", "single")
 PERSONALITIES = ("none", "stubborn", "suggestible")
 
 
+class FlatParams:
+    """Shared by every config dataclass whose fields are the ROS parameters (``AggregationConfig``,
+    ``consensus.disaster.config.DisasterConfig``): flat-mapping reader with unknown-key and type errors, validated
+    copies, and the ``/**:`` parameters file. Subclasses define ``validate()``."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "config"):
+        """Build from a flat mapping; unknown keys and wrong types are errors."""
+        known = {f.name: f for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == "use_sim_time":       # ROS's own parameter, accepted everywhere
+                continue
+            if key not in known:
+                close = [k for k in known if k.startswith(key[:4])]
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                raise ConfigError(f"{source}: unknown parameter '{key}'{hint}")
+            kwargs[key] = _coerce(key, value, known[key], source)
+        cfg = cls(**kwargs)
+        try:
+            cfg.validate()
+        except ConfigError as exc:
+            if source in ("config", "override"):     # defaults and flags: the message names the field already
+                raise
+            raise ConfigError(f"{source}: {exc}") from None    # a file or a node: say which
+        return cfg
+
+    def replace(self, **changes: Any):
+        """A copy with ``changes`` applied (None values ignored), validated."""
+        data = self.to_dict()
+        data.update({k: v for k, v in changes.items() if v is not None})
+        return type(self).from_dict(data, source="override")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_ros_params_yaml(self, extra: dict[str, Any] | None = None) -> str:
+        """The config as a ``/**:`` ROS 2 parameters file."""
+        # rcl's YAML parser cannot type an empty sequence: leave empty lists out (the nodes' declared
+        # defaults are the same empty lists)
+        params = {k: v for k, v in self.to_dict().items() if v != []}
+        if extra:
+            params.update(extra)
+        return yaml.safe_dump({"/**": {"ros__parameters": params}}, sort_keys=True)
+
+    def validate(self) -> None:
+        raise NotImplementedError
+
+
+def load_flat(cls, path: str | Path | None = None, **overrides: Any):
+    """Load and validate a parameters file for the config class ``cls`` (or its defaults), then apply the
+    non-None overrides."""
+    data = load_params_file(path) if path else {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return cls.from_dict(data, source=str(path) if path else "config")
+
+
+def parse_set_args(items: list[str]) -> dict[str, str]:
+    """``--set KEY=VALUE`` arguments as a mapping (values stay strings; the config coerces them)."""
+    sets: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got '{item}'")
+        sets[key.strip()] = value
+    return sets
+
+
 @dataclass
-class AggregationConfig:
+class AggregationConfig(FlatParams):
     """Parameters of a multi-robot aggregation run (paper 1, section 4)."""
 
     # fleet and graph
@@ -100,46 +172,6 @@ class AggregationConfig:
     duration_s: float = 40.0
     converge_tol_m: float = 0.1
     output_dir: str = ""
-
-    # ------------------------------------------------------------------
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> "AggregationConfig":
-        """Build from a flat mapping; unknown keys and wrong types are errors."""
-        known = {f.name: f for f in fields(cls)}
-        kwargs: dict[str, Any] = {}
-        for key, value in data.items():
-            if key == "use_sim_time":       # ROS's own parameter, accepted everywhere
-                continue
-            if key not in known:
-                close = [k for k in known if k.startswith(key[:4])]
-                hint = f" (did you mean {', '.join(close)}?)" if close else ""
-                raise ConfigError(f"{source}: unknown parameter '{key}'{hint}")
-            kwargs[key] = _coerce(key, value, known[key], source)
-        cfg = cls(**kwargs)
-        cfg.validate()
-        return cfg
-
-    def replace(self, **changes: Any) -> "AggregationConfig":
-        """A copy with ``changes`` applied (None values ignored), validated."""
-        data = self.to_dict()
-        data.update({k: v for k, v in changes.items() if v is not None})
-        return AggregationConfig.from_dict(data, source="override")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_ros_params_yaml(self, extra: dict[str, Any] | None = None) -> str:
-        """The config as a ``/**:`` ROS 2 parameters file."""
-        # rcl's YAML parser cannot type an empty sequence: leave empty lists out (the nodes' declared
-        # defaults are the same empty lists)
-        params = {k: v for k, v in self.to_dict().items() if v != []}
-        if extra:
-            params.update(extra)
-        return yaml.safe_dump({"/**": {"ros__parameters": params}}, sort_keys=True)
 
     # ------------------------------------------------------------------
     def validate(self) -> None:
@@ -299,6 +331,4 @@ def load_params_file(path: str | Path) -> dict[str, Any]:
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> AggregationConfig:
     """Load and validate a config file (or the defaults), then apply non-None overrides."""
-    data = load_params_file(path) if path else {}
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return AggregationConfig.from_dict(data, source=str(path) if path else "config")
+    return load_flat(AggregationConfig, path, **overrides)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from consensus.config import BACKENDS
+from consensus.config import BACKENDS, parse_set_args
 from consensus.disaster.config import (BASELINES, MODES, MOTIONS, PLANNERS, ROLE_LEVELS, explicit_strategies,
                                        load_disaster_config)
 from consensus.disaster.environment import VOLATILITY
@@ -57,12 +57,7 @@ def register(run_subparsers) -> argparse.ArgumentParser:
 
 def disaster_config(args: argparse.Namespace):
     """The validated ``DisasterConfig`` of the parsed flags."""
-    sets = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects KEY=VALUE, got '{item}'")
-        sets[key.strip()] = value
+    sets = parse_set_args(args.set)
     flags = dict(num_drones=args.drones, planner=args.planner, mode=args.mode, strategy=args.strategy,
                  roles=args.roles, volatility=args.volatility, rounds=args.rounds, seed=args.seed,
                  discussion_turns=args.discussion_turns, baseline=args.baseline, motion=args.motion,

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from consensus.config import BACKENDS, AggregationConfig, load_params_file
+from consensus.config import BACKENDS, FlatParams, load_flat
 from consensus.errors import ConfigError
 from consensus.prompts.disaster import ROLE_LEVELS
 
@@ -46,7 +46,7 @@ def explicit_strategies() -> tuple[str, ...]:
 
 
 @dataclass
-class DisasterConfig:
+class DisasterConfig(FlatParams):
     """Parameters of one disaster response run (paper 2, scenario 1)."""
 
     # team and protocol (paper 2, sections 3.1 and 4.3, appendix C.4)
@@ -107,20 +107,6 @@ class DisasterConfig:
     llm_port: int = 18080             # port of the embedded LLM server started by the llm_server node
     round_timeout_s: float = 180.0    # ROS: a drone that has not answered a phase after this long counts as failed
     output_dir: str = ""
-
-    # the aggregation config's reader is generic over the dataclass (fields, coercion, unknown-key errors)
-    from_dict = classmethod(AggregationConfig.from_dict.__func__)
-    field_names = classmethod(AggregationConfig.field_names.__func__)
-    to_ros_params_yaml = AggregationConfig.to_ros_params_yaml
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> "DisasterConfig":
-        """A validated copy with ``changes`` applied (None values ignored)."""
-        data = self.to_dict()
-        data.update({k: v for k, v in changes.items() if v is not None})
-        return DisasterConfig.from_dict(data, source="override")
 
     # ------------------------------------------------------------------
     def env_config(self):
@@ -191,6 +177,4 @@ class DisasterConfig:
 
 def load_disaster_config(path=None, **overrides: Any) -> DisasterConfig:
     """Load and validate a ``/**:`` parameters file (or the defaults), then apply the non-None overrides."""
-    data = load_params_file(path) if path else {}
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    return DisasterConfig.from_dict(data, source=str(path) if path else "config")
+    return load_flat(DisasterConfig, path, **overrides)
