@@ -29,3 +29,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "ros" in item.keywords and not HAVE_RCLPY:
             item.add_marker(skip_ros)
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind(tmp_path_factory):
+    """Nothing a test started outlives the session: SIGTERM (e.g. `timeout`, CI) is turned into KeyboardInterrupt
+    so fixtures and runners stop their children, and at the end every process whose command line names this
+    session's temporary directory (every ROS process a run starts gets RUN/params.yaml) is killed."""
+    import signal
+    import subprocess
+
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    base = str(tmp_path_factory.getbasetemp())
+    yield
+    signal.signal(signal.SIGTERM, previous)
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
+    for line in out.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        if base in args and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
