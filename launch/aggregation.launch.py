@@ -12,11 +12,8 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
-from launch.event_handlers import OnProcessExit
-from launch.events import Shutdown
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
 
 # launch argument -> config field; '' = keep the config file's value
 ARGUMENTS = {
@@ -36,6 +33,7 @@ ARGUMENTS = {
 def _launch_setup(context, *args, **kwargs):
     from consensus.config import load_config
     from consensus.runs.processes import aggregation_processes, prepare_run
+    from consensus.runs.launch_actions import node_actions
     from consensus.runs.rundir import default_run_dir
 
     config_file = LaunchConfiguration("config").perform(context)
@@ -51,23 +49,7 @@ def _launch_setup(context, *args, **kwargs):
     cfg = load_config(config_file, **overrides)
     cfg, params_file = prepare_run(cfg, cfg.output_dir or default_run_dir("aggregation"))
 
-    actions = []
-    for spec in aggregation_processes(cfg, use_sim_time=use_sim_time):
-        node = Node(
-            package="consensus",
-            executable=spec.executable,
-            name=spec.name,
-            namespace=spec.namespace or None,
-            parameters=[str(params_file), spec.params],
-            output="screen",
-            emulate_tty=True,
-        )
-        actions.append(node)
-        if spec.ends_run:
-            actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node,
-                on_exit=[EmitEvent(event=Shutdown(reason="recorder finished the run"))])))
-    return actions
+    return node_actions(aggregation_processes(cfg, use_sim_time=use_sim_time), params_file)
 
 
 def generate_launch_description():

@@ -13,11 +13,8 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
-from launch.event_handlers import OnProcessExit
-from launch.events import Shutdown
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
 
 # launch argument -> config field; '' = keep the config file's value
 ARGUMENTS = {
@@ -42,6 +39,7 @@ ARGUMENTS = {
 def _launch_setup(context, *args, **kwargs):
     from consensus.disaster.config import load_disaster_config
     from consensus.runs.disaster_processes import disaster_processes, prepare_disaster_run
+    from consensus.runs.launch_actions import node_actions
     from consensus.runs.rundir import default_run_dir
 
     config_file = LaunchConfiguration("config").perform(context)
@@ -54,26 +52,9 @@ def _launch_setup(context, *args, **kwargs):
             overrides[field] = value
     # validated here, before any process starts: a bad value stops the launch with one clear message
     cfg = load_disaster_config(config_file or None, **overrides)
-    specs = disaster_processes(cfg, fleet=fleet, use_sim_time=use_sim_time)
     cfg, params_file = prepare_disaster_run(cfg, cfg.output_dir or default_run_dir("disaster"))
 
-    actions = []
-    for spec in specs:
-        node = Node(
-            package="consensus",
-            executable=spec.executable,
-            name=spec.name,
-            namespace=spec.namespace or None,
-            parameters=[str(params_file), spec.params],
-            output="screen",
-            emulate_tty=True,
-        )
-        actions.append(node)
-        if spec.ends_run:
-            actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node,
-                on_exit=[EmitEvent(event=Shutdown(reason="disaster_grid finished the run"))])))
-    return actions
+    return node_actions(disaster_processes(cfg, fleet=fleet, use_sim_time=use_sim_time), params_file)
 
 
 def generate_launch_description():
