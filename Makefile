@@ -35,6 +35,7 @@ model: install
 	$(VENV)/bin/consensus model verify
 
 demo: model
+	rm -rf $(DEMO_OUT)
 	$(VENV)/bin/consensus run aggregation --robots 4 --planner llm --backend embedded --duration 120 --out $(DEMO_OUT)
 
 test: model

@@ -289,13 +289,17 @@ def test_cli_headless_run(tmp_path, capsys):
     (["--set", "novalue"], "KEY=VALUE"),
     (["--baseline", "random", "--mode", "explicit"], "implicit mode"),
     (["--replay", "missing.jsonl", "--planner", "llm"], "not found"),
-    (["--out", "{file}"], "cannot create the run directory"),
-    (["--out", "{file}/sub"], "cannot create the run directory"),
+    (["--out", "{file}"], "cannot create it"),
+    (["--out", "{file}/sub"], "cannot create it"),
+    (["--out", "{run}"], "already holds a run"),
 ])
 def test_cli_bad_input_is_a_config_error(argv, match, tmp_path):
     file = tmp_path / "a_file"
     file.write_text("")
-    argv = [a.format(file=file) for a in argv]
+    run = tmp_path / "earlier_run"
+    run.mkdir()
+    (run / "transcripts.jsonl").write_text("{}\n")         # never appended to by a second run
+    argv = [a.format(file=file, run=run) for a in argv]
     args = parser().parse_args(["run", "disaster", "--headless", "--out", str(tmp_path), "-q", *argv])
     with pytest.raises(ConfigError, match=match):
         cli.run(args)

@@ -68,10 +68,10 @@ def disaster_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from consensus.runs.rundir import default_run_dir
+    from consensus.runs.rundir import default_run_dir, new_run_dir
 
     cfg = disaster_config(args)
-    out = run_dir(args.out or default_run_dir("disaster"))
+    out = new_run_dir(args.out or default_run_dir("disaster"))
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
     what = f"explicit ({cfg.strategy})" if cfg.mode == "explicit" else cfg.mode
     say(f"disaster: {cfg.num_drones} drones, planner={cfg.planner}, {what}, roles={cfg.roles}, "
@@ -92,17 +92,6 @@ def run(args: argparse.Namespace) -> int:
     for plot in summary.get("plots", []):
         print(f"  plot: {out / plot}")
     return 0
-
-
-def run_dir(path: Path) -> Path:
-    """``path`` created as the run directory; a path that cannot be one (a file, no permission) is a
-    ``ConfigError``."""
-    out = Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot create the run directory ({exc.strerror or exc})") from None
-    return out
 
 
 def _result_line(summary: dict) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 from consensus.config import AggregationConfig
 from consensus.disaster.config import DisasterConfig
 from consensus.runs.processes import ProcessSpec
-from consensus.runs.rundir import write_manifest
+from consensus.runs.rundir import new_run_dir, write_manifest
 from consensus.scenarios.disaster import start_cells
 
 EMBEDDED_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -72,8 +72,7 @@ def prepare_disaster_run(cfg: DisasterConfig, out_dir: str | Path) -> tuple[Disa
     """Fix the run directory (and the embedded server's URL), write params.yaml and manifest.json.
 
     Returns the final config and the path of the parameters file every node is started with."""
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = new_run_dir(out_dir)
     changes: dict = {"output_dir": str(out)}
     if cfg.uses_llm() and cfg.llm_backend == "embedded" and not cfg.llm_base_url:
         changes["llm_base_url"] = f"http://127.0.0.1:{cfg.llm_port}/v1"

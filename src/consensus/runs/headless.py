@@ -7,14 +7,13 @@ from typing import Callable
 
 from consensus.config import AggregationConfig
 from consensus.llm.from_config import client_from_config
-from consensus.runs.rundir import finalize, write_manifest
+from consensus.runs.rundir import finalize, new_run_dir, write_manifest
 from consensus.scenarios.aggregation import run_headless
 
 
 def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
                         progress: Callable | None = None) -> dict:
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = new_run_dir(out_dir)
     cfg = cfg.replace(output_dir=str(out))
     write_manifest(out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
                    backend=cfg.llm_backend if cfg.planner == "llm" else "none", model=cfg.llm_model, mode="headless")

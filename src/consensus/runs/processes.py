@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from consensus.config import AggregationConfig
-from consensus.runs.rundir import write_manifest
+from consensus.runs.rundir import new_run_dir, write_manifest
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,7 @@ def prepare_run(cfg: AggregationConfig, out_dir: str | Path) -> tuple[Aggregatio
 
     Returns the final config and the path of the params file every node is started with.
     """
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = new_run_dir(out_dir)
     changes: dict = {"output_dir": str(out)}
     if cfg.planner == "llm" and cfg.llm_backend == "embedded" and not cfg.llm_base_url:
         changes["llm_base_url"] = f"http://127.0.0.1:{cfg.llm_port}/v1"

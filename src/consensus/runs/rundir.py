@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from consensus.errors import ConfigError
 from consensus.metrics.convergence import convergence_summary
 
 _PACKAGES = ("consensus", "numpy", "matplotlib", "openai", "pyyaml", "ros-rclpy", "ros-rmw-fastrtps-cpp",
@@ -38,6 +39,24 @@ _PACKAGES = ("consensus", "numpy", "matplotlib", "openai", "pyyaml", "ros-rclpy"
 def default_run_dir(scenario: str, base: str | Path = "runs") -> Path:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path(base) / f"{scenario}-{stamp}"
+
+
+RUN_MARKERS = ("manifest.json", "summary.json", "transcripts.jsonl")
+
+
+def new_run_dir(path: str | Path) -> Path:
+    """``path`` (resolved) created as a fresh run directory. A directory that already holds a run is refused, so
+    two runs never mix their transcripts or results; a path that cannot be a directory is a ``ConfigError`` too."""
+    out = Path(path).resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"run directory {out}: cannot create it ({exc.strerror or exc})") from None
+    held = [name for name in RUN_MARKERS if (out / name).exists()]
+    if held:
+        raise ConfigError(f"run directory {out} already holds a run ({', '.join(held)}); choose another --out "
+                          f"or remove it")
+    return out
 
 
 def git_revision() -> str:

@@ -54,7 +54,7 @@ from consensus.disaster.plots import plot_run
 from consensus.disaster.rounds import add_round_counters, run_round
 from consensus.llm.base import LLMClient
 from consensus.planners.drones import Cell, make_coordinator, make_drones
-from consensus.runs.rundir import write_json, write_manifest, write_trajectories
+from consensus.runs.rundir import new_run_dir, write_json, write_manifest, write_trajectories
 
 
 def start_cells(cfg: DisasterConfig) -> list[Cell]:
@@ -112,9 +112,8 @@ def run_disaster_headless(cfg: DisasterConfig, client: LLMClient | None = None, 
     ``transcripts.jsonl`` in ``out_dir``) and closes it at the end. ``progress(done, total)`` after each round.
     """
     cfg.validate()
-    out = Path(out_dir).resolve() if out_dir is not None else None
+    out = new_run_dir(out_dir) if out_dir is not None else None
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         cfg = cfg.replace(output_dir=str(out))
     run = cfg.resolved()
     if out is not None:
