@@ -90,7 +90,8 @@ TOY_LLM = Study(name="toy-llm", description="negotiation with LLM planners", def
                                                                                        "planner": "llm"},
                 default_sweep={"agents": [2, 3]}, default_trials=2, run_trial=_llm_trial,
                 report=lambda records, out: [f"toy-llm: {len(records)} records"],
-                uses_llm=lambda params: params["planner"] == "llm")
+                uses_llm=lambda params: params["planner"] == "llm",
+                llm_calls=lambda params: params["agents"] * params["rounds"] if params["planner"] == "llm" else 0)
 
 STUDIES = {s.name: s for s in (TOY, TOY_LLM)}
 

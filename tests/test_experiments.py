@@ -93,9 +93,13 @@ BAD_SPECS = [
     ({"study": "toy", "trials": 0}, "trials must be an integer >= 1"),
     ({"study": "toy", "trials": "many"}, "trials must be an integer >= 1"),
     ({"study": "toy", "seed": -1}, "seed must be an integer >= 0"),
-    ({"study": "toy", "workers": 1.5}, "workers must be an integer >= 1"),
+    ({"study": "toy", "workers": 1.5}, "workers must be an integer in [1, 256]"),
+    ({"study": "toy", "workers": 10**20}, "workers must be an integer in [1, 256]"),
+    ({"study": "toy", "trials": 10**9}, "is more than 1,000,000 trials"),
+    ({"study": "toy", "params": {"scale": float("nan")}}, "params.scale must be a finite number"),
+    ({"study": "toy", "sweep": {"scale": [1.0, float("inf")]}}, "sweep.scale[1] must be a finite number"),
     ({"study": "toy", "params": [1]}, "params must be a mapping"),
-    ({"study": "toy", "params": {"scale": "big"}}, "params.scale must be a number"),
+    ({"study": "toy", "params": {"scale": "big"}}, "params.scale must be a finite number"),
     ({"study": "toy", "params": {"mode": True}}, "params.mode must be a string"),
     ({"study": "toy", "params": {"x": 1}}, "x given both in params and in sweep"),
     ({"study": "toy", "params": {"scale": -1}}, "toy: scale must be >= 0"),              # Study.validate
@@ -122,6 +126,12 @@ def test_spec_file_errors(tmp_path):
         load_spec_file(tmp_path / "list.yaml")
     with pytest.raises(ConfigError, match="not found"):
         load_spec_file(tmp_path / "missing.yaml")
+    (tmp_path / "binary.yaml").write_bytes(b"\x00\xff\xfe")
+    with pytest.raises(ConfigError, match="not a text file"):
+        load_spec_file(tmp_path / "binary.yaml")
+    with pytest.raises(ConfigError, match=r"not valid YAML at line 3, column 1: expected") as err:
+        load_spec_file(tmp_path / "bad.yaml")
+    assert "\n" not in str(err.value)                     # one line, not PyYAML's multi-line dump
 
 
 def test_cli_overrides_set_sweep_and_llm_flags():
@@ -369,6 +379,23 @@ def test_cli_preset_run_writes_the_run_directory(tmp_path, capsys):
     assert manifest["study"] == "toy" and manifest["seed"] == 0 and manifest["config"]["sweep"] == {"x": [1, 2, 3]}
     assert "6 trials: 6 ok, 0 failed" in capsys.readouterr().out
     assert cli.run(parse_cli(["report", str(out)]), studies=fx.STUDIES) == 0
+
+
+def test_cli_out_that_is_a_file_is_a_config_error(tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    assert cli.run(parse_cli(["experiment", "toy", "--out", str(target)]), studies=fx.STUDIES) == 2
+    assert "is not a directory" in capsys.readouterr().err and target.read_text() == "mine"
+
+
+def test_llm_estimate_counts_requests_and_warns_about_the_embedded_model():
+    spec = resolve_spec({"study": "toy-llm", "llm": {"backend": "embedded"}}, fx.STUDIES)
+    text = cli.llm_estimate(spec, fx.STUDIES["toy-llm"])
+    assert text.startswith("up to 20 LLM requests")            # 2 trials x (2 agents + 3 agents) x 2 rounds
+    assert "about 0.0-0.1 h" in text                            # 20 x 4-9 s
+    remote = resolve_spec({"study": "toy-llm", "llm": {"backend": "openai"}}, fx.STUDIES)
+    assert "embedded" not in cli.llm_estimate(remote, fx.STUDIES["toy-llm"])
+    assert cli.llm_estimate(resolve_spec({"study": "toy"}, fx.STUDIES), fx.TOY) == ""
 
 
 def test_cli_list_prints_the_presets(capsys):

@@ -143,6 +143,26 @@ def _plan(args: argparse.Namespace, studies: Mapping[str, Study]):
     return spec, args.out or default_run_dir(spec.study)
 
 
+#: seconds per request of the embedded CPU model (Qwen2.5-Coder-1.5B on 2 cores), low and high
+EMBEDDED_SECONDS_PER_CALL = (4.0, 9.0)
+
+
+def llm_estimate(spec, study: Study) -> str:
+    """One line: how many LLM requests the sweep makes at most, and for the embedded model how long that takes."""
+    from consensus.experiments.spec import grid
+
+    if not spec.llm or study.llm_calls is None:
+        return ""
+    calls = spec.trials * sum(study.llm_calls(p) for p in grid(spec))
+    text = f"up to {calls:,} LLM requests (parse retries aside; trials already recorded are skipped)"
+    if spec.llm["backend"] == "embedded" and not spec.llm["base_url"]:
+        lo, hi = (calls * s / spec.llm["n_parallel"] / 3600 for s in EMBEDDED_SECONDS_PER_CALL)
+        text += (f"; the embedded CPU model answers one request in ~{EMBEDDED_SECONDS_PER_CALL[0]:g}-"
+                 f"{EMBEDDED_SECONDS_PER_CALL[1]:g} s: about {lo:.1f}-{hi:.1f} h. Fewer with --trials/--sweep/--set, "
+                 "or a faster server with --backend openai --base-url")
+    return text
+
+
 def _sigterm_as_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
     raise KeyboardInterrupt
 
@@ -158,6 +178,9 @@ def _experiment(args: argparse.Namespace, studies: Mapping[str, Study]) -> int:
     llm = f", LLM {spec.llm['backend']} {spec.llm['model'] or ''} x{spec.llm['concurrency']}".rstrip() \
         if spec.llm else ""
     say(f"{spec.study}: {spec.grid_size()} grid point(s) x {spec.trials} trials, workers {spec.workers}{llm} -> {out}")
+    estimate = llm_estimate(spec, studies[spec.study])
+    if estimate:
+        say(estimate)
     previous = signal.getsignal(signal.SIGTERM)
     in_main = threading.current_thread() is threading.main_thread()   # signal.signal works only there
     if in_main:
@@ -202,5 +225,8 @@ def run(args: argparse.Namespace, studies: Mapping[str, Study] | None = None) ->
         print(f"consensus: error: {exc}", file=sys.stderr)
         return 2
     except ConsensusError as exc:
+        print(f"consensus: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:                 # a full disk, a permission, a path that is a file: no traceback
         print(f"consensus: {exc}", file=sys.stderr)
         return 1

@@ -13,9 +13,10 @@ Run directory::
 Execution (chosen per sweep):
 
 * some trial uses an LLM (``Study.uses_llm``): all trials run on a thread pool of
-  ``max(workers, llm.concurrency)`` threads sharing ONE client from ``make_client`` whose
-  concurrency limit is ``llm.concurrency`` (requests in flight over the whole sweep);
-* CPU only and ``workers > 1`` (and ``fork`` available): a fork-based ``multiprocessing.Pool``; workers
+  ``max(workers, llm.concurrency)`` threads (at most one per trial to run) sharing ONE client from
+  ``make_client`` whose concurrency limit is ``llm.concurrency`` (requests in flight over the whole sweep);
+* CPU only and ``workers > 1`` (and ``fork`` available): a fork-based ``multiprocessing.Pool`` of
+  ``min(workers, trials to run)`` processes; workers
   inherit the study and the trial list (nothing is re-imported, only indices and records cross the pipe),
   trials are handed out in chunks of ``min(64, n / (8 * workers))``;
 * otherwise in this process, one after the other.
@@ -282,7 +283,7 @@ def _run_forked(todo: list[Trial], study: Study, out: Path, workers: int, sink: 
     global _FORK_STATE
     _FORK_STATE = (study, todo, out)
     chunk = max(1, min(64, len(todo) // (8 * workers)))
-    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_sigint)
+    pool = multiprocessing.get_context("fork").Pool(min(workers, len(todo)), initializer=_ignore_sigint)
     try:
         for outcome in pool.imap_unordered(_forked_trial, range(len(todo)), chunksize=chunk):
             sink(outcome)
@@ -375,6 +376,8 @@ def _move_aside(out: Path) -> Path:
 
 def prepare_run_dir(out: Path, spec: ExperimentSpec, *, force: bool = False) -> None:
     """Check ``out`` against ``spec`` (module docstring) and store the spec; ConfigError if it may not be used."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} exists and is not a directory; choose another --out")
     stored_path = out / SPEC_FILE
     if stored_path.is_file():
         old = spec_identity(load_spec_file(stored_path))
@@ -507,7 +510,7 @@ def _dispatch(mode: str, todo: list[Trial], spec: ExperimentSpec, study: Study, 
         try:
             _run_threaded(todo, lambda t: execute(study, t, TrialContext(llm=TrialClient(client, t, stop),
                                                                          llm_settings=settings, out_dir=out)),
-                          max(spec.workers, spec.llm["concurrency"]), sink, stop)
+                          min(max(spec.workers, spec.llm["concurrency"]), len(todo)), sink, stop)
         finally:
             close()
 

@@ -3,13 +3,15 @@
 Resolution (``resolve_spec``), every error a ``ConfigError`` raised before anything runs:
 
 * top-level keys ⊆ {study, trials, seed, workers, llm, params, sweep}; ``study`` is a registered name;
-* ``trials`` (default ``Study.default_trials``) and ``workers`` (default: the CPU count) are integers >= 1,
-  ``seed`` (default 0) an integer >= 0;
+* ``trials`` (default ``Study.default_trials``) is an integer >= 1, ``workers`` (default: the CPU count)
+  an integer in [1, ``MAX_WORKERS``], ``seed`` (default 0) an integer >= 0;
+* the sweep holds at most ``MAX_TRIALS`` trials (grid points x ``trials``);
 * ``params`` and ``sweep`` keys ⊆ ``Study.defaults``; a key may not be in both; ``sweep`` (default
   ``Study.default_sweep``) maps each axis to a non-empty list without repeated values;
 * every value must fit the type of its default (bool / number / string / list / mapping; a default of
-  None accepts anything). Numbers are normalised to the default's type (``rounds: 10.0`` -> 10,
-  ``temperature: 0`` -> 0.0), so equal values give equal trial keys and seeds;
+  None accepts anything); numbers must be finite (YAML's .nan/.inf are refused) and are normalised to
+  the default's type (``rounds: 10.0`` -> 10, ``temperature: 0`` -> 0.0), so equal values give equal
+  trial keys and seeds;
 * ``llm`` keys ⊆ ``LLM_DEFAULTS`` (defaults from ``AggregationConfig``'s ``llm_*`` fields), checked
   for range; the block is kept only when some trial uses an LLM (``Study.uses_llm``);
 * ``Study.validate`` is called once per grid point with the full parameters.
@@ -33,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -46,6 +49,8 @@ from consensus.runs.rundir import _jsonable as jsonable
 
 TOP_LEVEL_KEYS = ("study", "trials", "seed", "workers", "llm", "params", "sweep")
 LLM_BACKENDS = ("openai", "embedded", "replay")
+MAX_TRIALS = 1_000_000     # trials of one sweep (all are expanded in memory before anything runs)
+MAX_WORKERS = 256           # a worker is a process (CPU sweeps) or a thread (LLM sweeps)
 EXECUTION_LLM_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries", "n_parallel")
 
 
@@ -130,8 +135,12 @@ def load_spec_file(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigError(f"spec file not found: {p}")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a text file (not UTF-8)") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: a sweep spec must be a mapping (study: ..., trials: ..., sweep: ...)")
     return data
@@ -153,11 +162,12 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _integer(source: str, key: str, value: Any, low: int) -> int:
+def _integer(source: str, key: str, value: Any, low: int, high: int | None = None) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if not _is_int(value) or value < low:
-        raise ConfigError(f"{_where(source, key)} must be an integer >= {low}, got {value!r}")
+    if not _is_int(value) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ConfigError(f"{_where(source, key)} must be an integer {bound}, got {value!r}")
     return value
 
 
@@ -171,7 +181,7 @@ def fit_type(where: str, value: Any, default: Any) -> Any:
         ok = _is_int(value) or (isinstance(value, float) and value.is_integer())
         out = int(value) if ok else value
     elif isinstance(default, float):
-        ok = _is_number(value)
+        ok = _is_number(value) and math.isfinite(value)
         out = float(value) if ok else value
     elif isinstance(default, str):
         ok, out = isinstance(value, str), value
@@ -182,7 +192,7 @@ def fit_type(where: str, value: Any, default: Any) -> Any:
     else:
         ok, out = True, value
     if not ok:
-        kind = {bool: "true/false", int: "an integer", float: "a number", str: "a string", list: "a list",
+        kind = {bool: "true/false", int: "an integer", float: "a finite number", str: "a string", list: "a list",
                 tuple: "a list", dict: "a mapping"}.get(type(default), type(default).__name__)
         raise ConfigError(f"{where} must be {kind} (default {default!r}), got {value!r}")
     return out
@@ -193,25 +203,25 @@ def _unknown(source: str, what: str, keys: list[str], known: Mapping[str, Any]) 
                        f"valid: {', '.join(known) or '(none)'}")
 
 
-def _resolve_params(source: str, study: Study, raw: Any) -> dict[str, Any]:
+def _parameter_section(source: str, study: Study, raw: Any, section: str, shape: str) -> dict[str, Any]:
+    """``raw`` (None = empty) checked to be a mapping whose keys are all parameters of ``study``."""
     if raw is None:
-        raw = {}
+        return {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{_where(source, 'params')} must be a mapping of parameter: value, got {raw!r}")
+        raise ConfigError(f"{_where(source, section)} must be a mapping of {shape}, got {raw!r}")
     bad = [k for k in raw if k not in study.defaults]
     if bad:
-        raise _unknown(source, "params", bad, study.defaults)
+        raise _unknown(source, section, bad, study.defaults)
+    return raw
+
+
+def _resolve_params(source: str, study: Study, raw: Any) -> dict[str, Any]:
+    raw = _parameter_section(source, study, raw, "params", "parameter: value")
     return {k: fit_type(_where(source, f"params.{k}"), v, study.defaults[k]) for k, v in raw.items()}
 
 
 def _resolve_sweep(source: str, study: Study, raw: Any) -> dict[str, list]:
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{_where(source, 'sweep')} must be a mapping of parameter: [values], got {raw!r}")
-    bad = [k for k in raw if k not in study.defaults]
-    if bad:
-        raise _unknown(source, "sweep", bad, study.defaults)
+    raw = _parameter_section(source, study, raw, "sweep", "parameter: [values]")
     sweep: dict[str, list] = {}
     for axis, values in raw.items():
         where = _where(source, f"sweep.{axis}")
@@ -266,7 +276,8 @@ def resolve_spec(raw: Mapping[str, Any], studies: Mapping[str, Study], *, source
     study = studies[name]
     trials = _integer(source, "trials", raw.get("trials", study.default_trials), 1)
     seed = _integer(source, "seed", raw.get("seed", 0), 0)
-    workers = _integer(source, "workers", raw.get("workers", os.cpu_count() or 1), 1)
+    workers = _integer(source, "workers", raw.get("workers", min(os.cpu_count() or 1, MAX_WORKERS)), 1,
+                       MAX_WORKERS)
     fixed = _resolve_params(source, study, raw.get("params"))
     sweep = _resolve_sweep(source, study, raw["sweep"] if "sweep" in raw else study.default_sweep)
     both = [k for k in sweep if k in fixed]
@@ -277,6 +288,9 @@ def resolve_spec(raw: Mapping[str, Any], studies: Mapping[str, Study], *, source
     for axis in sweep:
         params.pop(axis)
     spec = ExperimentSpec(study=name, trials=trials, seed=seed, workers=workers, params=params, sweep=sweep)
+    if spec.grid_size() * trials > MAX_TRIALS:
+        raise ConfigError(f"{source or 'spec'}: {spec.grid_size()} grid point(s) x {trials} trials is more than "
+                          f"{MAX_TRIALS:,} trials; split the sweep")
     points = grid(spec)
     _validate_points(study, points)
     return replace(spec, llm=llm) if any(study.uses_llm(p) for p in points) else spec

@@ -93,6 +93,7 @@ class Study:
     report: Callable[[Sequence[dict], Path], list[str]]  # writes figures into the dir, returns markdown lines
     uses_llm: Callable[[dict], bool] = lambda params: False   # does a trial with these params call an LLM?
     validate: Callable[[dict], None] | None = None   # raise ConfigError for invalid parameter values
+    llm_calls: Callable[[dict], int] | None = None   # most LLM requests one trial makes, retries aside (estimate)
 
 
 class StudyRegistry(Protocol):
