@@ -286,6 +286,23 @@ def test_run_trial_with_llm_agents_on_the_fake_server():
         study.run_trial(_trial(planner="llm"), TrialContext())
 
 
+@pytest.mark.parametrize("architecture", study.ARCHITECTURES)
+def test_llm_call_estimate_is_reached_when_agents_never_agree(architecture):
+    """The up-front estimate (Study.llm_calls) is the exact count when every feedback turn is used."""
+    prob = problem("small", "equal")
+
+    def script(body):                        # a different plan for every request seed: nobody ever agrees
+        return plan_json(prob, prob.demand * ((body["seed"] % 97) + 1) / 100)
+    params = dict(planner="llm", scale="small", setting="equal", architecture=architecture, max_turns=3)
+    with FakeOpenAIServer(script) as srv:
+        r = study.run_trial(_trial(**params), TrialContext(llm=_client(srv)))
+    bound = study.STUDIES[0].llm_calls(_trial(**params).params)
+    assert r["llm_calls"] == bound == {"single": 1, "majority": 3, "averaging": 3, "decentralized": 9,
+                                       "decentralized_feedback": 9, "spoke_wheel": 4,
+                                       "spoke_wheel_feedback": 12}[architecture]
+    assert study.STUDIES[0].llm_calls(dict(params, planner="noisy")) == 0
+
+
 @pytest.mark.parametrize("key,value,msg", [("scale", "tiny", "scale"), ("agents", 0, "agents"),
                                            ("noise", 2.0, "noise"), ("max_turns", 1.5, "max_turns"),
                                            ("planner", "gpt", "planner")])

@@ -44,10 +44,9 @@ import re
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from consensus.aggregation import ARCHITECTURE_LABELS, ARCHITECTURES, aggregate
 from consensus.errors import ConfigError
@@ -56,9 +55,11 @@ from consensus.metrics.reliability import aurc, reliability_curve
 from consensus.planners.allocation import (LLMAllocationAgent, LLMAllocationCoordinator, MedianCoordinator,
                                            NoisyAgent, ProportionalAgent)
 from consensus.planners.llm import add_counters, new_counters
-from consensus.runs.plots import colors as _colors, new_figure as _new_figure, save_figure as _save
 from consensus.scenarios.allocation import (SCALES, SETTINGS, best_allocation, fit_to_totals, problem,
                                             region_satisfaction, satisfaction)
+
+if TYPE_CHECKING:                    # matplotlib is imported when a figure is drawn, not with the study
+    from matplotlib.figure import Figure
 
 PLANNERS = ("llm", "noisy", "proportional")
 DEFAULTS: dict[str, Any] = {
@@ -107,6 +108,16 @@ def validate(params: dict) -> None:
 
 def _uses_llm(params: dict) -> bool:
     return params.get("planner") == "llm"
+
+
+def _llm_calls(params: dict) -> int:
+    """Most LLM requests of one trial, parse retries aside (every feedback turn used, no early agreement)."""
+    if params["planner"] != "llm":
+        return 0
+    n, turns = params["agents"], params["max_turns"]
+    return {"single": 1, "majority": n, "averaging": n, "decentralized": n * turns,
+            "decentralized_feedback": n * turns, "spoke_wheel": n + 1,
+            "spoke_wheel_feedback": (n + 1) * turns}[params["architecture"]]
 
 
 # ---------------------------------------------------------------------------------------------- one trial
@@ -189,8 +200,10 @@ def reliability_figure(curves: dict[str, Sequence[float]], failed: dict[str, int
 
     Drawn exactly: kappa only changes at the trial scores, and on (s_(k-1), s_k] it equals kappa(s_k),
     so the curve through tau in {0, the distinct scores in (0, 1), 1} is drawn with ``steps-pre``."""
-    colors = _colors(len(ARCHITECTURES))
-    fig = _new_figure(figsize=(8.5, 5.2))
+    from consensus.runs import plots
+
+    colors = plots.colors(len(ARCHITECTURES))
+    fig = plots.new_figure(figsize=(8.5, 5.2))
     ax = fig.add_subplot(1, 1, 1)
     for k, arch in enumerate(ARCHITECTURES):
         if arch not in curves:
@@ -232,6 +245,8 @@ def _table_header() -> list[str]:
 
 
 def _section(records: Sequence[dict], out_dir: Path, label: str) -> list[str]:
+    from consensus.runs import plots
+
     cells = _cells(records)
     rows = [(sc, se) for sc in SCALES for se in SETTINGS if any((sc, se, a) in cells for a in ARCHITECTURES)]
     suffix = "" if not label else "_" + re.sub(r"[^A-Za-z0-9.=-]+", "_", label)
@@ -259,7 +274,7 @@ def _section(records: Sequence[dict], out_dir: Path, label: str) -> list[str]:
         title = (f"[Allocation] {scale} scale, {setting} resources: reliability\n"
                  f"N = {n_agents} agents, planner {params['planner']}{', ' + label if label else ''}")
         name = f"reliability_{scale}_{setting}{suffix}.png"
-        _save(reliability_figure(curves, failed, title=title), out_dir / name, svg=True)
+        plots.save_figure(reliability_figure(curves, failed, title=title), out_dir / name, svg=True)
         figures.append(f"![{scale} {setting}]({name})")
     trials = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
     head = [f"### {label}", ""] if label else []
@@ -309,5 +324,5 @@ STUDIES = [
           description="Paper 3: reliability κ(τ) and AURC of 7 multi-agent architectures on resource allocation "
                       "(3 scales x equal/lack/excess)",
           defaults=DEFAULTS, default_sweep=DEFAULT_SWEEP, default_trials=DEFAULT_TRIALS, run_trial=run_trial,
-          report=report, uses_llm=_uses_llm, validate=validate),
+          report=report, uses_llm=_uses_llm, validate=validate, llm_calls=_llm_calls),
 ]

@@ -194,6 +194,12 @@ def _uses_llm(params: dict) -> bool:
     return params.get("planner") == "llm"
 
 
+def _llm_calls(params: dict) -> int:
+    """LLM requests of one trial, parse retries aside: one per agent and round."""
+    s = setup(params)
+    return s.n * s.rounds if s.planner == "llm" else 0
+
+
 # ---------------------------------------------------------------------------------------------
 # one trial
 def initial_states(s: Setup, seed: int) -> np.ndarray:
@@ -643,25 +649,25 @@ STUDIES = [
           default_sweep={"agents": [2, 4, 6, 8], "temperature": [0.0, 0.7]},
           default_trials=300, run_trial=run_trial,
           report=lambda records, out: report_consensus(records, out, "consensus-1d"),
-          uses_llm=_uses_llm, validate=_validate),
+          uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls),
     Study(name="consensus-2d",
           description="paper 1 Fig. 4 for positions in the plane: consensus point vs initial centroid vs N",
           defaults=_defaults(dim=2, memory=False),
           default_sweep={"agents": [2, 4, 6, 8], "temperature": [0.0, 0.7]},
           default_trials=100, run_trial=run_trial,
           report=lambda records, out: report_consensus(records, out, "consensus-2d"),
-          uses_llm=_uses_llm, validate=_validate),
+          uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls),
     Study(name="personalities",
           description="paper 1 Figs. 6-7: stubborn/suggestible pairs; 10 suggestible; 7 stubborn + 3 suggestible",
           defaults=_defaults(agents=None),
           default_sweep={"personalities": ["stubborn,suggestible", "suggestible,suggestible", "stubborn,stubborn",
                                            "suggestible*10", "stubborn*7,suggestible*3"]},
           default_trials=30, run_trial=run_trial, report=report_personalities,
-          uses_llm=_uses_llm, validate=_validate),
+          uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls),
     Study(name="topologies",
           description="paper 1 Figs. 8-9: complete vs incomplete (star), leader-follower and chain, 3 agents",
           defaults=_defaults(agents=3),
           default_sweep={"topology": ["complete", "star", "leader_follower", "chain"]},
           default_trials=30, run_trial=run_trial, report=report_topologies,
-          uses_llm=_uses_llm, validate=_validate),
+          uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls),
 ]

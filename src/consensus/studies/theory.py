@@ -33,7 +33,6 @@ from typing import Sequence
 import numpy as np
 
 from consensus.experiments.study import Study, Trial, TrialContext, TrialFailed
-from consensus.runs.plots import colors as _colors, new_figure as _new_figure, save_figure as _save
 from consensus.scenarios.theory_model import TheoryParams, simulate
 
 #: the x axis, the lines, the panel rows and columns of the Fig. 6-type plot; every other parameter makes a figure
@@ -153,12 +152,15 @@ def _fmt(key: str, value) -> str:
 def _panel_grid(rows: int, cols: int, legend_width: float, **share):
     """rows x cols panels (4.4 x 3 in each), a legend column on the right; fixed margins (constrained layout
     costs about a second per save)."""
+    from consensus.runs.plots import new_figure
+
     width, height = 4.4 * cols + 1.2 + legend_width, 3.0 * rows + 1.3
-    fig = _new_figure(figsize=(width, height))
+    fig = new_figure(figsize=(width, height))
     fig.subplots_adjust(left=0.95 / width, right=1 - (0.25 + legend_width) / width, bottom=0.6 / height,
                         top=1 - 0.85 / height,
                         wspace=0.28 if share else 0.3, hspace=0.35 if share else 0.5)
     return fig, fig.subplots(rows, cols, squeeze=False, **share)
+
 
 def _figure_legend(fig, axes, title: str) -> None:
     """One legend for all panels, right of them (labels in the order first drawn)."""
@@ -172,10 +174,12 @@ def _figure_legend(fig, axes, title: str) -> None:
 
 def perf_vs_beta_figure(settings: Sequence[Setting], title: str):
     """Fig. 6-type plot of settings that share every parameter but beta, N, shock_freq and alpha."""
+    from consensus.runs import plots
+
     rows = sorted({s.get(ROW_KEY) for s in settings})
     cols = sorted({s.get(COL_KEY) for s in settings})
     lines = sorted({s.get(LINE_KEY) for s in settings})
-    colors = dict(zip(lines, _colors(len(lines))))
+    colors = dict(zip(lines, plots.colors(len(lines))))
     fig, axes = _panel_grid(len(rows), len(cols), 1.0, sharex=True, sharey="row")
     for s in settings:
         ax = axes[rows.index(s.get(ROW_KEY))][cols.index(s.get(COL_KEY))]
@@ -202,12 +206,14 @@ def perf_vs_beta_figure(settings: Sequence[Setting], title: str):
 def perf_vs_dbar_figure(settings: Sequence[Setting], fig_keys: Sequence[str], title: str):
     """Mean perf_score vs mean d_bar: a line per (N, alpha) through its beta points, a panel per (figure key,
     shock_freq)."""
+    from consensus.runs import plots
+
     panel_rows = _by(settings, fig_keys)
     shown = [i for i, k in enumerate(fig_keys) if k in _varying(settings, fig_keys)]
     cols = sorted({s.get(ROW_KEY) for s in settings})
     lines = sorted({s.get(LINE_KEY) for s in settings})
     alphas = sorted({s.get(COL_KEY) for s in settings})
-    colors = dict(zip(lines, _colors(len(lines))))
+    colors = dict(zip(lines, plots.colors(len(lines))))
     fig, axes = _panel_grid(len(panel_rows), len(cols), 1.6)
     for i, (row_key, row_settings) in enumerate(panel_rows.items()):
         for s in row_settings:
@@ -283,6 +289,8 @@ def _verdict(settings: Sequence[Setting]) -> list[str]:
 def report(records: Sequence[dict], out_dir: Path) -> list[str]:
     """Figures into ``out_dir`` and markdown lines (module doc); failed trials are left out (the runner's
     header counts them)."""
+    from consensus.runs.plots import save_figure
+
     out_dir = Path(out_dir)
     settings = settings_from_records(records)
     if not settings:
@@ -296,12 +304,12 @@ def report(records: Sequence[dict], out_dir: Path) -> list[str]:
         title = (f"Performance vs β by agent count N — γ={fixed['gamma']:g}, shock Δ~U(±{fixed['shock_size']:g}), "
                  f"T={fixed['rounds']} rounds, {_trial_counts(group)} trials per point (mean ± std)")
         name = f"perf_vs_beta_{slug}.png"
-        _save(perf_vs_beta_figure(group, title), out_dir / name, svg=True)
+        save_figure(perf_vs_beta_figure(group, title), out_dir / name, svg=True)
         lines.append(f"![{title}]({name})")
     fixed = ", ".join(_fmt(k, settings[0].get(k)) for k in fig_keys if k not in slug_keys)
     title = (f"perf_score vs mean deviation d̄ — {fixed}; mean over {_trial_counts(settings)} trials per point, "
              f"β grows with d̄ along each line")
-    _save(perf_vs_dbar_figure(settings, fig_keys, title), out_dir / "perf_vs_dbar.png", svg=True)
+    save_figure(perf_vs_dbar_figure(settings, fig_keys, title), out_dir / "perf_vs_dbar.png", svg=True)
     lines += [f"![{title}](perf_vs_dbar.png)", "",
               f"β* = β with the highest mean perf_score; gain z = (perf(β*) − perf(β min)) / its standard error; "
               f"'interior?': yes if z > {Z_SIGNIFICANT:g}, 'noise' if β* > β min but z ≤ {Z_SIGNIFICANT:g}.", ""]
