@@ -40,7 +40,6 @@ from typing import Any, Callable, Sequence
 
 from consensus.disaster.config import DisasterConfig
 from consensus.errors import ConfigError
-from consensus.disaster.plots import plot_coverage_rounds, plot_deviation_coverage
 from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
 
 CONDITIONS = ("implicit", "explicit", "no_diversity", "no_interaction", "random", "single_llm")
@@ -197,6 +196,8 @@ def report(records: Sequence[dict], out_dir: Path) -> list[str]:
         lines += ["", "Heuristic drones are classical stand-ins for the paper's LLM agents (docs/disaster.md, "
                       "\"What the heuristic batch shows\"): they measure what forced alignment and the baselines "
                       "cost mechanically, not in-context adaptation or the effect of role prompts on an LLM."]
+    from consensus.disaster.plots import plot_coverage_rounds, plot_deviation_coverage   # matplotlib: only here
+
     groups = {CONDITION_LABELS[c]: [r["series"]["coverage"] for r in ok if r["condition"] == c]
               for c in ("implicit", "explicit")}
     plot_coverage_rounds({k: v for k, v in groups.items() if v}, out_dir / "fig3_coverage_rounds.png",
