@@ -48,6 +48,10 @@ bench: model
 	$(PY) benchmarks/bench_control_timing.py
 	$(PY) benchmarks/bench_scale.py
 	$(PY) benchmarks/bench_embedded_llm.py
+	$(PY) benchmarks/bench_fig4_sweep.py
+	$(PY) benchmarks/bench_llm_throughput.py
+	$(PY) benchmarks/bench_disaster.py
+	$(PY) benchmarks/bench_disaster.py --embedded
 
 clean:
 	rm -rf build *.egg-info src/*.egg-info .pytest_cache
