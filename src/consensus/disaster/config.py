@@ -96,7 +96,7 @@ class DisasterConfig(FlatParams):
     llm_api_key_env: str = "OPENAI_API_KEY"
     llm_temperature: float = 0.7
     llm_max_tokens: int = 256
-    llm_timeout_s: float = 60.0
+    llm_timeout_s: float = 300.0      # embedded 1.5B on 2 cores: ~40 s per drone prompt, ~2 min when 3 share the server
     llm_max_retries: int = 2
     llm_concurrency: int = 4
     llm_structured: bool = True       # request the JSON schema (response_format); off for endpoints without it
@@ -105,7 +105,7 @@ class DisasterConfig(FlatParams):
 
     # ROS processes and run
     llm_port: int = 18080             # port of the embedded LLM server started by the llm_server node
-    round_timeout_s: float = 180.0    # ROS: a drone that has not answered a phase after this long counts as failed
+    round_timeout_s: float = 600.0    # ROS: a drone that has not answered a phase after this long counts as failed
     output_dir: str = ""
 
     # ------------------------------------------------------------------
