@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--replay", help="transcripts.jsonl to replay (implies --backend replay)")
     agg.add_argument("--temperature", type=_float)
     agg.add_argument("--duration", type=_float, help="run length [s]")
-    agg.add_argument("--rounds", type=_positive_int, help="stop planning after this many rounds")
+    agg.add_argument("--rounds", type=_positive_int,
+                     help="stop planning after this many rounds (a ROS run ends one planning period later)")
     agg.add_argument("--seed", type=_positive_int)
     agg.add_argument("--per-robot-processes", action="store_true", help="one process per robot instead of a fleet")
     agg.add_argument("--use-sim-time", action="store_true", help="the sim publishes /clock; nodes follow it")

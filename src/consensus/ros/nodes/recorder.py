@@ -1,4 +1,5 @@
-"""``recorder``: watches a run, writes the run directory and ends the run after ``duration_s``.
+"""``recorder``: watches a run, writes the run directory and ends the run after ``duration_s`` (or, with
+``max_rounds``, one planning period after every robot has made its last planning round).
 
 Subscribes per robot ``state``, ``target``, ``planner/reasoning`` and ``planner/status``; samples trajectories at
 ``state_rate_hz``; appends every planning record to ``plans.jsonl`` as it arrives; logs progress once per planning
@@ -60,6 +61,8 @@ class Recorder:
         self.t0: float | None = None
         self.done = rclpy.task.Future()
         self.last_progress = -math.inf
+        self.rounds_planned = np.zeros(cfg.num_robots, dtype=int)   # planning rounds recorded per robot
+        self.t_all_planned: float | None = None                       # when every robot reached max_rounds
         node.create_timer(1.0 / cfg.state_rate_hz, guarded(self.sample, "recorder.sample"))
 
     def _now(self) -> float:
@@ -87,6 +90,14 @@ class Recorder:
 
     def _on_plan(self, msg: String) -> None:
         self.plans.write(msg.data.replace("\n", " ") + "\n")
+        try:
+            rec = json.loads(msg.data)
+            robot, rnd = int(rec["robot"]), int(rec["round"])
+        except (ValueError, KeyError, TypeError):
+            self.bad_messages += 1
+            return
+        if 0 <= robot < len(self.rounds_planned):
+            self.rounds_planned[robot] = max(self.rounds_planned[robot], rnd + 1)
 
     def _on_status(self, msg: String) -> None:
         try:
@@ -116,7 +127,13 @@ class Recorder:
             self.node.get_logger().info(
                 f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s round={c['rounds_max']} spread={sp:.3f} m "
                 f"llm_calls={c['llm_calls']} fallbacks={c['llm_fallbacks']}")
-        if t >= self.cfg.duration_s and not self.done.done():
+        if (self.cfg.max_rounds and self.t_all_planned is None
+                and (self.rounds_planned >= self.cfg.max_rounds).all()):
+            self.t_all_planned = t
+        # the run ends at duration_s, or one planning period after every robot made its last round (max_rounds),
+        # so the robots can fly to their final targets
+        settled = self.t_all_planned is not None and t >= self.t_all_planned + self.cfg.planner_period_s
+        if (t >= self.cfg.duration_s or settled) and not self.done.done():
             self.done.set_result(True)
 
     def counters(self) -> dict:
