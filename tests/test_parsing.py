@@ -201,3 +201,12 @@ def test_huge_always_rejected(v, negative):
     v = -v if negative else v
     assert parse_position(json.dumps({"position": [0.0, v]}), 2).position is None
     assert parse_position(f"Position: ({v!r}, 0)", 2).position is None
+
+
+def test_json_objects_finds_every_object_and_bounds_the_work():
+    from consensus.prompts.parsing import json_objects
+
+    text = 'noise {"a": 1} {broken {"b": {"c": 2}} [1, 2] {"d": 3'
+    assert list(json_objects(text)) == [{"a": 1}, {"b": {"c": 2}}, {"c": 2}]
+    assert list(json_objects(text, max_starts=2)) == [{"a": 1}]          # only the first two "{" are tried
+    assert list(json_objects("{" * 5000 + '{"x": 1}')) == []              # an adversarial reply stops early

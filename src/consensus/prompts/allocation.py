@@ -37,7 +37,6 @@ resource down (``consensus.scenarios.allocation.fit_to_totals``) and counts it.
 from __future__ import annotations
 
 import ast
-import json
 import math
 import re
 from numbers import Real
@@ -46,6 +45,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from consensus.prompts.aggregation import format_number
+from consensus.prompts.parsing import json_objects
 from consensus.scenarios.allocation import AllocationProblem
 
 MAX_TEXT_CHARS = 20_000
@@ -161,20 +161,11 @@ def _find_object(text: Any) -> dict | str:
     if not isinstance(text, str):
         return f"reply is not text ({type(text).__name__})"
     text = _FENCE_RE.sub("", text[:MAX_TEXT_CHARS])
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    if start == -1:
+    if "{" not in text:
         return "no object in the reply"
-    for _ in range(_MAX_JSON_STARTS):
-        try:
-            obj, _ = decoder.raw_decode(text, start)
-            if isinstance(obj, dict):
-                return obj
-        except (ValueError, RecursionError):
-            pass
-        start = text.find("{", start + 1)
-        if start == -1:
-            break
+    obj = next(json_objects(text, _MAX_JSON_STARTS), None)
+    if obj is not None:
+        return obj
     first, last = text.find("{"), text.rfind("}")
     try:
         obj = ast.literal_eval(text[first:last + 1])     # the paper's Python-dict format

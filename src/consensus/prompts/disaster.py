@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from consensus.errors import ConfigError
+from consensus.prompts.parsing import json_objects
 
 # --- roles --------------------------------------------------------------------------------------------------------
 
@@ -375,18 +376,7 @@ def _parse(text: Any, width: int, height: int) -> ParsedReply:
 
 
 def _first_object_with_action(text: str) -> dict | None:
-    decoder = json.JSONDecoder()
-    start, tries = text.find("{"), 0
-    while start != -1 and tries < _MAX_JSON_STARTS:
-        tries += 1
-        try:
-            obj, _ = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            obj = None
-        if isinstance(obj, dict) and "action" in obj:
-            return obj
-        start = text.find("{", start + 1)
-    return None
+    return next((obj for obj in json_objects(text, _MAX_JSON_STARTS) if "action" in obj), None)
 
 
 def _cell(raw: Any) -> tuple[int, int]:

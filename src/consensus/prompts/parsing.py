@@ -21,7 +21,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -83,6 +83,22 @@ def _parse(text: Any, dim: int, max_abs: float) -> ParseOutcome:
 
 
 # --- JSON stage -----------------------------------------------------------------------------------
+def json_objects(text: str, max_starts: int = _MAX_JSON_STARTS) -> Iterator[dict]:
+    """The JSON objects in ``text``, trying every "{" from the left (at most ``max_starts`` of them, which bounds the
+    work an adversarial reply can cause); text around and between objects is ignored."""
+    decoder = json.JSONDecoder()
+    start, tries = text.find("{"), 0
+    while start != -1 and tries < max_starts:
+        tries += 1
+        try:
+            obj, _ = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict):
+            yield obj
+        start = text.find("{", start + 1)
+
+
 def _from_json(text: str) -> tuple[Any, str] | None:
     """(position value, reasoning) of the first JSON object holding a "position" key."""
     bare = _FENCE_RE.sub("", text.strip())
@@ -93,21 +109,11 @@ def _from_json(text: str) -> tuple[Any, str] | None:
             whole = None
         if isinstance(whole, (list, int, float)) and not isinstance(whole, bool):
             return whole, ""
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    tries = 0
-    while start != -1 and tries < _MAX_JSON_STARTS:
-        tries += 1
-        try:
-            obj, _ = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            obj = None
-        if isinstance(obj, dict):
-            keys = {str(k).lower(): k for k in obj}
-            if "position" in keys:
-                reasoning = obj.get(keys["reasoning"], "") if "reasoning" in keys else ""
-                return obj[keys["position"]], reasoning if isinstance(reasoning, str) else str(reasoning)
-        start = text.find("{", start + 1)
+    for obj in json_objects(text):
+        keys = {str(k).lower(): k for k in obj}
+        if "position" in keys:
+            reasoning = obj.get(keys["reasoning"], "") if "reasoning" in keys else ""
+            return obj[keys["position"]], reasoning if isinstance(reasoning, str) else str(reasoning)
     return None
 
 
