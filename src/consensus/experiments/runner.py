@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from consensus.errors import ConfigError
+from consensus.jsonl import read_records
 from consensus.experiments.spec import (ExperimentSpec, dump_spec, expand, identity_diff, jsonable, load_spec_file,
                                         resolve_spec, spec_identity)
 from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
@@ -107,21 +108,11 @@ def read_results(path: str | os.PathLike) -> dict[str, dict]:
     if not path.is_file():
         return {}
     records: dict[str, dict] = {}
-    bad = []
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            bad.append(i)
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("key"), str) and rec.get("status") in ("ok", "failed"):
-            records.pop(rec["key"], None)
-            records[rec["key"]] = rec
-        else:
-            bad.append(i)
+    found, bad = read_records(path, lambda rec: isinstance(rec, dict) and isinstance(rec.get("key"), str)
+                              and rec.get("status") in ("ok", "failed"))
+    for rec in found:
+        records.pop(rec["key"], None)
+        records[rec["key"]] = rec
     if bad:
         log.warning("%s: skipped %d malformed line(s) %s", path, len(bad), bad[:10])
     return records

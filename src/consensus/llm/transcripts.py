@@ -22,6 +22,7 @@ from collections import defaultdict, deque
 from pathlib import Path
 
 from consensus.errors import ConfigError
+from consensus.jsonl import read_records
 from consensus.llm.base import ChatRequest, ChatResponse, LLMClient, LLMError, ReplayMiss
 
 log = logging.getLogger(__name__)
@@ -102,26 +103,10 @@ class TranscriptStore:
         """
         if not self.path.is_file():
             raise ConfigError(f"transcript file not found: {self.path}")
-        records: list[dict] = []
-        bad: list[int] = []
-        with open(self.path, "r", encoding="utf-8", errors="replace") as f:
-            lines = f.read().split("\n")
-        for i, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                bad.append(i)
-                continue
-            if isinstance(rec, dict) and isinstance(rec.get("key"), str):
-                records.append(rec)
-            else:
-                bad.append(i)
+        records, bad = read_records(self.path, lambda rec: isinstance(rec, dict) and isinstance(rec.get("key"), str))
         self.skipped = len(bad)
         if bad:
-            last = len(lines) - (1 if lines and lines[-1] == "" else 0)
-            where = "the last line (truncated write?)" if bad == [last] else f"lines {bad[:10]}"
+            where = f"lines {bad[:10]}"
             log.warning("transcript %s: skipped %d malformed line(s): %s", self.path, len(bad), where)
         return records
 
