@@ -170,6 +170,7 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
             signal.signal(signal.SIGTERM, previous)
     summary_path = out / "summary.json"
     if not summary_path.exists():
-        raise ConsensusError(f"the run ended without a summary{' (interrupted)' if interrupted else ''}; "
-                             f"see the logs in {log_dir}")
+        if interrupted:          # every process is stopped; the caller decides what an interrupt means
+            raise KeyboardInterrupt
+        raise ConsensusError(f"the run ended without a summary; see the logs in {log_dir}")
     return json.loads(summary_path.read_text())
