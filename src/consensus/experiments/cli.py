@@ -147,6 +147,10 @@ def _plan(args: argparse.Namespace, studies: Mapping[str, Study]):
 EMBEDDED_SECONDS_PER_CALL = (4.0, 9.0)
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{max(1, round(seconds / 60))} min"
+
+
 def llm_estimate(spec, study: Study) -> str:
     """One line: how many LLM requests the sweep makes at most, and for the embedded model how long that takes."""
     from consensus.experiments.spec import grid
@@ -156,10 +160,10 @@ def llm_estimate(spec, study: Study) -> str:
     calls = spec.trials * sum(study.llm_calls(p) for p in grid(spec))
     text = f"up to {calls:,} LLM requests (parse retries aside; trials already recorded are skipped)"
     if spec.llm["backend"] == "embedded" and not spec.llm["base_url"]:
-        lo, hi = (calls * s / spec.llm["n_parallel"] / 3600 for s in EMBEDDED_SECONDS_PER_CALL)
+        lo, hi = (calls * s / spec.llm["n_parallel"] for s in EMBEDDED_SECONDS_PER_CALL)
         text += (f"; the embedded CPU model answers one request in ~{EMBEDDED_SECONDS_PER_CALL[0]:g}-"
-                 f"{EMBEDDED_SECONDS_PER_CALL[1]:g} s: about {lo:.1f}-{hi:.1f} h. Fewer with --trials/--sweep/--set, "
-                 "or a faster server with --backend openai --base-url")
+                 f"{EMBEDDED_SECONDS_PER_CALL[1]:g} s: about {_duration(lo)} to {_duration(hi)}. Fewer with "
+                 "--trials/--sweep/--set, or a faster server with --backend openai --base-url")
     return text
 
 
