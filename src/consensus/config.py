@@ -35,6 +35,12 @@ EXECUTORS = ("events", "single")
 PERSONALITIES = ("none", "stubborn", "suggestible")
 
 
+def need(cond: bool, msg: str) -> None:
+    """A validation step: ``ConfigError(msg)`` unless ``cond``."""
+    if not cond:
+        raise ConfigError(msg)
+
+
 class FlatParams:
     """Shared by every config dataclass whose fields are the ROS parameters (``AggregationConfig``,
     ``consensus.disaster.config.DisasterConfig``): flat-mapping reader with unknown-key and type errors, validated
@@ -86,6 +92,13 @@ class FlatParams:
 
     def validate(self) -> None:
         raise NotImplementedError
+
+    def validate_llm(self, uses_llm: bool) -> None:
+        """The ``llm_*`` fields both scenarios share (same names, same bounds)."""
+        need(self.llm_backend in BACKENDS, f"unknown llm_backend '{self.llm_backend}'; valid: {', '.join(BACKENDS)}")
+        need(1 <= self.llm_port <= 65535, f"llm_port must be in [1, 65535] (got {self.llm_port})")
+        if self.llm_backend == "replay" and uses_llm:
+            need(bool(self.replay_path), "llm_backend 'replay' needs replay_path (a transcripts.jsonl)")
 
 
 def load_flat(cls, path: str | Path | None = None, **overrides: Any):
@@ -175,10 +188,6 @@ class AggregationConfig(FlatParams):
 
     # ------------------------------------------------------------------
     def validate(self) -> None:
-        def need(cond: bool, msg: str) -> None:
-            if not cond:
-                raise ConfigError(msg)
-
         need(self.num_robots >= 2, f"num_robots must be at least 2 (got {self.num_robots})")
         need(self.num_robots <= 1000, f"num_robots must be at most 1000 (got {self.num_robots})")
         need(self.dim in (1, 2), f"dim must be 1 or 2 (got {self.dim})")
@@ -187,9 +196,6 @@ class AggregationConfig(FlatParams):
              f"unknown kinematics '{self.kinematics}'; valid: {', '.join(KINEMATICS)}")
         need(not (self.kinematics == "unicycle" and self.dim != 2), "unicycle kinematics needs dim 2")
         need(self.executor in EXECUTORS, f"unknown executor '{self.executor}'; valid: {', '.join(EXECUTORS)}")
-        need(1 <= self.llm_port <= 65535, f"llm_port must be in [1, 65535] (got {self.llm_port})")
-        need(self.llm_backend in BACKENDS,
-             f"unknown llm_backend '{self.llm_backend}'; valid: {', '.join(BACKENDS)}")
         for name in ("planner_period_s", "control_period_s", "kp", "v_max", "w_max", "odom_timeout_s",
                      "target_timeout_s", "sim_rate_hz", "state_rate_hz", "neighbor_rate_hz", "llm_timeout_s", "duration_s",
                      "converge_tol_m", "init_radius"):
@@ -224,8 +230,7 @@ class AggregationConfig(FlatParams):
         if pos is not None:
             lo, hi = self.workspace_bounds()
             need(bool(((pos >= lo) & (pos <= hi)).all()), "initial_positions must lie inside the workspace")
-        if self.llm_backend == "replay" and self.planner == "llm":
-            need(bool(self.replay_path), "llm_backend 'replay' needs replay_path (a transcripts.jsonl)")
+        self.validate_llm(self.planner == "llm")
         # the graph validates itself (unknown topology, adjacency size, ...)
         self.graph()
 

@@ -27,8 +27,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from consensus.config import BACKENDS, FlatParams, load_flat
-from consensus.errors import ConfigError
+from consensus.config import FlatParams, load_flat, need
 from consensus.prompts.disaster import ROLE_LEVELS
 
 PLANNERS = ("heuristic", "llm", "random")
@@ -133,18 +132,13 @@ class DisasterConfig(FlatParams):
 
     # ------------------------------------------------------------------
     def validate(self) -> None:
-        def need(cond: bool, msg: str) -> None:
-            if not cond:
-                raise ConfigError(msg)
-
         def one_of(name: str, valid: tuple[str, ...]) -> None:
             value = getattr(self, name)
             need(value in valid, f"unknown {name} '{value}'; valid: {', '.join(valid)}")
 
         need(1 <= self.num_drones <= 1000, f"num_drones must be in [1, 1000] (got {self.num_drones})")
         for name, valid in (("planner", PLANNERS), ("mode", MODES), ("roles", ROLE_LEVELS),
-                            ("baseline", BASELINES), ("motion", MOTIONS), ("fallback_policy", FALLBACK_POLICIES),
-                            ("llm_backend", BACKENDS)):
+                            ("baseline", BASELINES), ("motion", MOTIONS), ("fallback_policy", FALLBACK_POLICIES)):
             one_of(name, valid)
         one_of("strategy", explicit_strategies())         # checked in implicit mode too: a typo is never silent
         need(not (self.baseline != "none" and self.mode == "explicit"),
@@ -164,14 +158,7 @@ class DisasterConfig(FlatParams):
             need(math.isfinite(value) and value > 0, f"{name} must be a positive number (got {value})")
         need(self.control_period_s <= self.round_time_s, "control_period_s must not exceed round_time_s")
         need(math.isfinite(self.deadband) and self.deadband >= 0, f"deadband must be >= 0 (got {self.deadband})")
-        need(0.0 <= self.llm_temperature <= 2.0, f"llm_temperature must be in [0, 2] (got {self.llm_temperature})")
-        need(1 <= self.llm_max_tokens <= 4096, f"llm_max_tokens must be in [1, 4096] (got {self.llm_max_tokens})")
-        need(0 <= self.llm_max_retries <= 10, f"llm_max_retries must be in [0, 10] (got {self.llm_max_retries})")
-        need(1 <= self.llm_concurrency <= 256, f"llm_concurrency must be in [1, 256] (got {self.llm_concurrency})")
-        need(0 <= self.parse_retries <= 10, f"parse_retries must be in [0, 10] (got {self.parse_retries})")
-        need(1 <= self.llm_port <= 65535, f"llm_port must be in [1, 65535] (got {self.llm_port})")
-        if self.llm_backend == "replay" and self.uses_llm():
-            need(bool(self.replay_path), "llm_backend 'replay' needs replay_path (a transcripts.jsonl)")
+        self.validate_llm(self.uses_llm())
         self.env_config().validate()
 
 
