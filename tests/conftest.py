@@ -31,6 +31,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_ros)
 
 
+@pytest.fixture
+def embedded_model_installed():
+    """Skip unless xllamacpp and the pinned model chunk packages are installed (CI installs both, see Makefile)."""
+    pytest.importorskip("xllamacpp")
+    from consensus.llm.embedded import installed_part_paths
+
+    try:
+        installed_part_paths()
+    except Exception as exc:  # noqa: BLE001 - model packages absent
+        pytest.skip(f"embedded model packages not installed: {exc}")
+
+
 def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 

@@ -207,17 +207,10 @@ def test_llm_drones_count_fallbacks_and_timeouts_and_stay_on_the_grid(tmp_path):
 
 
 @pytest.mark.embedded
-def test_three_embedded_llm_drones_through_ros(tmp_path):
+def test_three_embedded_llm_drones_through_ros(tmp_path, embedded_model_installed):
     """Embedded LLM end to end (slow: loads the 1.1 GB model, ~4-9 s per call on 2 cores). Whatever the small model
     answers, every reply is a parsed cell or a counted fallback, the drones stay on the grid and the run writes its
     directory; whether they contain the disaster is the model's behaviour and is not asserted."""
-    pytest.importorskip("xllamacpp")
-    from consensus.llm.embedded import installed_part_paths
-
-    try:
-        installed_part_paths()
-    except Exception as exc:  # noqa: BLE001 - model packages absent: skip (CI installs them, see Makefile)
-        pytest.skip(f"embedded model packages not installed: {exc}")
     from consensus.runs.disaster_ros import run_disaster_ros
 
     # one action phase without discussion (3 calls), one request at a time: on 2 shared cores a call takes 20-40 s

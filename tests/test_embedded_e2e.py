@@ -19,14 +19,7 @@ from consensus.runs.rundir import read_trajectories
 pytestmark = [pytest.mark.ros, pytest.mark.embedded]
 
 
-def test_three_robots_embedded_llm_through_ros(tmp_path):
-    pytest.importorskip("xllamacpp")
-    from consensus.llm.embedded import installed_part_paths
-
-    try:
-        installed_part_paths()
-    except Exception as exc:  # noqa: BLE001 - model packages absent: skip (CI installs them, see Makefile)
-        pytest.skip(f"embedded model packages not installed: {exc}")
+def test_three_robots_embedded_llm_through_ros(tmp_path, embedded_model_installed):
     from consensus.runs.ros_runner import run_ros
 
     cfg = load_config(None, num_robots=3, planner="llm", llm_backend="embedded", llm_concurrency=3,
