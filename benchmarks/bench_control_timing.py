@@ -33,7 +33,7 @@ def main() -> int:
     isolate_ros()
     from fake_openai_server import FakeOpenAIServer, Reply
 
-    from consensus.config import load_config
+    from consensus.scenarios.aggregation.config import load_config
     from consensus.runs.ros_runner import run_ros
 
     with FakeOpenAIServer(lambda body: Reply(averaging_reply(body), delay_s=args.latency)) as srv:

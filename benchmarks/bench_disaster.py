@@ -26,8 +26,8 @@ from pathlib import Path
 import _common  # noqa: F401  (puts tests/ on sys.path for the fake server)
 from fake_openai_server import FakeOpenAIServer
 
-from consensus.disaster.config import DisasterConfig
-from consensus.scenarios.disaster import run_disaster_headless
+from consensus.scenarios.disaster.config import DisasterConfig
+from consensus.scenarios.disaster.headless import run_disaster_headless
 
 MODES = {
     "implicit K=1": dict(mode="implicit", discussion_turns=1),
@@ -48,7 +48,7 @@ def heuristic_speed(drones: list[int], rounds: int) -> None:
     for n in drones:
         speeds = []
         for kw in (dict(mode="implicit"), dict(mode="explicit", strategy="majority")):
-            cfg = DisasterConfig(num_drones=n, rounds=rounds, **kw)
+            cfg = DisasterConfig(num_robots=n, rounds=rounds, **kw)
             speeds.append(max(run_disaster_headless(cfg)["rounds_per_s"] for _ in range(3)))
         print(f"| {n} | {speeds[0]:.0f} | {speeds[1]:.0f} |")
 

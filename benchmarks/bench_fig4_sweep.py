@@ -24,7 +24,7 @@ TARGET_S = 10.0
 def sweep(trials: int, workers: int) -> None:
     from consensus.experiments.runner import run_experiment
     from consensus.experiments.spec import resolve_spec
-    from consensus.studies import all_studies
+    from consensus.registry import all_studies
 
     studies = all_studies()
     spec = resolve_spec({"study": "consensus-1d", "trials": trials, "seed": 0, "workers": workers,
@@ -41,8 +41,8 @@ def sweep(trials: int, workers: int) -> None:
 
 def breakdown(k: int) -> None:
     from consensus.experiments.study import Trial, TrialContext
-    from consensus.scenarios.aggregation import run_negotiation
-    from consensus.studies import consensus_seeking as cs
+    from consensus.scenarios.aggregation.headless import run_negotiation
+    from consensus.scenarios.aggregation import study as cs
 
     grid = list(itertools.product([2, 4, 6, 8], [0.0, 0.7]))
     trials = [Trial(key=f"{a},{t}#{i}", index=i, seed=1000 + i,

@@ -30,8 +30,8 @@ from consensus.experiments.runner import read_results, replay_spec, run_experime
 from consensus.experiments.spec import resolve_spec
 from consensus.experiments.study import Study, Trial, TrialContext
 from consensus.llm.base import ChatRequest
-from consensus.prompts.aggregation import response_schema
-from consensus.prompts.parsing import parse_position
+from consensus.scenarios.aggregation.prompts import response_schema
+from consensus.llm.parsing import parse_position
 
 REPLY = json.dumps({"reasoning": "move to the average", "position": [1.5]})
 

@@ -21,7 +21,7 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config overrides")
     args = ap.parse_args()
     isolate_ros()
-    from consensus.config import load_config
+    from consensus.scenarios.aggregation.config import load_config
     from consensus.runs.ros_runner import run_ros
 
     extra = dict(item.split("=", 1) for item in args.set)

@@ -67,9 +67,9 @@ TOY = Study(name="toy", description="a uniform draw per trial", defaults={"x": 0
 
 def _llm_trial(trial: Trial, ctx: TrialContext) -> dict:
     from consensus.graphs.topology import make_graph
-    from consensus.planners.factory import make_planner
-    from consensus.planners.llm import add_counters, new_counters
-    from consensus.scenarios.aggregation import run_negotiation
+    from consensus.scenarios.aggregation.planners.factory import make_planner
+    from consensus.llm.counters import add_counters, new_counters
+    from consensus.scenarios.aggregation.headless import run_negotiation
 
     p = trial.params
     n = p["agents"]

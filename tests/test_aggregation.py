@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from consensus.aggregation import (ARCHITECTURES, ProposeContext, aggregate, average, is_cell, majority_vote,
+from consensus.decision import (ARCHITECTURES, ProposeContext, aggregate, average, is_cell, majority_vote,
                                    unanimous)
 from consensus.errors import ConfigError
 

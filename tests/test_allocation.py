@@ -5,17 +5,17 @@ import json
 import numpy as np
 import pytest
 
-from consensus.aggregation import ProposeContext, aggregate
+from consensus.decision import ProposeContext, aggregate
 from consensus.errors import ConfigError
 from consensus.experiments.study import Trial, TrialContext
 from consensus.llm.openai_client import OpenAIChatClient
-from consensus.planners.allocation import (LLMAllocationAgent, LLMAllocationCoordinator, MedianCoordinator,
+from consensus.scenarios.allocation.agents import (LLMAllocationAgent, LLMAllocationCoordinator, MedianCoordinator,
                                            NoisyAgent, ProportionalAgent)
-from consensus.prompts.allocation import (allocation_messages, coordinator_messages, format_plan, parse_allocation,
+from consensus.scenarios.allocation.prompts import (allocation_messages, coordinator_messages, format_plan, parse_allocation,
                                           response_schema)
-from consensus.scenarios.allocation import (SCALES, SETTINGS, best_allocation, fit_to_totals, problem,
+from consensus.scenarios.allocation.model import (SCALES, SETTINGS, best_allocation, fit_to_totals, problem,
                                             proportional_allocation, region_satisfaction, satisfaction)
-from consensus.studies import allocation as study
+from consensus.scenarios.allocation import study
 from fake_openai_server import FakeOpenAIServer
 
 SMALL_EQUAL = problem("small", "equal")
@@ -245,7 +245,7 @@ def _trial(seed=11, **params):
 
 
 def test_study_is_registered_with_the_paper_sweep():
-    from consensus.studies import all_studies
+    from consensus.registry import all_studies
     s = all_studies()["allocation-reliability"]
     assert s.default_trials == 30 and len(s.default_sweep["architecture"]) == 7
     assert s.uses_llm(dict(study.DEFAULTS)) and not s.uses_llm(dict(study.DEFAULTS, planner="noisy"))

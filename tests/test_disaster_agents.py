@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from consensus.aggregation import ProposeContext
-from consensus.disaster.config import DisasterConfig
-from consensus.disaster.environment import Disaster, Observation, ReportItem
+from consensus.decision import ProposeContext
+from consensus.scenarios.disaster.config import DisasterConfig
+from consensus.scenarios.disaster.environment import Disaster, Observation, ReportItem
 from consensus.errors import ConfigError
 from consensus.llm.base import ChatRequest, ChatResponse, LLMError
-from consensus.planners.drones import (HeuristicCoordinator, HeuristicDrone, InboxMessage, LLMCoordinator, LLMDrone,
+from consensus.scenarios.disaster.agents import (HeuristicCoordinator, HeuristicDrone, InboxMessage, LLMCoordinator, LLMDrone,
                                        RandomDrone, make_coordinator, make_drones)
-from consensus.prompts import disaster as pd
+from consensus.scenarios.disaster import prompts as pd
 from test_planners import ScriptedClient as PlannerScriptedClient
 
 
@@ -136,7 +136,7 @@ def test_report_injection_stays_quoted_data():
 def test_drone_message_injection_is_bounded_and_quoted():
     inbox = [msg(1, INJECTION, (9, 9)), msg(2, "x" * 5000, (3, 4)), msg(3, "", None)]
     client = ScriptedClient(reply(3, 4))
-    LLMDrone(client, 0, pd.role_for("high", 0), CFG.replace(num_drones=4)).discuss(OBS, inbox, 1, (0, 0))
+    LLMDrone(client, 0, pd.role_for("high", 0), CFG.replace(num_robots=4)).discuss(OBS, inbox, 1, (0, 0))
     text = user_text(client.requests[0])
     lines = block(text, "DRONE MESSAGES")
     assert [line.split(" (")[0] for line in lines] == ["Drone 1", "Drone 2", "Drone 3"]
@@ -147,7 +147,7 @@ def test_drone_message_injection_is_bounded_and_quoted():
 
 
 def test_inbox_is_bounded_with_a_tally():
-    cfg = DisasterConfig(planner="llm", num_drones=30, inbox_max_messages=4)
+    cfg = DisasterConfig(planner="llm", num_robots=30, inbox_max_messages=4)
     inbox = [msg(i, f"drone {i} here", (i % 3, 0)) for i in range(30)]
     client = ScriptedClient(reply(3, 4))
     drone = LLMDrone(client, 5, pd.role_for("low", 5), cfg)
@@ -367,7 +367,7 @@ def test_llm_coordinator():
 
 
 def test_factories():
-    cfg = DisasterConfig(num_drones=4, roles="high")
+    cfg = DisasterConfig(num_robots=4, roles="high")
     drones = make_drones(cfg)
     assert [type(d).__name__ for d in drones] == ["HeuristicDrone"] * 4
     assert [d.role.key for d in drones] == ["medical", "infrastructure", "logistics", "scout"]

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consensus.disaster.environment import (DISASTER_KINDS, INFRASTRUCTURE, VOLATILITY, Disaster, DisasterEnv,
+from consensus.scenarios.disaster.environment import (DISASTER_KINDS, INFRASTRUCTURE, VOLATILITY, Disaster, DisasterEnv,
                                             EnvConfig, Volatility, clamp_cell, in_grid, neighbours)
-from consensus.disaster.reports import MAX_ITEM_CHARS
+from consensus.scenarios.disaster.reports import MAX_ITEM_CHARS
 from consensus.errors import ConfigError
 
 STILL = Volatility("still", move_every=1, move_prob=0.0, severity_change_prob=0.0, severity_step_max=1,

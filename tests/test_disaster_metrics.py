@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consensus.disaster.environment import Disaster
-from consensus.disaster.metrics import (action_deviation, coverage, misallocation_penalty, mode_action,
+from consensus.scenarios.disaster.environment import Disaster
+from consensus.scenarios.disaster.metrics import (action_deviation, coverage, misallocation_penalty, mode_action,
                                         response_delays, summarize)
 from test_disaster_env import make_env
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from consensus.disaster.config import load_disaster_config
+from consensus.scenarios.disaster.config import load_disaster_config
 from consensus.runs.rundir import read_trajectories
 
 pytestmark = pytest.mark.ros
@@ -25,7 +25,7 @@ REQUIRED = ("coverage_rate", "misallocation_penalty", "response_delay", "net_rew
 def _cfg(**kw):
     # 6 x 6 cells of 1 m, one disaster, no spawns; low volatility moves disasters only at round 3, so a run of at
     # most 3 rounds has a static disaster (its severity may still drift by 1)
-    base = dict(num_drones=3, planner="heuristic", rounds=3, width=6, height=6, initial_disasters=1, p_new=0.0,
+    base = dict(num_robots=3, planner="heuristic", rounds=3, width=6, height=6, initial_disasters=1, p_new=0.0,
                 volatility="low", v_max=2.0, kp=2.0, seed=1)
     base.update(kw)
     return load_disaster_config(None, **base)
@@ -52,7 +52,7 @@ def _probe(run_dir: Path, run) -> tuple[dict, dict]:
     from std_msgs.msg import String
     from visualization_msgs.msg import MarkerArray
 
-    from consensus.ros.drone_agent import DISCUSSION, STATE, STATE_QOS
+    from consensus.scenarios.disaster.ros.agent import DISCUSSION, STATE, STATE_QOS
     from consensus.ros.qos import EVENTS
 
     result: dict = {}
@@ -81,7 +81,7 @@ def _probe(run_dir: Path, run) -> tuple[dict, dict]:
 
 
 def test_three_heuristic_drones_fly_to_a_static_disaster_and_clear_it(tmp_path):
-    from consensus.runs.disaster_ros import run_disaster_ros
+    from consensus.scenarios.disaster.runner import run_disaster_ros
 
     cfg = _cfg(motion="kinematic", round_time_s=3.0)
     run = tmp_path / "run"
@@ -144,10 +144,10 @@ def _without_ros(record: dict) -> dict:
 def test_ros_rounds_equal_headless_rounds(tmp_path, mode, strategy, fleet):
     """The same config through ROS (drones fly until on their cells = motion teleport) and headless gives the same
     round records: observations, messages, votes, actions, cells and outcomes come from the same core."""
-    from consensus.runs.disaster_ros import run_disaster_ros
-    from consensus.scenarios.disaster import run_disaster_headless
+    from consensus.scenarios.disaster.runner import run_disaster_ros
+    from consensus.scenarios.disaster.headless import run_disaster_headless
 
-    cfg = _cfg(num_drones=4, rounds=4, volatility="moderate", initial_disasters=2, p_new=0.2, discussion_turns=2,
+    cfg = _cfg(num_robots=4, rounds=4, volatility="moderate", initial_disasters=2, p_new=0.2, discussion_turns=2,
                mode=mode, strategy=strategy, v_max=3.0, seed=2)
     summary = run_disaster_ros(cfg, tmp_path / "ros", fleet=fleet)
     headless = run_disaster_headless(cfg, out_dir=tmp_path / "headless")
@@ -179,7 +179,7 @@ def _drone_llm(body: dict):
 def test_llm_drones_count_fallbacks_and_timeouts_and_stay_on_the_grid(tmp_path):
     from fake_openai_server import FakeOpenAIServer
 
-    from consensus.runs.disaster_ros import run_disaster_ros
+    from consensus.scenarios.disaster.runner import run_disaster_ros
 
     with FakeOpenAIServer(script=_drone_llm) as srv:
         cfg = _cfg(planner="llm", llm_backend="openai", llm_base_url=srv.base_url, llm_model="fake", rounds=2,
@@ -211,10 +211,10 @@ def test_three_embedded_llm_drones_through_ros(tmp_path, embedded_model_installe
     """Embedded LLM end to end (slow: loads the 1.1 GB model, ~4-9 s per call on 2 cores). Whatever the small model
     answers, every reply is a parsed cell or a counted fallback, the drones stay on the grid and the run writes its
     directory; whether they contain the disaster is the model's behaviour and is not asserted."""
-    from consensus.runs.disaster_ros import run_disaster_ros
+    from consensus.scenarios.disaster.runner import run_disaster_ros
 
     # one action phase without discussion (3 calls), one request at a time: on 2 shared cores a call takes 20-40 s
-    cfg = load_disaster_config(None, num_drones=3, planner="llm", llm_backend="embedded", llm_concurrency=1,
+    cfg = load_disaster_config(None, num_robots=3, planner="llm", llm_backend="embedded", llm_concurrency=1,
                                rounds=1, discussion_turns=0, width=6, height=6, initial_disasters=1, p_new=0.0,
                                llm_max_tokens=120, llm_timeout_s=150.0, llm_max_retries=0, parse_retries=0,
                                v_max=3.0, kp=2.0, seed=3, round_timeout_s=500.0)
@@ -241,10 +241,10 @@ def test_three_embedded_llm_drones_through_ros(tmp_path, embedded_model_installe
 
 # ----------------------------------------------------------------------------------- wire format (in-process)
 def test_wire_round_trips_and_refuses_off_grid_cells():
-    from consensus.aggregation import ProposeContext
-    from consensus.disaster.environment import DisasterEnv
-    from consensus.planners.drones import DroneReply
-    from consensus.ros.drone_agent import (context_from_dict, context_to_dict, observation_from_dict,
+    from consensus.decision import ProposeContext
+    from consensus.scenarios.disaster.environment import DisasterEnv
+    from consensus.scenarios.disaster.agents import DroneReply
+    from consensus.scenarios.disaster.ros.agent import (context_from_dict, context_to_dict, observation_from_dict,
                                            reply_from_dict)
 
     cfg = _cfg(initial_disasters=3, p_new=0.5)
@@ -265,7 +265,7 @@ def test_policy_jobs_run_one_at_a_time_in_order_and_skip_finished_phases():
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from consensus.ros.drone_agent import PolicyJobs
+    from consensus.scenarios.disaster.ros.agent import PolicyJobs
 
     gate = threading.Event()
     running = []
@@ -305,11 +305,11 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
     from rclpy.node import Node
     from std_msgs.msg import String
 
-    from consensus.disaster.environment import DisasterEnv
-    from consensus.planners.drones import make_drone
-    from consensus.ros.drone_agent import DISCUSSION, STATE, STATE_QOS, RosDrone
+    from consensus.scenarios.disaster.environment import DisasterEnv
+    from consensus.scenarios.disaster.agents import make_drone
+    from consensus.scenarios.disaster.ros.agent import DISCUSSION, STATE, STATE_QOS, RosDrone
 
-    cfg = _cfg(num_drones=2, control_period_s=0.05, v_max=1.5)
+    cfg = _cfg(num_robots=2, control_period_s=0.05, v_max=1.5)
     obs = DisasterEnv(cfg.env_config(), seed=4).begin_round()
     cells = [[0, 0], [3, 3]]
     rclpy.init()

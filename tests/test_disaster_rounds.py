@@ -1,15 +1,15 @@
 """The round protocol of paper 2 (section 3.1, C.4): discussion turns, implicit actions, every explicit strategy
-(consensus.aggregation) with scripted fake drones, failure handling and counters."""
+(consensus.decision) with scripted fake drones, failure handling and counters."""
 import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from consensus.disaster.config import DisasterConfig
-from consensus.disaster.environment import Disaster, Observation
-from consensus.disaster.rounds import add_round_counters, inbox_for, run_round
-from consensus.planners.drones import DroneAgent, DroneReply, HeuristicCoordinator, InboxMessage, make_drones
-from consensus.prompts.disaster import ROLES
+from consensus.scenarios.disaster.config import DisasterConfig
+from consensus.scenarios.disaster.environment import Disaster, Observation
+from consensus.scenarios.disaster.rounds import add_round_counters, inbox_for, run_round
+from consensus.scenarios.disaster.agents import DroneAgent, DroneReply, HeuristicCoordinator, InboxMessage, make_drones
+from consensus.scenarios.disaster.prompts import ROLES
 
 CFG = DisasterConfig()
 OBS = Observation(round=4, width=10, height=10, report=(), report_text="",
@@ -182,7 +182,7 @@ def test_explicit_votes_read_the_discussion():
 @pytest.mark.parametrize("strategy", ["majority", "averaging", "decentralized", "decentralized_feedback",
                                       "spoke_wheel", "spoke_wheel_feedback"])
 def test_heuristic_team_adopts_one_cell(strategy):
-    cfg = DisasterConfig(mode="explicit", strategy=strategy, roles="high", num_drones=5)
+    cfg = DisasterConfig(mode="explicit", strategy=strategy, roles="high", num_robots=5)
     coordinator = HeuristicCoordinator() if strategy.startswith("spoke") else None
     d = run_round(make_drones(cfg), OBS, [(0, 0)] * 5, mode="explicit", strategy=strategy, coordinator=coordinator)
     assert len(set(d.actions)) == 1 and d.actions[0] == d.collective
@@ -194,7 +194,7 @@ def test_heuristic_team_adopts_one_cell(strategy):
 
 
 def test_parallel_map_gives_the_same_round():
-    cfg = DisasterConfig(num_drones=6, roles="high")
+    cfg = DisasterConfig(num_robots=6, roles="high")
     serial = run_round(make_drones(cfg), OBS, [(i, i) for i in range(6)], discussion_turns=2)
     with ThreadPoolExecutor(4) as pool:
         parallel = run_round(make_drones(cfg), OBS, [(i, i) for i in range(6)], discussion_turns=2, map_fn=pool.map)

@@ -1,6 +1,5 @@
 """The headless disaster runner (run directory, baselines, motion, determinism), its config, the LLM path through
 the fake OpenAI server with every bad-input case, ``consensus run disaster`` and the batch study."""
-import argparse
 import json
 import re
 import threading
@@ -9,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from consensus.disaster import cli
-from consensus.disaster.config import DisasterConfig, load_disaster_config
+from consensus import cli as main_cli
+from consensus.scenarios.disaster.config import DisasterConfig, load_disaster_config
 from consensus.errors import ConfigError
 from consensus.experiments.study import LLM_FALLBACKS_KEY, Trial, TrialContext, TrialFailed
-from consensus.scenarios.disaster import run_disaster_headless, start_cells
-from consensus.studies import disaster as study
+from consensus.scenarios.disaster.headless import run_disaster_headless, start_cells
+from consensus.scenarios.disaster import study
 from fake_openai_server import FakeOpenAIServer, Status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +37,7 @@ def test_params_file_holds_every_parameter_with_the_defaults():
 
 
 def test_ros_params_round_trip_and_env_config(tmp_path):
-    cfg = DisasterConfig(num_drones=7, mode="explicit", strategy="spoke_wheel", volatility="high", report_noise=0.1)
+    cfg = DisasterConfig(num_robots=7, mode="explicit", strategy="spoke_wheel", volatility="high", report_noise=0.1)
     path = tmp_path / "p.yaml"
     path.write_text(cfg.to_ros_params_yaml())
     assert load_disaster_config(path) == cfg
@@ -48,7 +47,7 @@ def test_ros_params_round_trip_and_env_config(tmp_path):
 
 
 @pytest.mark.parametrize("overrides,match", [
-    ({"num_drones": 0}, "num_drones"),
+    ({"num_robots": 0}, "num_robots"),
     ({"planner": "oracle"}, "unknown planner"),
     ({"mode": "explicit", "strategy": "single"}, "unknown strategy"),
     ({"strategy": "majorty"}, "unknown strategy"),                 # implicit mode: still checked
@@ -78,10 +77,10 @@ def test_bad_params_file(tmp_path):
 
 
 def test_baselines_resolve_to_their_settings():
-    cfg = DisasterConfig(planner="llm", num_drones=5, roles="high", discussion_turns=2)
+    cfg = DisasterConfig(planner="llm", num_robots=5, roles="high", discussion_turns=2)
     assert cfg.resolved() is cfg
     single = cfg.replace(baseline="single_llm").resolved()
-    assert (single.num_drones, single.discussion_turns, single.planner) == (1, 0, "llm")
+    assert (single.num_robots, single.discussion_turns, single.planner) == (1, 0, "llm")
     assert cfg.replace(baseline="no_interaction").resolved().discussion_turns == 0
     rand = cfg.replace(baseline="random").resolved()
     assert (rand.planner, rand.discussion_turns) == ("random", 0) and not cfg.replace(baseline="random").uses_llm()
@@ -90,7 +89,7 @@ def test_baselines_resolve_to_their_settings():
 
 # --- headless runs ------------------------------------------------------------------------------------------------------
 def test_headless_run_writes_the_run_directory(tmp_path):
-    cfg = DisasterConfig(rounds=6, num_drones=4, seed=2)
+    cfg = DisasterConfig(rounds=6, num_robots=4, seed=2)
     summary = run_disaster_headless(cfg, out_dir=tmp_path)
     for key in REQUIRED:
         assert key in summary
@@ -98,7 +97,7 @@ def test_headless_run_writes_the_run_directory(tmp_path):
     assert on_disk["coverage_rate"] == summary["coverage_rate"] and len(on_disk["series"]["coverage"]) == 6
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert (manifest["scenario"], manifest["seed"], manifest["backend"]) == ("disaster", 2, "none")
-    assert manifest["config"]["num_drones"] == 4 and manifest["git_revision"]
+    assert manifest["config"]["num_robots"] == 4 and manifest["git_revision"]
     assert load_disaster_config(tmp_path / "params.yaml").replace(output_dir="") == cfg
     rounds = rounds_of(tmp_path)
     assert [r["round"] for r in rounds] == list(range(6))
@@ -123,7 +122,7 @@ def test_heuristic_drones_contain_a_disaster():
 def test_baselines_run(baseline):
     summary = run_disaster_headless(DisasterConfig(baseline=baseline, rounds=8, seed=1))
     assert summary["baseline"] == summary["label"] == baseline and summary["rounds"] == 8
-    assert summary["num_drones"] == (1 if baseline == "single_llm" else 3)
+    assert summary["num_robots"] == (1 if baseline == "single_llm" else 3)
 
 
 def test_coordinated_heuristic_team_beats_random_drones():
@@ -264,27 +263,23 @@ def test_llm_run_needs_a_reachable_client_config():
 
 # --- consensus run disaster ----------------------------------------------------------------------------------------------
 def parser():
-    p = argparse.ArgumentParser(prog="consensus")
-    sub = p.add_subparsers(dest="command")
-    run = sub.add_parser("run")
-    cli.register(run.add_subparsers(dest="scenario"))
-    return p
+    return main_cli.build_parser()
 
 
 def test_cli_headless_run(tmp_path, capsys):
-    args = parser().parse_args(["run", "disaster", "--headless", "--drones", "4", "--mode", "explicit", "--strategy",
+    args = parser().parse_args(["run", "disaster", "--headless", "--robots", "4", "--mode", "explicit", "--strategy",
                                 "averaging", "--roles", "high", "--volatility", "high", "--rounds", "3", "--seed",
                                 "5", "--set", "report_noise=0.1", "--out", str(tmp_path), "-q"])
-    assert cli.run(args) == 0
+    assert main_cli._run(args) == 0
     out = capsys.readouterr().out
     assert "coverage rate:" in out and f"results: {tmp_path.resolve()}" in out and "coverage_deviation.png" in out
     cfg = json.loads((tmp_path / "manifest.json").read_text())["config"]
-    assert (cfg["num_drones"], cfg["strategy"], cfg["roles"], cfg["report_noise"], cfg["seed"]) == \
+    assert (cfg["num_robots"], cfg["strategy"], cfg["roles"], cfg["report_noise"], cfg["seed"]) == \
         (4, "averaging", "high", 0.1, 5)
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["--set", "num_drones=0"], "num_drones"),
+    (["--set", "num_robots=0"], "num_robots"),
     (["--set", "nonsense=1"], "unknown parameter"),
     (["--set", "novalue"], "KEY=VALUE"),
     (["--baseline", "random", "--mode", "explicit"], "implicit mode"),
@@ -302,7 +297,7 @@ def test_cli_bad_input_is_a_config_error(argv, match, tmp_path):
     argv = [a.format(file=file, run=run) for a in argv]
     args = parser().parse_args(["run", "disaster", "--headless", "--out", str(tmp_path), "-q", *argv])
     with pytest.raises(ConfigError, match=match):
-        cli.run(args)
+        main_cli._run(args)
 
 
 def test_cli_rejects_unknown_choices():
@@ -375,7 +370,7 @@ def test_study_report_tables_and_figures(tmp_path):
 
 
 def test_study_registered():
-    from consensus.studies import all_studies
+    from consensus.registry import all_studies
     s = all_studies()["disaster"]
     assert s.default_trials == 5 and set(s.default_sweep) == {"condition", "roles", "volatility"}
     assert "seed" not in s.defaults and "llm_model" not in s.defaults and s.defaults["planner"] == "heuristic"

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from consensus.config import load_config
+from consensus.scenarios.aggregation.config import load_config
 from consensus.runs.rundir import read_trajectories
 
 pytestmark = [pytest.mark.ros, pytest.mark.embedded]

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from consensus.config import load_config
-from consensus.disaster.config import load_disaster_config
-from consensus.runs.disaster_processes import disaster_processes
-from consensus.runs.processes import aggregation_processes
+from consensus.scenarios.aggregation.config import load_config
+from consensus.scenarios.disaster.config import load_disaster_config
+from consensus.scenarios.disaster.processes import disaster_processes
+from consensus.registry import executables
+from consensus.scenarios.aggregation.processes import aggregation_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = Path(sys.prefix)
@@ -23,25 +24,26 @@ needs_install = pytest.mark.skipif(not installed and os.environ.get("CONSENSUS_R
 
 
 def launch_executables() -> set[str]:
-    """Executables the launch files can start: literal executable=... and every process spec they expand."""
+    """Executables the launch files can start: every process spec the scenarios expand."""
     names: set[str] = set()
-    for launch in (ROOT / "launch").glob("*.launch.py"):
-        for node in ast.walk(ast.parse(launch.read_text())):
-            if isinstance(node, ast.keyword) and node.arg == "executable" and isinstance(node.value, ast.Constant):
-                names.add(node.value.value)
     for kw in (dict(planner="llm", llm_backend="embedded"), dict(planner="average", fleet=False)):
         names |= {spec.executable for spec in aggregation_processes(load_config(None, **kw))}
-    for kw in (dict(planner="llm", llm_backend="embedded", mode="explicit"), dict(planner="heuristic")):
-        for fleet in (True, False):
-            names |= {spec.executable for spec in disaster_processes(load_disaster_config(None, **kw), fleet=fleet)}
+    for kw in (dict(planner="llm", llm_backend="embedded", mode="explicit"), dict(planner="heuristic"),
+               dict(planner="heuristic", fleet=False)):
+        names |= {spec.executable for spec in disaster_processes(load_disaster_config(None, **kw))}
     return names
+
+
+def test_every_registered_executable_has_a_script_and_every_script_is_registered():
+    scripts = {p.name for p in (ROOT / "scripts").iterdir()}
+    assert scripts == set(executables())
+    assert launch_executables() <= scripts
 
 
 @needs_install
 def test_every_launched_executable_is_installed_under_lib_consensus():
     names = launch_executables()
-    assert {"sim", "topology", "fleet", "robot", "recorder", "llm_server", "disaster_grid", "drone",
-            "aggregator"} <= names
+    assert {"sim", "topology", "robot", "recorder", "llm_server", "disaster_grid", "drone", "aggregator"} <= names
     for name in names:
         exe = PREFIX / "lib" / "consensus" / name
         assert exe.is_file(), f"{exe} missing"

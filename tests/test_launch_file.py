@@ -121,7 +121,7 @@ def test_launch_starts_the_runner_nodes_with_one_merged_params_file(monkeypatch,
 def test_launch_embedded_backend_adds_the_llm_server(monkeypatch, tmp_path):
     actions = _launch(monkeypatch, planner="llm", llm_backend="embedded", output_dir=tmp_path / "run")
     exes = [a.kwargs["executable"] for a in actions if isinstance(a, Node)]
-    assert exes == ["llm_server", "sim", "topology", "fleet", "recorder"]
+    assert exes == ["llm_server", "sim", "topology", "robot", "recorder"]
     params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
     assert params["llm_base_url"] == "http://127.0.0.1:18080/v1"
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consensus.prompts.parsing import MAX_REASONING_CHARS, MAX_TEXT_CHARS, parse_position
+from consensus.llm.parsing import MAX_REASONING_CHARS, MAX_TEXT_CHARS, parse_position
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)
 
@@ -204,7 +204,7 @@ def test_huge_always_rejected(v, negative):
 
 
 def test_json_objects_finds_every_object_and_bounds_the_work():
-    from consensus.prompts.parsing import json_objects
+    from consensus.llm.parsing import json_objects
 
     text = 'noise {"a": 1} {broken {"b": {"c": 2}} [1, 2] {"d": 3'
     assert list(json_objects(text)) == [{"a": 1}, {"b": {"c": 2}}, {"c": 2}]

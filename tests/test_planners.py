@@ -7,17 +7,17 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from consensus.config import AggregationConfig
+from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.control.safety import Geofence
 from consensus.errors import ConfigError
 from consensus.graphs.topology import make_graph
 from consensus.llm.base import ChatRequest, ChatResponse, LLMError
 from consensus.metrics.convergence import spread
-from consensus.planners.base import PlanRequest
-from consensus.planners.classical import AveragePlanner, StubbornPlanner, SuggestiblePlanner
-from consensus.planners.factory import make_planner, planners_from_config
-from consensus.planners.llm import LLMPlanner
-from consensus.scenarios.aggregation import run_negotiation
+from consensus.control.planner import PlanRequest
+from consensus.scenarios.aggregation.planners.classical import AveragePlanner, StubbornPlanner, SuggestiblePlanner
+from consensus.scenarios.aggregation.planners.factory import make_planner, planners_from_config
+from consensus.scenarios.aggregation.planners.llm import LLMPlanner
+from consensus.scenarios.aggregation.headless import run_negotiation
 
 
 class ScriptedClient:

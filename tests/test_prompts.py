@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from consensus.errors import ConfigError
-from consensus.prompts.aggregation import (build_messages, format_number, format_position, response_schema,
+from consensus.scenarios.aggregation.prompts import (build_messages, format_number, format_position, response_schema,
                                            retry_message, system_prompt, user_prompt)
 
 TASK_SENTENCE = ("You need to choose a position to move to in order to gather, and briefly explain the reasoning "

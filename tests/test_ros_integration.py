@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from consensus.config import AggregationConfig, load_config
-from consensus.scenarios.aggregation import initial_positions
+from consensus.scenarios.aggregation.config import AggregationConfig, load_config
+from consensus.control.kinematics import initial_positions
 
 pytestmark = pytest.mark.ros
 
@@ -180,8 +180,8 @@ def test_stale_odometry_gives_zero_velocity():
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
 
-    from consensus.planners.classical import AveragePlanner
-    from consensus.ros.robot_agent import RobotAgent
+    from consensus.scenarios.aggregation.planners.classical import AveragePlanner
+    from consensus.ros.robot import RobotAgent
 
     cfg = _cfg(num_robots=2, planner_period_s=0.3, control_period_s=0.05, odom_timeout_s=0.4)
     rclpy.init()

@@ -6,11 +6,12 @@ import threading
 import numpy as np
 import pytest
 
-from consensus.config import AggregationConfig
+from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.errors import ConfigError
 from consensus.llm.base import ChatRequest, ChatResponse, LLMError
 from consensus.metrics.convergence import spread
-from consensus.scenarios.aggregation import count_rounds, initial_positions, run_headless
+from consensus.control.kinematics import initial_positions
+from consensus.scenarios.aggregation.headless import count_rounds, run_headless
 
 _TUPLE = re.compile(r"\((-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\)")
 

@@ -1,4 +1,4 @@
-"""Strategy labels, oscillation, clustering and rounds to converge (consensus.metrics.strategies) on
+"""Strategy labels, oscillation, clustering and rounds to converge (consensus.scenarios.aggregation.strategies) on
 hand-built negotiation rounds."""
 import math
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from consensus.graphs.topology import make_graph
-from consensus.metrics import strategies as st
-from consensus.planners.classical import AveragePlanner, StubbornPlanner, SuggestiblePlanner
-from consensus.scenarios.aggregation import run_negotiation
+from consensus.scenarios.aggregation import strategies as st
+from consensus.scenarios.aggregation.planners.classical import AveragePlanner, StubbornPlanner, SuggestiblePlanner
+from consensus.scenarios.aggregation.headless import run_negotiation
 
 label = st.label_update
 

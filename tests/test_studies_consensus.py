@@ -1,4 +1,4 @@
-"""Paper-1 consensus-seeking studies (consensus.studies.consensus_seeking): parameters, seeded trials with the
+"""Paper-1 consensus-seeking studies (consensus.scenarios.aggregation.study): parameters, seeded trials with the
 classical planners and their qualitative outcomes, the LLM path against a scripted OpenAI-compatible server,
 and the reports."""
 import json
@@ -11,9 +11,9 @@ from fake_openai_server import FakeOpenAIServer
 from consensus.errors import ConfigError
 from consensus.experiments.study import Trial, TrialContext, TrialFailed
 from consensus.llm.openai_client import OpenAIChatClient
-from consensus.metrics.strategies import decode_labels
-from consensus.studies import all_studies
-from consensus.studies import consensus_seeking as cs
+from consensus.scenarios.aggregation.strategies import decode_labels
+from consensus.registry import all_studies
+from consensus.scenarios.aggregation import study as cs
 
 STUDIES = {s.name: s for s in cs.STUDIES}
 

@@ -1,4 +1,4 @@
-"""Paper 2 appendix D model (consensus.scenarios.theory_model) and its study preset (consensus.studies.theory)."""
+"""Paper 2 appendix D model (consensus.scenarios.theory.model) and its study preset (consensus.scenarios.theory.study)."""
 from __future__ import annotations
 
 import math
@@ -8,9 +8,9 @@ import pytest
 
 from consensus.errors import ConfigError
 from consensus.experiments.study import Trial, TrialContext, TrialFailed
-from consensus.scenarios.theory_model import TheoryParams, simulate, simulate_batch, tracking_metrics
-from consensus.studies import all_studies
-from consensus.studies.theory import DEFAULT_SWEEP, STUDIES, report, settings_from_records
+from consensus.scenarios.theory.model import TheoryParams, simulate, simulate_batch, tracking_metrics
+from consensus.registry import all_studies
+from consensus.scenarios.theory.study import DEFAULT_SWEEP, STUDIES, report, settings_from_records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STUDY = STUDIES[0]
@@ -186,7 +186,7 @@ def test_report_on_a_tiny_sweep(tmp_path):
 
 
 def test_perf_vs_beta_panels_lines_and_bands():
-    from consensus.studies.theory import perf_vs_beta_figure
+    from consensus.scenarios.theory.study import perf_vs_beta_figure
     settings = settings_from_records(_records({"beta": [0.0, 0.3, 0.6], "agents": [2, 5], "shock_freq": [0.1, 0.4],
                                                "alpha": [0.5]}, trials=2, rounds=8))
     fig = perf_vs_beta_figure(settings, "title")

@@ -55,3 +55,14 @@ def step_unicycle(pose: np.ndarray, v: np.ndarray, w: np.ndarray, dt: float) -> 
     dx = np.where(turning, v / w_safe * (np.sin(th_new) - np.sin(th)), v * dt * np.cos(th_mid))
     dy = np.where(turning, -v / w_safe * (np.cos(th_new) - np.cos(th)), v * dt * np.sin(th_mid))
     return np.column_stack([x + dx, y + dy, wrap_angle(th_new)])
+
+
+def initial_positions(cfg) -> np.ndarray:
+    """(n, dim) start positions of ``cfg`` (a ``consensus.settings.RobotBaseConfig``): the configured ones, or seeded uniform draws clipped to the workspace."""
+    given = cfg.initial_positions_array()
+    if given is not None:
+        return given
+    rng = np.random.default_rng(cfg.seed)
+    pos = rng.uniform(-cfg.init_radius, cfg.init_radius, size=(cfg.num_robots, cfg.dim))
+    lo, hi = cfg.workspace_bounds()
+    return np.clip(pos, lo, hi)

@@ -210,12 +210,12 @@ def _experiment(args: argparse.Namespace, studies: Mapping[str, Study]) -> int:
 def run(args: argparse.Namespace, studies: Mapping[str, Study] | None = None) -> int:
     """Run the ``experiment`` or ``report`` command parsed by ``register``'s parsers; returns the exit status.
 
-    ``studies`` defaults to ``consensus.studies.all_studies()``. ConfigError is printed, status 2.
+    ``studies`` defaults to ``consensus.registry.all_studies()``. ConfigError is printed, status 2.
     """
     from consensus.errors import ConsensusError
 
     if studies is None:
-        from consensus.studies import all_studies
+        from consensus.registry import all_studies
 
         studies = all_studies()
     try:

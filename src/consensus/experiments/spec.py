@@ -55,10 +55,10 @@ EXECUTION_LLM_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "ma
 
 
 def _llm_defaults() -> dict[str, Any]:
-    """The ``llm`` block's keys and defaults: the ``llm_*`` fields of ``AggregationConfig`` (one source)."""
-    from consensus.config import AggregationConfig
+    """The ``llm`` block's keys and defaults: the ``llm_*`` fields of ``consensus.settings.LLMParams`` (one source)."""
+    from consensus.settings import LLMParams
 
-    d = {f.name: f.default for f in fields(AggregationConfig)}
+    d = {f.name: f.default for f in fields(LLMParams)}
     return {"backend": d["llm_backend"], "model": d["llm_model"], "base_url": d["llm_base_url"],
             "api_key_env": d["llm_api_key_env"], "temperature": d["llm_temperature"],
             "max_tokens": d["llm_max_tokens"], "timeout_s": d["llm_timeout_s"],

@@ -30,7 +30,8 @@ from consensus.errors import ConfigError, ConsensusError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL_FILENAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+DEFAULT_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"    # what manifests record for the pinned model
+DEFAULT_MODEL_FILENAME = DEFAULT_MODEL_NAME + ".gguf"
 DEFAULT_MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 DEFAULT_MODEL_SIZE = 1_117_320_768
 PART_COUNT = 22

@@ -4,18 +4,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from consensus.config import AggregationConfig
 from consensus.llm.base import LLMClient
 
 
-def client_from_config(cfg: AggregationConfig, transcripts_path: str | Path | None = None
+def client_from_config(cfg, transcripts_path: str | Path | None = None
                        ) -> tuple[LLMClient | None, Callable[[], None]]:
-    """The client for ``cfg`` (None when the planner needs no LLM) and a function that closes it.
+    """The client for ``cfg`` (a config with the LLM group of ``consensus.settings``; None when the run needs no
+    LLM) and a function that closes it.
 
     ``llm_backend: embedded`` with ``llm_base_url`` set means the embedded server already runs there (started by
     the ``llm_server`` node or the CLI runner), so robots connect to it like to any OpenAI-compatible endpoint.
     """
-    if cfg.planner != "llm":
+    if not cfg.uses_llm():
         return None, lambda: None
     from consensus.llm.factory import make_client
 

@@ -1,8 +1,8 @@
-"""Declared ROS parameters <-> AggregationConfig, and the common node entry point.
+"""Declared ROS parameters <-> a scenario config (``consensus.settings``), and the common node entry point.
 
-Every node declares the full set of ``AggregationConfig`` fields with their defaults, so one ``/**:`` params
-file configures all of them, ``ros2 param list`` shows what a node understands, and the values are validated by
-the same code as the CLI's.
+Every node declares the full set of its config's fields with their defaults, so one ``/**:`` params file
+configures all of them, ``ros2 param list`` shows what a node understands, and the values are validated by the
+same code as the CLI's.
 """
 from __future__ import annotations
 
@@ -22,22 +22,28 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
 
-from consensus.config import AggregationConfig
+import typing
+
+from consensus.settings import RobotBaseConfig
 from consensus.errors import ConfigError, ConsensusError
 
-_EMPTY_LIST_TYPES = {"personalities": Parameter.Type.STRING_ARRAY, "initial_positions": Parameter.Type.DOUBLE_ARRAY}
+_LIST_TYPES = {str: Parameter.Type.STRING_ARRAY, float: Parameter.Type.DOUBLE_ARRAY,
+               int: Parameter.Type.INTEGER_ARRAY, bool: Parameter.Type.BOOL_ARRAY}
 
 
-def declare_config(node: Node, cls=AggregationConfig):
-    """Declare every field of the config dataclass ``cls`` (``AggregationConfig`` or ``DisasterConfig``) as a
-    parameter of ``node``, defaults from the dataclass, and return the validated config."""
+def declare_config(node: Node, cls=RobotBaseConfig):
+    """Declare every field of the config dataclass ``cls`` (a ``consensus.settings.FlatParams``) as a parameter
+    of ``node``, defaults from the dataclass (an empty list typed by the field's annotation), and return the
+    validated config."""
     values: dict = {}
+    types = cls.field_types()
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         desc = ParameterDescriptor(description=f"consensus config field '{f.name}'")
         if not node.has_parameter(f.name):
             if isinstance(default, list) and not default:
-                node.declare_parameter(f.name, _EMPTY_LIST_TYPES[f.name], desc)
+                (item,) = typing.get_args(types[f.name]) or (str,)
+                node.declare_parameter(f.name, _LIST_TYPES[item], desc)
             else:
                 node.declare_parameter(f.name, default, desc)
         try:

@@ -18,9 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from consensus.config import AggregationConfig
 from consensus.errors import ConsensusError
-from consensus.runs.processes import ProcessSpec, aggregation_processes, prepare_run
+from consensus.runs.processes import ProcessSpec
 
 LLM_READY_TIMEOUT_S = 600.0     # first start assembles and hashes the 1.1 GB model
 
@@ -30,7 +29,12 @@ def executable_command(exe: str) -> list[str]:
     installed = Path(sys.prefix) / "lib" / "consensus" / exe
     if installed.is_file():
         return [sys.executable, str(installed)]
-    return [sys.executable, "-c", f"import sys; from consensus.ros.nodes.{exe} import main; sys.exit(main())"]
+    from consensus.registry import executables
+
+    module = executables().get(exe)
+    if module is None:
+        raise ConsensusError(f"no ROS executable '{exe}' is registered")
+    return [sys.executable, "-c", f"import sys; from {module} import main; sys.exit(main())"]
 
 
 def ros_args(spec: ProcessSpec, params_file: Path) -> list[str]:
@@ -113,16 +117,6 @@ def stop_all(procs: list[_Proc], grace_s: float = 8.0) -> None:
 
 def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
-
-
-def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool = False,
-            echo: Callable[[str], None] | None = print) -> dict:
-    """Run an aggregation through real ROS 2 processes; return summary.json's content."""
-    if use_sim_time:
-        cfg = cfg.replace(publish_clock=True)
-    cfg, params_file = prepare_run(cfg, out_dir)
-    return run_processes(aggregation_processes(cfg, use_sim_time=use_sim_time), params_file, Path(cfg.output_dir),
-                         llm_base_url=cfg.llm_base_url, echo=echo)
 
 
 def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm_base_url: str = "",

@@ -1,0 +1,11 @@
+"""Paper 3's aggregation layer: seven architectures that turn several agents' proposals into one decision.
+
+See ``consensus.decision.architectures`` (the architectures, turns, failures) and
+``consensus.decision.voting`` (majority vote, averaging, unanimity and the proposal kinds).
+"""
+from consensus.decision.architectures import (ARCHITECTURE_LABELS, ARCHITECTURES, AggregationOutcome,
+                                                 Coordinator, ProposeContext, Proposer, aggregate)
+from consensus.decision.voting import KINDS, average, default_agree, is_cell, majority_vote, unanimous
+
+__all__ = ["ARCHITECTURES", "ARCHITECTURE_LABELS", "KINDS", "AggregationOutcome", "Coordinator", "ProposeContext",
+           "Proposer", "aggregate", "average", "default_agree", "is_cell", "majority_vote", "unanimous"]

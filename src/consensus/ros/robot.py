@@ -1,0 +1,277 @@
+"""One robot's ROS wiring: slow planner + fast controller on top of the core.
+
+Topics (relative, inside the robot's namespace, e.g. ``/robot_3/...``):
+
+========================  =====================================  ==============================================
+topic                     type                                   meaning
+========================  =====================================  ==============================================
+``odom`` (sub)            nav_msgs/Odometry                      own pose (from the sim or the real robot)
+``neighbors`` (sub)       geometry_msgs/PoseArray                states of the robots this one may hear,
+                                                                 delivered by the topology node
+``cmd_vel`` (pub)         geometry_msgs/Twist                    velocity command (body frame)
+``state`` (pub)           geometry_msgs/PointStamped             own position, broadcast at ``state_rate_hz``
+``target`` (pub)          geometry_msgs/PointStamped             planner output (after geofence clamping)
+``planner/reasoning``     std_msgs/String, JSON                  one record per planning round (schema below)
+``planner/status``        std_msgs/String, JSON                  counters, LLM client state, control timing
+========================  =====================================  ==============================================
+
+``planner/reasoning`` JSON: ``{"robot": int, "round": int, "stamp": float, "target": [x, y] | null,
+"reasoning": str (<= 500 chars), "fallback": bool, "fallback_reason": str, "clamped": bool, "llm_calls": int}``.
+
+``planner/status`` JSON: ``{"robot": int, "round": int, "state": "ok"|"waiting"|"degraded"|"stopped",
+"llm_calls": int, "llm_fallbacks": int, "clamped": int, "overruns": int, "planner_errors": int,
+"control": {"ticks": int, "on_time": int, "max_late_ms": float, "stale_stops": int}, "llm": {...}}``.
+
+The planner never runs on the executor thread: an LLM plan is submitted to a thread pool and the control tick picks
+up the finished result, so a slow or dead endpoint cannot delay ``cmd_vel``. Safety layer in the control tick:
+stale odometry (``odom_timeout_s``) or no completed planning round for ``target_timeout_s`` → zero velocity; the
+target is clamped into the workspace geofence; the speed is saturated at ``v_max``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+from geometry_msgs.msg import PointStamped, PoseArray, Twist
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rclpy.serialization import deserialize_message
+from std_msgs.msg import String
+
+from consensus.settings import RobotBaseConfig
+from consensus.control.controller import PController, UnicycleController, yaw_from_quaternion
+from consensus.control.safety import Geofence, is_stale
+from consensus.control.planner import Planner, PlanRequest, PlanResult
+from consensus.ros import qos
+from consensus.ros.params import guarded
+from consensus.ros.cdr import CdrTemplate, odom_pose, pose_array_xy
+from consensus.control.ticks import TickTimer
+
+log = logging.getLogger(__name__)
+
+class RobotAgent:
+    """Planner + controller of robot ``robot_id`` attached to ``node`` (whose namespace is the robot's)."""
+
+    def __init__(self, node: Node, cfg: RobotBaseConfig, robot_id: int, planner: Planner,
+                 pool: ThreadPoolExecutor | None, llm_status=None) -> None:
+        self.node, self.cfg, self.id, self.planner = node, cfg, robot_id, planner
+        self.pool = pool                      # None: plan inline (cheap classical planners)
+        self.llm_status = llm_status          # callable returning the LLM client's status dict, or None
+        self.geofence = Geofence.from_bounds(cfg.workspace)
+        if cfg.kinematics == "unicycle":
+            self.ctrl = UnicycleController(k_v=cfg.kp, v_max=cfg.v_max, w_max=cfg.w_max, deadband=cfg.deadband)
+        else:
+            self.ctrl = PController(kp=cfg.kp, v_max=cfg.v_max, deadband=cfg.deadband)
+
+        self.pos: np.ndarray | None = None
+        self.yaw = 0.0
+        self.odom_stamp: float | None = None
+        self._good_odom_stamp: float | None = None
+        self.neighbors: list[np.ndarray] = []
+        self.target: np.ndarray | None = None
+        self.last_round_done: float | None = None
+        self.round = 0
+        self.pending: Future | None = None
+        self.counters = {"llm_calls": 0, "llm_fallbacks": 0, "clamped": 0, "overruns": 0, "planner_errors": 0,
+                         "stale_stops": 0}
+        self.timing = TickTimer(cfg.control_period_s)
+        self.state_every = max(1, round(1.0 / (cfg.state_rate_hz * cfg.control_period_s)))
+
+        # raw (serialized) subscriptions: a message is only decoded when it is used — odometry at the control
+        # tick, neighbours at the planning tick — which keeps ~100 robots in one process on time
+        self._odom_raw: bytes | None = None
+        self._neighbors_raw: bytes | None = None
+        node.create_subscription(Odometry, "odom", self._on_odom_raw, qos.STREAM, raw=True)
+        node.create_subscription(PoseArray, "neighbors", self._on_neighbors_raw, qos.STREAM, raw=True)
+        # (the raw callbacks above only store bytes; the timers below never let an exception escape)
+        self.pub_cmd = node.create_publisher(Twist, "cmd_vel", qos.command(cfg.cmd_vel_best_effort))
+        # cmd_vel and state are published as pre-serialized bytes (10 Hz x N robots; see consensus.ros.cdr)
+        self._cmd_tpl = CdrTemplate(Twist(), {"vx": "linear.x", "vy": "linear.y", "wz": "angular.z"},
+                                    stamped=False)
+        state = PointStamped()
+        state.header.frame_id = "world"
+        self._state_tpl = CdrTemplate(state, {"x": "point.x", "y": "point.y"}, stamped=True)
+        self.pub_state = node.create_publisher(PointStamped, "state", qos.STREAM)
+        self.pub_target = node.create_publisher(PointStamped, "target", qos.EVENTS)
+        self.pub_reason = node.create_publisher(String, "planner/reasoning", qos.EVENTS)
+        self.pub_status = node.create_publisher(String, "planner/status", qos.EVENTS)
+        # (Staggering the robots' timers over the period was measured and made timing worse with the
+        # EventsExecutor: timers created from a callback cost more than the burst they avoid.)
+        self.control_timer = node.create_timer(cfg.control_period_s,
+                                               guarded(self.control_tick, f"robot_{robot_id}.control"))
+        self.plan_timer = node.create_timer(cfg.planner_period_s, guarded(self.plan_tick, f"robot_{robot_id}.plan"))
+
+    # ------------------------------------------------------------------ inputs
+    def _now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def _on_odom_raw(self, data: bytes) -> None:
+        self._odom_raw = data
+        self.odom_stamp = self._now()
+
+    def _on_neighbors_raw(self, data: bytes) -> None:
+        self._neighbors_raw = data
+
+    def _decode_inputs(self) -> None:
+        if self._odom_raw is not None:
+            raw, self._odom_raw = self._odom_raw, None
+            pose = odom_pose(raw)
+            if pose is None:
+                self._on_odom(deserialize_message(raw, Odometry))
+            else:
+                self._set_pose(pose[0], pose[1], pose[3:])
+
+    def _decode_neighbors(self) -> None:
+        if self._neighbors_raw is not None:
+            raw, self._neighbors_raw = self._neighbors_raw, None
+            xy = pose_array_xy(raw)
+            if xy is None:
+                poses = deserialize_message(raw, PoseArray).poses
+                xy = np.array([(p.position.x, p.position.y) for p in poses], dtype=float).reshape(-1, 2)
+            xy = xy[:, : self.cfg.dim]
+            self.neighbors = list(xy[np.isfinite(xy).all(axis=1)])
+
+    def _on_odom(self, msg: Odometry) -> None:
+        p, q = msg.pose.pose.position, msg.pose.pose.orientation
+        self._set_pose(p.x, p.y, (q.x, q.y, q.z, q.w))
+
+    def _set_pose(self, x: float, y: float, quat) -> None:
+        """Accept a pose from odometry; a non-finite one never becomes our position (the robot goes stale)."""
+        vals = (x, y)[: self.cfg.dim]
+        ok = all(math.isfinite(v) for v in vals)
+        if ok and self.cfg.kinematics == "unicycle":
+            try:
+                self.yaw = yaw_from_quaternion(*quat)
+            except ValueError:
+                ok = False
+        if not ok:
+            self.odom_stamp = self._good_odom_stamp
+            return
+        self.pos = np.array(vals, dtype=float)
+        self._good_odom_stamp = self.odom_stamp
+
+    # ------------------------------------------------------------------ planner (slow loop)
+    def plan_tick(self) -> None:
+        self.publish_status()
+        self._decode_inputs()
+        self._decode_neighbors()
+        if self.pos is None:
+            return                            # nothing to plan from yet
+        if self.cfg.max_rounds and self.round >= self.cfg.max_rounds:
+            return
+        if self.pending is not None:
+            self.counters["overruns"] += 1    # the previous plan is still running (slow LLM): skip this slot
+            return
+        req = PlanRequest(robot_id=self.id, own=self.pos.copy(), neighbors=list(self.neighbors), round=self.round)
+        self.round += 1
+        if self.pool is None:
+            fut: Future = Future()
+            fut.set_result(self._safe_plan(req))
+            self.pending = fut
+            self._collect_plan()
+        else:
+            self.pending = self.pool.submit(self._safe_plan, req)
+
+    def _safe_plan(self, req: PlanRequest) -> tuple[PlanRequest, PlanResult]:
+        try:
+            return req, self.planner.plan(req)
+        except Exception as exc:  # noqa: BLE001 - any planner bug becomes a counted fallback, never a dead robot
+            log.exception("robot %d: planner raised", self.id)
+            return req, PlanResult(target=None, reasoning="", fallback=True,
+                                   fallback_reason=f"planner_exception: {type(exc).__name__}")
+
+    def _collect_plan(self) -> None:
+        fut = self.pending
+        if fut is None or not fut.done():
+            return
+        self.pending = None
+        req, res = fut.result()
+        self.counters["llm_calls"] += res.llm_calls
+        if res.fallback:
+            self.counters["llm_fallbacks"] += 1
+            if res.fallback_reason.startswith("planner_exception"):
+                self.counters["planner_errors"] += 1
+        target = res.target
+        clamped = res.clamped
+        if target is not None:
+            try:
+                target, changed = self.geofence.clamp(np.asarray(target, dtype=float).reshape(self.cfg.dim))
+                clamped = clamped or changed
+            except ValueError:
+                target = None                 # NaN/inf: hold the last target
+                if not res.fallback:
+                    self.counters["llm_fallbacks"] += 1
+        if clamped:
+            self.counters["clamped"] += 1
+        if target is None:
+            target = self.target if self.target is not None else req.own.copy()   # hold (round 0: stay put)
+        self.target = target
+        self.last_round_done = self._now()
+        self._publish_point(self.pub_target, target)
+        rec = {"robot": self.id, "round": req.round, "stamp": self.last_round_done,
+               "target": [float(v) for v in target], "reasoning": res.reasoning[:500], "fallback": res.fallback,
+               "fallback_reason": res.fallback_reason, "clamped": bool(clamped), "llm_calls": res.llm_calls}
+        self.pub_reason.publish(String(data=json.dumps(rec)))
+        self.publish_status()
+
+    # ------------------------------------------------------------------ controller (fast loop)
+    def control_tick(self) -> None:
+        self.timing.tick()
+        self._decode_inputs()
+        self._collect_plan()
+        now = self._now()
+        vx = vy = wz = 0.0
+        if is_stale(self.odom_stamp, now, self.cfg.odom_timeout_s):
+            if self.odom_stamp is not None:
+                self.counters["stale_stops"] += 1
+        elif self.target is None:
+            pass                              # no plan yet: stand still
+        elif is_stale(self.last_round_done, now, self.cfg.target_timeout_s):
+            self.counters["stale_stops"] += 1
+        elif self.cfg.kinematics == "unicycle":
+            pose = np.array([self.pos[0], self.pos[1], self.yaw])
+            v, w = self.ctrl.compute(pose, self.target)
+            vx, wz = float(v), float(w)
+        else:
+            vel = self.ctrl.compute(self.pos, self.target)
+            vx = float(vel[0])
+            if self.cfg.dim > 1:
+                vy = float(vel[1])
+        self.pub_cmd.publish(self._cmd_tpl.pack(vx=vx, vy=vy, wz=wz))
+        if self.pos is not None and self.timing.ticks % self.state_every == 0:
+            y = float(self.pos[1]) if self.cfg.dim > 1 else 0.0
+            self.pub_state.publish(self._state_tpl.pack(int(now * 1e9), x=float(self.pos[0]), y=y))
+
+    # ------------------------------------------------------------------ outputs
+    def _publish_point(self, pub, p: np.ndarray) -> None:
+        msg = PointStamped()
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.header.frame_id = "world"
+        msg.point.x = float(p[0])
+        msg.point.y = float(p[1]) if len(p) > 1 else 0.0
+        pub.publish(msg)
+
+    def status(self) -> dict:
+        llm = self.llm_status() if self.llm_status else None
+        if self.pos is None:
+            state = "waiting"
+        elif self.counters["stale_stops"] and is_stale(self.last_round_done, self._now(), self.cfg.target_timeout_s):
+            state = "stopped"
+        else:
+            state = "degraded" if llm and llm.get("state") in ("retrying", "down") else "ok"
+        out = {"robot": self.id, "round": self.round, "state": state, **self.counters,
+               "control": self.timing.as_dict()}
+        if llm is not None:
+            out["llm"] = llm
+        return out
+
+    def publish_status(self) -> None:
+        self.pub_status.publish(String(data=json.dumps(self.status())))
+
+    def stop(self) -> None:
+        """Send one zero command (used on shutdown so a real robot does not keep its last velocity)."""
+        self.pub_cmd.publish(self._cmd_tpl.pack(vx=0.0, vy=0.0, wz=0.0))

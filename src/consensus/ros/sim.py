@@ -1,0 +1,111 @@
+"""``sim``: a kinematic simulator of N robots (single integrator or unicycle).
+
+Subscribes ``/robot_<i>/cmd_vel`` (geometry_msgs/Twist), publishes ``/robot_<i>/odom`` (nav_msgs/Odometry, frame
+``world``) at ``sim_rate_hz`` from one timer, and ``/clock`` when ``publish_clock`` is true (then start the other
+nodes with ``use_sim_time:=true``). A robot whose last command is older than 0.5 s stops (like turtlesim). Initial
+positions come from ``initial_positions`` or are drawn with ``seed`` exactly as in the headless runner.
+The simulator always runs on the wall clock: it is the source of sim time, not a consumer.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.serialization import deserialize_message
+from rosgraph_msgs.msg import Clock
+
+from consensus.control.kinematics import step_single_integrator, step_unicycle
+from consensus.ros import qos
+from consensus.ros.cdr import CdrTemplate, twist_values
+from consensus.ros.params import declare_config, guarded, run_node, spin_node
+from consensus.control.kinematics import initial_positions
+
+CMD_TIMEOUT_S = 0.5
+
+
+class Simulator:
+    """The simulator's state and its ROS wiring."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.cfg = cfg = declare_config(node)
+        n = cfg.num_robots
+        start = initial_positions(cfg)
+        self.pose = np.zeros((n, 3))
+        self.pose[:, : cfg.dim] = start
+        self.cmd = np.zeros((n, 3))          # vx, vy, wz
+        self.cmd_time = np.full(n, -math.inf)
+        self.dt = 1.0 / cfg.sim_rate_hz
+        self.t0 = time.monotonic()
+        self.pubs = []
+        for i in range(n):
+            node.create_subscription(Twist, f"/robot_{i}/cmd_vel", guarded(self._on_cmd(i), "sim.cmd_vel"),
+                                     qos.COMMAND_SUB, raw=True)
+            self.pubs.append(node.create_publisher(Odometry, f"/robot_{i}/odom", qos.STREAM))
+        self.clock_pub = node.create_publisher(Clock, "/clock", qos.STREAM) if cfg.publish_clock else None
+        fields = {"x": "pose.pose.position.x", "y": "pose.pose.position.y", "qz": "pose.pose.orientation.z",
+                  "qw": "pose.pose.orientation.w", "vx": "twist.twist.linear.x", "vy": "twist.twist.linear.y",
+                  "wz": "twist.twist.angular.z"}
+        # serialized once per robot; each step rewrites the numbers and publishes bytes (see consensus.ros.cdr)
+        self.templates = [CdrTemplate(self._odom_msg(i), fields, stamped=True) for i in range(n)]
+        node.create_timer(self.dt, guarded(self.step, "sim.step"))
+
+    def _odom_msg(self, i: int) -> Odometry:
+        msg = Odometry()
+        msg.header.frame_id = "world"
+        msg.child_frame_id = f"robot_{i}/base_link"
+        return msg
+
+    def _on_cmd(self, i: int):
+        def cb(raw: bytes) -> None:
+            t = twist_values(raw)
+            if t is None:
+                msg = deserialize_message(raw, Twist)
+                t = (msg.linear.x, msg.linear.y, 0.0, 0.0, 0.0, msg.angular.z)
+            vals = (t[0], t[1], t[5])
+            if not all(math.isfinite(v) for v in vals):
+                return                        # ignore corrupt commands (the robot keeps its last valid one)
+            self.cmd[i] = vals
+            self.cmd_time[i] = time.monotonic()
+        return cb
+
+    def step(self) -> None:
+        now = time.monotonic()
+        cmd = np.where((now - self.cmd_time)[:, None] <= CMD_TIMEOUT_S, self.cmd, 0.0)
+        if self.cfg.kinematics == "unicycle":
+            self.pose = step_unicycle(self.pose, cmd[:, 0], cmd[:, 2], self.dt)
+        else:
+            self.pose[:, :2] = step_single_integrator(self.pose[:, :2], cmd[:, :2], self.dt)
+            if self.cfg.dim == 1:
+                self.pose[:, 1] = 0.0
+        if self.clock_pub is not None:
+            sim_ns = int((now - self.t0) * 1e9)
+            clock = Clock()
+            clock.clock.sec, clock.clock.nanosec = divmod(sim_ns, 1_000_000_000)
+            self.clock_pub.publish(clock)
+            stamp = sim_ns
+        else:
+            stamp = self.node.get_clock().now().nanoseconds
+        qz, qw = np.sin(self.pose[:, 2] / 2).tolist(), np.cos(self.pose[:, 2] / 2).tolist()   # yaw about z
+        xs, ys = self.pose[:, 0].tolist(), self.pose[:, 1].tolist()
+        cmds = cmd.tolist()
+        for i, (pub, tpl) in enumerate(zip(self.pubs, self.templates)):
+            vx, vy, wz = cmds[i]
+            pub.publish(tpl.pack(stamp, x=xs[i], y=ys[i], qz=qz[i], qw=qw[i], vx=vx, vy=vy, wz=wz))
+
+
+def _body(_args: list[str]) -> None:
+    node = Node("sim")
+    # the simulator is the source of /clock: it must never wait for sim time itself
+    node.set_parameters([Parameter("use_sim_time", value=False)])
+    sim = Simulator(node)
+    spin_node(node, sim.cfg.executor)
+
+
+def main() -> int:
+    return run_node(_body, "sim")

@@ -1,0 +1,110 @@
+"""Every launch file of the package, built from the registry: ``launch/<scenario>.launch.py`` is two lines.
+
+    from consensus.runs.launch_file import launch_description
+    def generate_launch_description():
+        return launch_description("aggregation")
+
+The launch arguments are the same in every launch file for the same ideas (``COMMON_ARGS``: ``config``,
+``use_sim_time``, ``output_dir``, ``seed``, ``num_robots``, ``fleet``, ``llm_backend``, ``llm_model``,
+``llm_base_url``), plus the scenario's own (``Scenario.launch_args``); every argument but ``config`` and
+``use_sim_time`` is the config field of the same name. An empty value keeps the config file's value. The config is
+validated before any process starts, and an argument the launch file does not declare is refused with one clear
+message (``ros2 launch`` itself would ignore it silently). The processes are the scenario's ``processes(cfg)`` -
+the same list ``consensus run <scenario>`` starts - as ``launch_ros.actions.Node`` actions; the launch shuts down
+when the process marked ``ends_run`` exits.
+
+``launch`` and ``launch_ros`` come with a ROS 2 install (they are not on PyPI), so they are imported only here.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from consensus.runs.processes import ProcessSpec
+
+COMMON_ARGS = {
+    "num_robots": "number of robots (drones, agents)",
+    "seed": "seed of the run (initial positions, environment, graphs, link drops)",
+    "fleet": "true: all robots in one process; false: one process per robot",
+    "llm_backend": "embedded | openai | replay",
+    "llm_model": "model name (openai backend) or a .gguf path (embedded)",
+    "llm_base_url": "OpenAI-compatible endpoint, e.g. http://localhost:11434/v1",
+    "output_dir": "run directory (default: runs/<scenario>-<time>)",
+}
+
+
+def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
+    """One ``launch_ros.actions.Node`` per spec (the run's parameters file, then the spec's own parameters); the
+    whole launch shuts down when the process marked ``ends_run`` exits."""
+    from launch.actions import EmitEvent, RegisterEventHandler
+    from launch.event_handlers import OnProcessExit
+    from launch.events import Shutdown
+    from launch_ros.actions import Node
+
+    actions = []
+    for spec in specs:
+        node = Node(package="consensus", executable=spec.executable, name=spec.name,
+                    namespace=spec.namespace or None, parameters=[str(params_file), spec.params],
+                    output="screen", emulate_tty=True)
+        actions.append(node)
+        if spec.ends_run:
+            actions.append(RegisterEventHandler(OnProcessExit(
+                target_action=node, on_exit=[EmitEvent(event=Shutdown(reason=f"{spec.name} finished the run"))])))
+    return actions
+
+
+def launch_arguments(name: str) -> dict[str, str]:
+    """The config-field launch arguments of scenario ``name``: argument -> description."""
+    from consensus.registry import scenario
+
+    return {**COMMON_ARGS, **scenario(name).launch_args}
+
+
+def launch_description(name: str):
+    """The ``LaunchDescription`` of scenario ``name`` (module docstring)."""
+    import functools
+    import os
+
+    from ament_index_python.packages import get_package_share_directory
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+
+    from consensus.registry import scenario
+
+    sc = scenario(name)
+    fields = launch_arguments(name)
+    default_config = os.path.join(get_package_share_directory("consensus"), "config", sc.config_file)
+    args = [DeclareLaunchArgument("config", default_value=default_config, description="the /**: parameters file"),
+            DeclareLaunchArgument("use_sim_time", default_value="false",
+                                  description="the sim publishes /clock and all other nodes follow it")]
+    args += [DeclareLaunchArgument(arg, default_value="", description=desc) for arg, desc in fields.items()]
+    declared = {"config", "use_sim_time", *fields}
+    return LaunchDescription(args + [OpaqueFunction(function=functools.partial(_setup, name=name, declared=declared))])
+
+
+def _setup(context, name: str, declared: set[str]):
+    from launch.substitutions import LaunchConfiguration
+
+    from consensus.errors import ConfigError
+    from consensus.registry import scenario
+    from consensus.runs.processes import prepare_run
+    from consensus.runs.rundir import default_run_dir
+    from consensus.settings import load_flat
+
+    given = getattr(context, "launch_configurations", context)     # a LaunchContext (or a plain mapping)
+    unknown = sorted(set(given) - declared)
+    if unknown:
+        raise ConfigError(f"{name}.launch.py: unknown launch argument(s) {', '.join(unknown)}; "
+                          f"valid: {', '.join(sorted(declared))}")
+    sc = scenario(name)
+    config_file = LaunchConfiguration("config").perform(context)
+    use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
+    overrides = {arg: LaunchConfiguration(arg).perform(context) for arg in launch_arguments(name)}
+    overrides = {k: v for k, v in overrides.items() if v != ""}
+    # validated here, before any process starts: a bad value stops the launch with one clear message
+    cfg = load_flat(sc.config_cls, config_file or None, **overrides)
+    out = cfg.output_dir or default_run_dir(name)
+    if sc.prepare is not None:
+        cfg, params_file = sc.prepare(cfg, out)
+    else:
+        cfg, params_file = prepare_run(cfg, out, scenario=name)
+    return node_actions(sc.processes(cfg, use_sim_time=use_sim_time), params_file)

@@ -1,0 +1,65 @@
+"""Paper 1, section 4: multi-robot aggregation with LLM (or classical) planners.
+
+``config`` (AggregationConfig), ``prompts`` (the paper's appendix prompts), ``planners/`` (LLM and classical
+planners), ``headless`` (the synchronous loop), ``runner`` (run directory, headless or ROS), ``processes`` (the ROS
+processes), ``study`` and ``strategies`` (paper 1's consensus studies), ``ros/`` (topology, recorder, robot nodes).
+"""
+from __future__ import annotations
+
+from consensus.registry import Scenario, register
+from consensus.scenarios.aggregation.config import PERSONALITIES, PLANNERS, AggregationConfig
+from consensus.graphs.topology import TOPOLOGIES
+
+
+def _run(cfg, out, **kwargs):
+    from consensus.scenarios.aggregation.runner import run
+
+    return run(cfg, out, **kwargs)
+
+
+def _result_line(summary: dict) -> str:
+    from consensus.scenarios.aggregation.runner import result_line
+
+    return result_line(summary)
+
+
+def _processes(cfg, **kwargs):
+    from consensus.scenarios.aggregation.processes import aggregation_processes
+
+    return aggregation_processes(cfg, **kwargs)
+
+
+register(Scenario(
+    name="aggregation",
+    summary="multi-robot aggregation (paper 1, section 4)",
+    description="Start sim, topology, robots and recorder as ROS 2 processes from one YAML (or run headless) and "
+                "write a run directory.",
+    config_cls=AggregationConfig,
+    config_file="aggregation.yaml",
+    cli_flags=(
+        ("--topology", "topology", dict(choices=TOPOLOGIES)),
+        ("--adjacency", "adjacency", dict(help="custom topology: adjacency as JSON, e.g. '[[0,1],[1,0]]'")),
+        ("--directed", "directed", dict(action="store_true", default=None, help="directed ring/line/random/custom")),
+        ("--planner", "planner", dict(choices=PLANNERS)),
+        ("--personality", "personalities", dict(action="append", choices=PERSONALITIES,
+                                                help="one for all robots, or once per robot")),
+        ("--duration", "duration_s", dict(type=float, help="run length [s]")),
+        ("--rounds", "max_rounds", dict(type=int, help="stop planning after this many rounds (a ROS run ends "
+                                                       "one planning period later)")),
+    ),
+    runner=_run,
+    result_line=_result_line,
+    processes=_processes,
+    launch_args={
+        "topology": "complete | ring | star | line | leader_follower | random | custom",
+        "planner": "llm | average | average_no_self | stubborn | suggestible",
+        "duration_s": "run length in seconds",
+        "max_rounds": "stop planning after this many rounds (0 = until duration_s)",
+    },
+    executables={
+        "robot": "consensus.scenarios.aggregation.ros.robot",
+        "topology": "consensus.scenarios.aggregation.ros.topology",
+        "recorder": "consensus.scenarios.aggregation.ros.recorder",
+    },
+    studies=("consensus.scenarios.aggregation.study",),
+))

@@ -1,0 +1,195 @@
+"""Multi-robot aggregation without ROS (paper 1, section 4), and pure negotiation (sections 2-3).
+
+``run_headless`` is the batch twin of the ROS launch: the same planners (``planners_from_config``)
+and controllers, but a synchronous loop in one process:
+
+* initial positions: ``cfg.initial_positions`` or uniform in ``[-init_radius, init_radius]^dim``
+  from ``numpy.random.default_rng(cfg.seed)``, clipped to the workspace;
+* every ``planner_period_s`` (a round) each robot plans from the positions at the round start and
+  hears only its in-neighbours (``cfg.graph()``). A fallback (``target=None``) keeps the robot's
+  previous target, or its position at the round start in round 0;
+* then ``round(planner_period_s / control_period_s)`` control steps at ``dt = control_period_s``:
+  ``PController`` + single integrator, or ``UnicycleController`` + unicycle (initial yaw 0) when
+  ``cfg.kinematics == "unicycle"``. With ``dim == 1`` robots move along x only;
+* the number of rounds is ``rounds``, else ``cfg.max_rounds``, else ``floor(duration_s / planner_period_s)``;
+* with the ``llm`` planner the robots of a round are asked in parallel on a thread pool of
+  ``cfg.llm_concurrency`` workers; results are used in robot order, so runs are deterministic
+  whenever the client is.
+
+Samples are taken at every control step: ``times[k] = k * control_period_s``, ``positions[k]`` the
+positions at that time and ``targets[k]`` the target in force from that time on (the last sample
+repeats the final target). ``targets`` is NaN where a robot has no target yet.
+
+``run_negotiation`` is the paper's Algorithm 1 (no motion): each round every agent's new state is
+the position its planner returns (a fallback keeps the current state).
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import Callable, Sequence
+
+import numpy as np
+
+from consensus.control.kinematics import initial_positions
+from consensus.scenarios.aggregation.config import AggregationConfig
+from consensus.control.controller import PController, UnicycleController
+from consensus.control.kinematics import step_single_integrator, step_unicycle
+from consensus.errors import ConfigError
+from consensus.graphs.topology import Graph
+from consensus.llm.base import LLMClient
+from consensus.metrics.convergence import convergence_summary
+from consensus.control.planner import Planner, PlanRequest, PlanResult
+from consensus.scenarios.aggregation.planners.factory import planners_from_config
+from consensus.llm.counters import new_counters
+
+
+
+@dataclass
+class AggregationResult:
+    times: np.ndarray                 # (T,)
+    positions: np.ndarray             # (T, n, d)
+    targets: np.ndarray               # (T, n, d), NaN before a robot's first target
+    plan_log: list[dict] = field(default_factory=list)   # one entry per robot and round, see ``_log_entry``
+    counters: dict = field(default_factory=new_counters)  # planner counters summed over robots
+    summary: dict = field(default_factory=dict)
+
+
+def count_rounds(cfg: AggregationConfig, rounds: int | None = None) -> int:
+    """``rounds``, else ``cfg.max_rounds``, else ``floor(duration_s / planner_period_s)``."""
+    if rounds is not None:
+        if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 0:
+            raise ConfigError(f"rounds must be a non-negative integer (got {rounds!r})")
+        return int(rounds)
+    if cfg.max_rounds:
+        return cfg.max_rounds
+    return int(math.floor(cfg.duration_s / cfg.planner_period_s + 1e-9))
+
+
+def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rounds: int | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> AggregationResult:
+    """Simulate an aggregation run; ``progress(done_rounds, total_rounds)`` is called after each round."""
+    cfg.validate()
+    n_rounds = count_rounds(cfg, rounds)
+    planners = planners_from_config(cfg, client)
+    graph = cfg.graph()
+    n, d = cfg.num_robots, cfg.dim
+    dt = cfg.control_period_s
+    steps = max(1, int(round(cfg.planner_period_s / dt)))
+
+    pos = initial_positions(cfg)
+    yaw = np.zeros(n)
+    unicycle = cfg.kinematics == "unicycle"
+    if unicycle:
+        uni = UnicycleController(k_v=cfg.kp, v_max=cfg.v_max, w_max=cfg.w_max, deadband=cfg.deadband)
+    else:
+        pctl = PController(kp=cfg.kp, v_max=cfg.v_max, deadband=cfg.deadband)
+
+    total = n_rounds * steps + 1
+    times = np.arange(total) * dt
+    positions = np.full((total, n, d), np.nan)
+    targets = np.full((total, n, d), np.nan)
+    positions[0] = pos
+    target = np.full((n, d), np.nan)
+    plan_log: list[dict] = []
+    counters = new_counters()
+
+    workers = min(cfg.llm_concurrency, n) if cfg.planner == "llm" else 1
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="planner") if workers > 1 else None
+    try:
+        for r in range(n_rounds):
+            k0 = r * steps
+            results = _plan_round(planners, graph, pos, r, pool)
+            for i, res in enumerate(results):
+                if res.target is not None:
+                    target[i] = res.target
+                elif not np.all(np.isfinite(target[i])):
+                    target[i] = pos[i]          # round-0 fallback: hold the current position
+                plan_log.append(_log_entry(float(times[k0]), r, i, target[i], res))
+                _count(counters, res)
+            for k in range(k0, k0 + steps):
+                targets[k] = target
+                if unicycle:
+                    pose = np.column_stack([pos, yaw])
+                    v, w = uni.compute_batch(pose, target)
+                    pose = step_unicycle(pose, v, w, dt)
+                    pos, yaw = pose[:, :2], pose[:, 2]
+                else:
+                    pos = step_single_integrator(pos, pctl.compute_batch(pos, target), dt)
+                positions[k + 1] = pos
+            if progress is not None:
+                progress(r + 1, n_rounds)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    targets[-1] = target
+
+    summary = convergence_summary(times, positions, cfg.converge_tol_m, initial_positions=positions[0])
+    summary.update(llm_calls=counters["calls"], llm_fallbacks=sum(counters["fallbacks"].values()),
+                   parse_failures=counters["parse_failures"], clamped=counters["clamped"], rounds=n_rounds)
+    return AggregationResult(times=times, positions=positions, targets=targets, plan_log=plan_log,
+                             counters=counters, summary=summary)
+
+
+def run_negotiation(planners: Sequence[Planner], initial_states: np.ndarray, graph: Graph, rounds: int, *,
+                    max_workers: int = 1) -> tuple[np.ndarray, list[dict]]:
+    """Paper 1's negotiation: states ``(rounds + 1, n, d)`` and the plan log (entries without ``t``)."""
+    states0 = np.asarray(initial_states, dtype=float)
+    if states0.ndim != 2 or not np.all(np.isfinite(states0)):
+        raise ConfigError(f"initial_states must be a finite (n, d) array (got shape {states0.shape})")
+    n = states0.shape[0]
+    if len(planners) != n or graph.n != n:
+        raise ConfigError(f"need one planner per agent and a graph on n={n} agents "
+                          f"(got {len(planners)} planners, graph on {graph.n})")
+    if isinstance(rounds, bool) or not isinstance(rounds, Integral) or rounds < 0:
+        raise ConfigError(f"rounds must be a non-negative integer (got {rounds!r})")
+    rounds = int(rounds)
+    states = np.empty((rounds + 1, *states0.shape))
+    states[0] = states0
+    plan_log: list[dict] = []
+    pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="planner") if max_workers > 1 else None
+    try:
+        for r in range(rounds):
+            current = states[r]
+            results = _plan_round(planners, graph, current, r, pool)
+            for i, res in enumerate(results):
+                states[r + 1, i] = res.target if res.target is not None else current[i]
+                entry = _log_entry(None, r, i, states[r + 1, i], res)
+                del entry["t"]
+                plan_log.append(entry)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return states, plan_log
+
+
+# ---------------------------------------------------------------------------------------------
+def _plan_round(planners: Sequence[Planner], graph: Graph, states: np.ndarray, round_index: int,
+                pool: ThreadPoolExecutor | None) -> list[PlanResult]:
+    """Every robot plans from the same snapshot ``states``; results in robot order."""
+    snapshot = np.array(states, dtype=float)   # a private copy: planners cannot alter the states or each other's
+    requests = [PlanRequest(robot_id=i, own=snapshot[i], neighbors=list(snapshot[graph.in_neighbors(i)]),
+                            round=round_index)
+                for i in range(len(planners))]
+    if pool is None:
+        return [planners[i].plan(requests[i]) for i in range(len(planners))]
+    return list(pool.map(lambda i: planners[i].plan(requests[i]), range(len(planners))))
+
+
+def _log_entry(t: float | None, round_index: int, robot: int, applied: np.ndarray, res: PlanResult) -> dict:
+    """Plan log entry; ``target`` is the target applied (the held one after a fallback)."""
+    return {"t": t, "round": round_index, "robot": robot, "target": [float(v) for v in applied],
+            "reasoning": res.reasoning, "fallback": res.fallback, "fallback_reason": res.fallback_reason,
+            "clamped": res.clamped}
+
+
+def _count(counters: dict, res: PlanResult) -> None:
+    counters["plans"] += 1
+    counters["calls"] += res.llm_calls
+    counters["parse_failures"] += int(res.extra.get("parse_failures", 0))
+    counters["clamped"] += int(res.clamped)
+    if res.fallback:
+        reason = res.fallback_reason or "unknown"
+        counters["fallbacks"][reason] = counters["fallbacks"].get(reason, 0) + 1

@@ -1,0 +1,24 @@
+"""The ROS processes of an aggregation run: [llm_server], sim, topology, robots (a fleet or one each), recorder.
+
+Read by ``launch/aggregation.launch.py`` and by ``consensus run aggregation`` (``runner.run_ros``) alike.
+"""
+from __future__ import annotations
+
+from consensus.runs.processes import ProcessSpec
+from consensus.scenarios.aggregation.config import AggregationConfig
+
+
+def aggregation_processes(cfg: AggregationConfig, *, use_sim_time: bool = False) -> list[ProcessSpec]:
+    sim_time = {"use_sim_time": bool(use_sim_time)}
+    specs: list[ProcessSpec] = []
+    if cfg.uses_llm() and cfg.llm_backend == "embedded":
+        specs.append(ProcessSpec("llm_server", "llm_server", params={"use_sim_time": False}))
+    specs.append(ProcessSpec("sim", "sim", params={"use_sim_time": False, "publish_clock": bool(use_sim_time)}))
+    specs.append(ProcessSpec("topology", "topology", params=sim_time))
+    if cfg.fleet:
+        specs.append(ProcessSpec("robot", "fleet", params=sim_time))
+    else:
+        specs += [ProcessSpec("robot", "agent", namespace=f"robot_{i}", params={**sim_time, "robot_id": i})
+                  for i in range(cfg.num_robots)]
+    specs.append(ProcessSpec("recorder", "recorder", params=sim_time, ends_run=True))
+    return specs

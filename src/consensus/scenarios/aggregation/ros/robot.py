@@ -1,0 +1,18 @@
+"""``robot``: aggregation robots (planner + controller, ``consensus.ros.robot.RobotAgent``), one per process
+(namespace ``robot_<i>``, node ``/robot_<i>/agent``) or the whole fleet in one process (root namespace, node
+``/fleet``); see ``consensus.ros.fleet``."""
+from __future__ import annotations
+
+from consensus.ros.fleet import run_robots
+from consensus.ros.params import declare_config
+from consensus.ros.robot import RobotAgent
+from consensus.scenarios.aggregation.config import AggregationConfig
+from consensus.scenarios.aggregation.planners.factory import planners_from_config
+
+
+def main() -> int:
+    return run_robots(
+        "robot",
+        lambda node: declare_config(node, AggregationConfig),
+        lambda cfg, ids, client: [planners_from_config(cfg, client)[i] for i in ids],
+        lambda node, cfg, i, planner, pool, status: RobotAgent(node, cfg, i, planner, pool, status))

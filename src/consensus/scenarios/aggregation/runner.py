@@ -1,0 +1,75 @@
+"""``consensus run aggregation``: one aggregation run into a run directory, headless or through ROS 2 processes.
+
+Both write the same run directory (manifest, params, trajectories, plans, transcripts, summary, plots); the ROS
+run starts the processes of ``processes.aggregation_processes`` with the run's params file
+(``consensus.runs.ros_runner``), the headless one runs ``headless.run_headless`` in this process.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Callable
+
+from consensus.llm.from_config import client_from_config
+from consensus.runs.processes import prepare_run
+from consensus.runs.rundir import finalize, new_run_dir, write_manifest
+from consensus.runs.ros_runner import run_processes
+from consensus.scenarios.aggregation.config import AggregationConfig
+from consensus.scenarios.aggregation.headless import run_headless
+from consensus.scenarios.aggregation.processes import aggregation_processes
+
+
+def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
+                        progress: Callable | None = None) -> dict:
+    out = new_run_dir(out_dir)
+    cfg = cfg.replace(output_dir=str(out))
+    write_manifest(out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
+                   backend=cfg.llm_backend if cfg.uses_llm() else "none", model=cfg.embedded_model_name(),
+                   mode="headless")
+    client, close = client_from_config(cfg, out / "transcripts.jsonl")
+    try:
+        result = run_headless(cfg, client, progress=progress)
+    finally:
+        close()
+    with (out / "plans.jsonl").open("w") as fh:
+        for entry in result.plan_log:
+            fh.write(json.dumps(entry, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)) + "\n")
+    counters = {"llm_calls": int(result.summary.get("llm_calls", 0)),
+                "llm_fallbacks": int(result.summary.get("llm_fallbacks", 0)),
+                "clamped": int(result.summary.get("clamped", 0)),
+                "rounds_max": int(result.summary.get("rounds", 0))}
+    return finalize(out, times=result.times, positions=result.positions, targets=result.targets,
+                    tol=cfg.converge_tol_m, counters=counters,
+                    title=f"LLM aggregation (headless), planner={cfg.planner}", workspace=cfg.workspace,
+                    extra={"planner": cfg.planner, "topology": cfg.topology, "num_robots": cfg.num_robots})
+
+
+def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool = False,
+            echo: Callable[[str], None] | None = print) -> dict:
+    """Run an aggregation through real ROS 2 processes; return summary.json's content."""
+    if use_sim_time:
+        cfg = cfg.replace(publish_clock=True)
+    cfg, params_file = prepare_run(cfg, out_dir, scenario="aggregation")
+    return run_processes(aggregation_processes(cfg, use_sim_time=use_sim_time), params_file, Path(cfg.output_dir),
+                         llm_base_url=cfg.llm_base_url, echo=echo)
+
+
+def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_sim_time: bool = False,
+        echo: Callable[[str], None] = print) -> dict:
+    """The registered runner of ``consensus run aggregation``."""
+    ok, msg = cfg.graph().consensus_check()
+    if not ok:
+        logging.warning(msg)
+    echo(f"aggregation: {cfg.num_robots} robots, topology={cfg.topology}, planner={cfg.planner}"
+         + (f", backend={cfg.llm_backend}" if cfg.uses_llm() else "")
+         + (" (headless)" if headless else " (ROS 2 nodes)") + f" -> {out}")
+    if headless:
+        return run_headless_to_dir(cfg, out, progress=lambda r, total, *_: echo(f"  round {r}/{total}"))
+    return run_ros(cfg, out, use_sim_time=use_sim_time, echo=echo)
+
+
+def result_line(summary: dict) -> str:
+    return (f"converged: {summary.get('converged')}  final spread: {summary.get('final_spread_m')} m  "
+            f"consensus point: {summary.get('consensus_point')}  llm calls: {summary.get('llm_calls')}  "
+            f"fallbacks: {summary.get('llm_fallbacks')}")

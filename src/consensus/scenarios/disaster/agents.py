@@ -1,0 +1,480 @@
+"""The drone agents of paper 2's disaster response scenario: one agent per drone (section 3.2, "a 1:1 mapping").
+
+Every agent offers the same three steps, callable one drone at a time (a ROS drone node calls them for itself):
+
+* ``discuss(obs, inbox, turn, own_cell)``: a discussion turn: analysis, a *proposed* cell and a message;
+* ``act(obs, inbox, own_cell)``: the implicit action phase: the cell this drone moves to;
+* ``vote(obs, inbox, own_cell, ctx, strategy)``: a vote of an explicit strategy. ``propose(ctx)`` is the same vote
+  behind consensus.decision's ``Proposer`` protocol, after ``prepare_vote(obs, inbox, own_cell, strategy)``
+  stored the round's context; each vote reply is kept in ``vote_log``. A vote that failed is ``None`` to the
+  aggregation (it counts as a failed proposal there), whatever fallback the drone would use for itself.
+
+``inbox`` holds ``InboxMessage`` s of the other drones (the round protocol in ``consensus.scenarios.disaster.rounds``
+builds it). Every step returns a ``DroneReply``; its ``action`` is always a cell on the grid or ``None``
+(only when the drone does not know its own cell and must stay put).
+
+Agents:
+
+* ``LLMDrone``: the paper's LLM agent (prompts in ``consensus.scenarios.disaster.prompts``), structured output
+  (``response_format`` = the JSON schema), ``parse_retries`` correction turns, then a counted fallback:
+  ``llm_error`` (the client gave up after its own retries), ``client_error`` (any other client exception),
+  ``unparseable`` (no usable JSON / action not two integers), ``off_grid`` (a cell outside the grid in the last
+  reply). The fallback action is ``fallback_policy``: ``stay`` on the own cell, or ``heuristic``: what
+  ``HeuristicDrone`` would choose. A message is cleaned and cut to ``message_max_chars`` (counted
+  ``messages_truncated``); a missing or empty one is ``""`` (counted ``messages_empty``; other drones read
+  "(no message)"). Request seeds are ``seed + drone_id`` (identical prompts of two drones replay to their own
+  answers).
+* ``HeuristicDrone``: classical, no LLM. Scores each active disaster by the role's weights (``ROLE_SCORES``), ties
+  broken by Manhattan distance, then id. *Unattended* greedy with coordination by drone index: a disaster needs
+  ``need(d) = max(1, min(M, ceil(s / containment_per_drone)))`` drones (M = ``misallocation_threshold``); drone i
+  counts the cells proposed by drones j < i in its inbox and takes its best-scored disaster with fewer than
+  ``need(d)`` such claims — its own last target first, while that disaster is active and still needs it (so
+  lower-index drones' claims stay valid from the discussion to the action) — and when all are served it joins the
+  one with the lowest claims/need ratio (the extra drones spread). With an empty inbox (first turn, no
+  interaction) drone i takes the disaster ranked ``i mod k`` in its own ranking. Votes: its top disaster at turn 0; later turns adopt the coordinator's plan when shown,
+  else the majority of the previous turn when shown (feedback), else its previous vote. No disaster: stay.
+* ``RandomDrone``: a uniformly random cell from its own generator ``default_rng([seed, 7, drone_id])``.
+
+Coordinators for spoke & wheel (consensus.decision's ``Coordinator``; ``prepare(obs, roles)`` before a round):
+``LLMCoordinator`` asks the LLM to merge the votes into one cell (a failure returns ``None``: the aggregation
+counts it and falls back to the majority vote); ``HeuristicCoordinator`` picks the voted cell holding the most
+severe active disaster (ties: more votes, then the earlier vote), or the majority vote when no vote is on a
+disaster.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from consensus.decision import ProposeContext, majority_vote
+from consensus.errors import ConfigError
+from consensus.llm.base import ChatRequest, LLMClient, LLMError
+from consensus.llm.counters import add_counters, new_counters
+from consensus.scenarios.disaster.prompts import (ANALYSIS_MAX_CHARS, Role, clean_text, coordinator_messages,
+                                        discussion_phase, drone_messages, implicit_phase, inbox_text, parse_reply,
+                                        response_schema, retry_message, role_for, situation_text, vote_phase)
+
+log = logging.getLogger(__name__)
+
+Cell = tuple[int, int]
+
+_EXTRA_COUNTERS = ("prompt_tokens", "completion_tokens", "messages_truncated", "messages_empty")
+
+
+def drone_counters() -> dict:
+    """``planners.llm.new_counters`` plus tokens and message bounds: plans = replies, calls = LLM requests."""
+    return {**new_counters(), **{k: 0 for k in _EXTRA_COUNTERS}}
+
+
+def add_drone_counters(total: dict, part: dict) -> dict:
+    """Add ``part`` into ``total`` (both ``drone_counters`` layout); returns ``total``."""
+    add_counters(total, part)
+    for key in _EXTRA_COUNTERS:
+        total[key] += int(part.get(key, 0))
+    return total
+
+
+@dataclass(frozen=True)
+class InboxMessage:
+    """One other drone's message as a drone reads it (text already cleaned and bounded by its sender's agent)."""
+    sender: int
+    role: str                  # the sender's role title
+    text: str                  # "" = no message
+    proposal: Cell | None      # the cell the sender proposed with it (validated, on the grid) or None
+    turn: int = 0              # discussion turn; -1 = the action phase of the previous round
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["proposal"] = None if self.proposal is None else list(self.proposal)
+        return d
+
+
+@dataclass
+class DroneReply:
+    analysis: str = ""
+    action: Cell | None = None
+    message: str = ""
+    fallback: bool = False
+    fallback_reason: str = ""      # "" | llm_error | client_error | unparseable | off_grid
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    parse_failures: int = 0
+    message_truncated: bool = False
+    message_empty: bool = False
+    error: str = ""                # why the last unusable reply was rejected (bounded)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["action"] = None if self.action is None else list(self.action)
+        return d
+
+    def counters(self) -> dict:
+        """This reply in the ``drone_counters`` layout."""
+        c = drone_counters()
+        c.update(plans=1, calls=self.llm_calls, parse_failures=self.parse_failures,
+                 prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                 messages_truncated=int(self.message_truncated), messages_empty=int(self.message_empty))
+        if self.fallback:
+            c["fallbacks"] = {self.fallback_reason: 1}
+        return c
+
+
+def manhattan(a: Sequence[int], b: Sequence[int]) -> int:
+    return abs(int(a[0]) - int(b[0])) + abs(int(a[1]) - int(b[1]))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+class DroneAgent:
+    """What every drone agent shares: identity, role, counters and the vote context of explicit strategies."""
+
+    def __init__(self, drone_id: int, role: Role, cfg) -> None:
+        self.drone_id = drone_id
+        self.role = role
+        self.cfg = cfg
+        self._count_lock = threading.Lock()
+        self._counters = drone_counters()
+        self._vote_context: tuple | None = None
+        self.vote_log: list[DroneReply] = []
+
+    # the three steps (subclasses implement the underscored ones)
+    def discuss(self, obs, inbox: Sequence[InboxMessage], turn: int, own_cell: Cell | None = None) -> DroneReply:
+        return self._counted(self._discuss(obs, inbox, turn, own_cell))
+
+    def act(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None = None) -> DroneReply:
+        return self._counted(self._act(obs, inbox, own_cell))
+
+    def vote(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None, ctx: ProposeContext,
+             strategy: str) -> DroneReply:
+        return self._counted(self._vote(obs, inbox, own_cell, ctx, strategy))
+
+    # consensus.decision.Proposer
+    def prepare_vote(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None, strategy: str) -> None:
+        self._vote_context = (obs, tuple(inbox), own_cell, strategy)
+        self.vote_log = []
+
+    def propose(self, ctx: ProposeContext) -> Cell | None:
+        if self._vote_context is None:
+            raise RuntimeError(f"drone {self.drone_id}: propose() before prepare_vote()")
+        obs, inbox, own_cell, strategy = self._vote_context
+        reply = self.vote(obs, inbox, own_cell, ctx, strategy)
+        self.vote_log.append(reply)
+        return None if reply.fallback else reply.action
+
+    def counters(self) -> dict:
+        with self._count_lock:
+            return copy.deepcopy(self._counters)
+
+    def _counted(self, reply: DroneReply) -> DroneReply:
+        with self._count_lock:
+            add_drone_counters(self._counters, reply.counters())
+        return reply
+
+    def _discuss(self, obs, inbox, turn, own_cell) -> DroneReply:
+        raise NotImplementedError
+
+    def _act(self, obs, inbox, own_cell) -> DroneReply:
+        raise NotImplementedError
+
+    def _vote(self, obs, inbox, own_cell, ctx, strategy) -> DroneReply:
+        raise NotImplementedError
+
+
+# --- heuristic -------------------------------------------------------------------------------------------------------
+@dataclass
+class _View:
+    """What a role's score may look at."""
+    obs: Any
+    own_cell: Cell | None
+    inbox: Sequence[InboxMessage]
+    me: int                         # this drone's id (its own messages do not count)
+    noisy: frozenset                # ids of disasters with a contradictory or incomplete report item
+
+    def dist(self, d) -> int:
+        return 0 if self.own_cell is None else manhattan(self.own_cell, d.cell)
+
+    @cached_property
+    def claims(self) -> Counter:
+        """Cells proposed in the inbox (only the roles that look at them pay for counting)."""
+        return Counter(m.proposal for m in self.inbox if m.proposal is not None and m.sender != self.me)
+
+
+#: role key -> score of a disaster (higher first); s = severity
+ROLE_SCORES: dict[str, Callable[[Any, _View], float]] = {
+    "responder": lambda d, v: d.severity,
+    "medical": lambda d, v: d.severity + d.casualties / 5,
+    "infrastructure": lambda d, v: d.severity + (6 if d.infrastructure else 0),
+    "logistics": lambda d, v: (10 if d.severity > 5 else 0) - v.dist(d),
+    "scout": lambda d, v: d.severity + (5 if v.obs.round - d.appeared_round <= 1 else 0) - 3 * v.claims[d.cell],
+    "firefighting": lambda d, v: d.severity + (10 if d.kind == "fire" else 0),
+    "reconnaissance": lambda d, v: d.severity + (5 if d.id in v.noisy else 0),
+    "hazmat": lambda d, v: d.severity + (10 if d.kind == "chemical_spill" else 0),
+    "evacuation": lambda d, v: d.severity + d.casualties / 5 + (8 if d.cell == v.own_cell else 0),
+    "perimeter": lambda d, v: d.severity / 10 - 3 * v.claims[d.cell],
+}
+
+
+class HeuristicDrone(DroneAgent):
+    """Classical drone: role-weighted, unattended-first greedy with coordination by drone index (module docstring)."""
+
+    def __init__(self, drone_id: int, role: Role, cfg) -> None:
+        super().__init__(drone_id, role, cfg)
+        self._target: int | None = None      # id of the disaster this drone last proposed or chose
+
+    def ranking(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None) -> list:
+        """Active disasters, best first for this drone's role."""
+        view = _View(obs, own_cell, inbox, self.drone_id,
+                     frozenset(item.disaster_id for item in obs.report
+                               if item.quality != "accurate" and item.disaster_id is not None))
+        score = ROLE_SCORES.get(self.role.key, ROLE_SCORES["responder"])
+        return sorted(obs.disasters, key=lambda d: (-score(d, view), view.dist(d), d.id))
+
+    def need(self, d) -> int:
+        return max(1, min(self.cfg.misallocation_threshold,
+                          math.ceil(d.severity / self.cfg.containment_per_drone)))
+
+    def choose(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None):
+        """The disaster this drone goes to (None when there is none)."""
+        ranked = self.ranking(obs, inbox, own_cell)
+        if not ranked:
+            return None
+        if not any(m.sender != self.drone_id for m in inbox):
+            return ranked[self.drone_id % len(ranked)]
+        lower = Counter(m.proposal for m in inbox if m.sender < self.drone_id and m.proposal is not None)
+        kept = [d for d in ranked if d.id == self._target]
+        for d in kept + ranked:
+            if lower[d.cell] < self.need(d):
+                return d
+        return min(ranked, key=lambda d: lower[d.cell] / self.need(d))   # min keeps the best-ranked of equals
+
+    def _reply(self, d, own_cell: Cell | None, verb: str) -> DroneReply:
+        self._target = None if d is None else d.id
+        if d is None:
+            return DroneReply(analysis="No active disaster.", action=own_cell, message="No active disaster; holding.")
+        what = f"{d.kind.replace('_', ' ')} severity {d.severity} at [{d.cell[0]}, {d.cell[1]}]"
+        return DroneReply(analysis=f"{self.role.title}: best target is {what}.", action=tuple(d.cell),
+                          message=f"{verb} [{d.cell[0]}, {d.cell[1]}] ({what}).")
+
+    def _discuss(self, obs, inbox, turn, own_cell) -> DroneReply:
+        return self._reply(self.choose(obs, inbox, own_cell), own_cell, "I propose")
+
+    def _act(self, obs, inbox, own_cell) -> DroneReply:
+        return self._reply(self.choose(obs, inbox, own_cell), own_cell, "Heading to")
+
+    def _vote(self, obs, inbox, own_cell, ctx, strategy) -> DroneReply:
+        if ctx.turn > 0 and ctx.coordinator_plan is not None:
+            cell = tuple(ctx.coordinator_plan)
+        elif ctx.turn > 0 and ctx.history:
+            cell = majority_vote(ctx.history[-1])
+        elif ctx.turn > 0 and ctx.own_previous is not None:
+            cell = tuple(ctx.own_previous)
+        else:
+            ranked = self.ranking(obs, inbox, own_cell)
+            cell = tuple(ranked[0].cell) if ranked else own_cell
+        return DroneReply(analysis=f"{self.role.title} vote.", action=cell,
+                          message=f"I vote for [{cell[0]}, {cell[1]}]." if cell is not None else "")
+
+
+class RandomDrone(DroneAgent):
+    """Random strategy baseline (section 4.4): a uniformly random cell each step, seeded per drone."""
+
+    def __init__(self, drone_id: int, role: Role, cfg) -> None:
+        super().__init__(drone_id, role, cfg)
+        self.rng = np.random.default_rng([cfg.seed, 7, drone_id])
+
+    def _random(self, obs) -> DroneReply:
+        cell = (int(self.rng.integers(obs.width)), int(self.rng.integers(obs.height)))
+        return DroneReply(analysis="random choice", action=cell, message="")
+
+    def _discuss(self, obs, inbox, turn, own_cell) -> DroneReply:
+        return self._random(obs)
+
+    def _act(self, obs, inbox, own_cell) -> DroneReply:
+        return self._random(obs)
+
+    def _vote(self, obs, inbox, own_cell, ctx, strategy) -> DroneReply:
+        return self._random(obs)
+
+
+# --- LLM -------------------------------------------------------------------------------------------------------------
+def ask_llm(client: LLMClient, messages: list[dict], *, cfg, width: int, height: int, tag: str, seed: int | None,
+            with_message: bool = True) -> DroneReply:
+    """One LLM decision with correction turns; a ``DroneReply`` with an on-grid action, or ``action=None`` with
+    ``fallback=True`` and the reason (the caller picks the fallback action)."""
+    schema = response_schema(width, height, message=with_message) if cfg.llm_structured else None
+    reply = DroneReply()
+    off_grid = False
+    for attempt in range(cfg.parse_retries + 1):
+        request = ChatRequest(messages=tuple(messages), model=cfg.llm_model, temperature=cfg.llm_temperature,
+                              max_tokens=cfg.llm_max_tokens, response_format=schema, seed=seed,
+                              tag=tag if attempt == 0 else f"{tag}/retry_{attempt}")
+        reply.llm_calls += 1
+        try:
+            response = client.complete(request)
+        except LLMError as exc:
+            log.warning("%s: LLM request failed: %s", tag, exc)
+            return _failed(reply, "llm_error", f"LLM request failed: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a broken client must not take the drone down
+            log.exception("%s: LLM client raised", tag)
+            return _failed(reply, "client_error", f"LLM client error: {type(exc).__name__}: {exc}")
+        reply.prompt_tokens += response.prompt_tokens or 0
+        reply.completion_tokens += response.completion_tokens or 0
+        parsed = parse_reply(response.text, width, height)
+        if parsed.action is not None:
+            reply.action, reply.analysis = parsed.action, parsed.analysis
+            if with_message:
+                _set_message(reply, parsed.message, cfg.message_max_chars)
+            return reply
+        reply.parse_failures += 1
+        off_grid = parsed.off_grid
+        reply.error = clean_text(parsed.error, 200)[0]
+        log.info("%s: unusable reply (%s)", tag, reply.error)
+        messages = [*messages, {"role": "assistant", "content": clean_text(response.text, ANALYSIS_MAX_CHARS)[0]},
+                    {"role": "user", "content": retry_message(parsed.error, width, height)}]
+    return _failed(reply, "off_grid" if off_grid else "unparseable", reply.error)
+
+
+def _failed(reply: DroneReply, reason: str, error: str) -> DroneReply:
+    reply.fallback, reply.fallback_reason, reply.action = True, reason, None
+    reply.error = clean_text(error, 200)[0]
+    return reply
+
+
+def _set_message(reply: DroneReply, raw: Any, max_chars: int) -> None:
+    text = raw if isinstance(raw, str) else ("" if raw is None else json.dumps(raw, ensure_ascii=False))
+    reply.message, reply.message_truncated = clean_text(text, max_chars)
+    reply.message_empty = not reply.message
+
+
+class LLMDrone(DroneAgent):
+    """The paper's LLM-piloted drone (appendix F.2 prompt); validation and fallbacks in the module docstring."""
+
+    def __init__(self, client: LLMClient, drone_id: int, role: Role, cfg) -> None:
+        super().__init__(drone_id, role, cfg)
+        self.client = client
+        self._heuristic = HeuristicDrone(drone_id, role, cfg) if cfg.fallback_policy == "heuristic" else None
+
+    def shown_inbox(self, inbox: Sequence[InboxMessage]) -> list[InboxMessage]:
+        """At most ``inbox_max_messages`` messages: the senders following this drone's id, cyclically (so every
+        message is read by some drone when the team is larger than the bound)."""
+        n = max(self.cfg.num_robots, 1)
+        others = sorted((m for m in inbox if m.sender != self.drone_id),
+                        key=lambda m: ((m.sender - self.drone_id) % n, m.turn))
+        return others[:self.cfg.inbox_max_messages]
+
+    def _ask(self, obs, inbox, own_cell, phase: tuple[str, str], label: str) -> DroneReply:
+        shown = self.shown_inbox(inbox)
+        others = [m for m in inbox if m.sender != self.drone_id]
+        situation = situation_text(obs, own_cell, sensor_readings=self.cfg.sensor_readings,
+                                   max_chars=self.cfg.message_max_chars)
+        messages = drone_messages(
+            drone_id=self.drone_id, role=self.role, situation=situation,
+            messages=inbox_text(shown, total=len(others), tally=[m.proposal for m in others],
+                                max_chars=self.cfg.message_max_chars),
+            phase=phase[0], action_item=phase[1], width=obs.width, height=obs.height)
+        reply = ask_llm(self.client, messages, cfg=self.cfg, width=obs.width, height=obs.height,
+                        tag=f"drone_{self.drone_id}/round_{obs.round}/{label}", seed=self.cfg.seed + self.drone_id)
+        if reply.fallback:
+            reply.action = self._fallback_action(obs, inbox, own_cell)
+        return reply
+
+    def _fallback_action(self, obs, inbox, own_cell: Cell | None) -> Cell | None:
+        if self._heuristic is not None:
+            d = self._heuristic.choose(obs, inbox, own_cell)
+            if d is not None:
+                return tuple(d.cell)
+        return own_cell
+
+    def _discuss(self, obs, inbox, turn, own_cell) -> DroneReply:
+        return self._ask(obs, inbox, own_cell, discussion_phase(turn, max(self.cfg.discussion_turns, turn + 1)),
+                         f"discuss_{turn}")
+
+    def _act(self, obs, inbox, own_cell) -> DroneReply:
+        return self._ask(obs, inbox, own_cell, implicit_phase(), "act")
+
+    def _vote(self, obs, inbox, own_cell, ctx, strategy) -> DroneReply:
+        return self._ask(obs, inbox, own_cell, vote_phase(strategy, self.cfg.max_agreement_turns, ctx),
+                         f"vote_{ctx.turn}")
+
+
+# --- coordinators (spoke & wheel) -------------------------------------------------------------------------------------
+class HeuristicCoordinator:
+    """Classical wheel: the voted cell with the most severe active disaster, else the majority vote."""
+
+    def __init__(self) -> None:
+        self.obs = None
+        self.log: list[DroneReply] = []
+
+    def prepare(self, obs, roles: Sequence[str] = ()) -> None:
+        self.obs, self.log = obs, []
+
+    def merge(self, proposals: Sequence[Cell | None], turn: int) -> Cell | None:
+        severity = {tuple(d.cell): d.severity for d in (self.obs.disasters if self.obs is not None else ())}
+        votes = Counter(tuple(p) for p in proposals if p is not None)
+        on_disaster = [tuple(p) for p in proposals if p is not None and tuple(p) in severity]
+        if on_disaster:
+            cell = max(dict.fromkeys(on_disaster), key=lambda c: (severity[c], votes[c]))
+        else:
+            cell = majority_vote(proposals)
+        self.log.append(DroneReply(analysis="most severe voted disaster", action=cell))
+        return cell
+
+
+class LLMCoordinator:
+    """LLM wheel: merges the drones' votes into one cell; ``None`` (counted by the aggregation) when it fails."""
+
+    def __init__(self, client: LLMClient, cfg) -> None:
+        self.client = client
+        self.cfg = cfg
+        self.obs = None
+        self.roles: tuple[str, ...] = ()
+        self.log: list[DroneReply] = []
+
+    def prepare(self, obs, roles: Sequence[str] = ()) -> None:
+        self.obs, self.roles, self.log = obs, tuple(roles), []
+
+    def merge(self, proposals: Sequence[Cell | None], turn: int) -> Cell | None:
+        obs = self.obs
+        votes = [(i, self.roles[i] if i < len(self.roles) else "drone", p) for i, p in enumerate(proposals)]
+        messages = coordinator_messages(situation=situation_text(obs, None, sensor_readings=self.cfg.sensor_readings,
+                                                                 max_chars=self.cfg.message_max_chars),
+                                        votes=votes, width=obs.width, height=obs.height)
+        reply = ask_llm(self.client, messages, cfg=self.cfg, width=obs.width, height=obs.height,
+                        tag=f"coordinator/round_{obs.round}/merge_{turn}", seed=self.cfg.seed, with_message=False)
+        self.log.append(reply)
+        return reply.action
+
+
+# --- factories --------------------------------------------------------------------------------------------------------
+def make_drone(cfg, drone_id: int, client: LLMClient | None = None) -> DroneAgent:
+    """Drone ``drone_id`` of a (baseline-resolved) ``DisasterConfig``: its planner and its role."""
+    role = role_for(cfg.roles, drone_id)
+    if cfg.planner == "llm":
+        if client is None:
+            raise ConfigError("planner 'llm' needs an LLM client (llm_backend); none was given")
+        return LLMDrone(client, drone_id, role, cfg)
+    if cfg.planner == "random":
+        return RandomDrone(drone_id, role, cfg)
+    return HeuristicDrone(drone_id, role, cfg)
+
+
+def make_drones(cfg, client: LLMClient | None = None) -> list[DroneAgent]:
+    return [make_drone(cfg, i, client) for i in range(cfg.num_robots)]
+
+
+def make_coordinator(cfg, client: LLMClient | None = None):
+    """The spoke & wheel coordinator of an explicit run (None for the other strategies and modes)."""
+    if cfg.mode != "explicit" or not cfg.strategy.startswith("spoke_wheel"):
+        return None
+    if cfg.planner == "llm" and client is not None:
+        return LLMCoordinator(client, cfg)
+    return HeuristicCoordinator()

@@ -1,0 +1,179 @@
+"""Dynamic disaster response without ROS (paper 2, scenario 1): the batch twin of the ROS launch.
+
+``run_disaster_headless(cfg)`` runs ``cfg.rounds`` rounds of
+
+    obs = env.begin_round()                         environment update, spawn, situation report
+    decision = rounds.run_round(drones, obs, cells)  discussion turns, then the implicit or explicit action phase
+    cells = motion(cells, decision.actions)          where each drone is at the round's end
+    outcome = env.end_round(cells, decision.actions) containment, rewards, penalties, metrics
+
+with the drones of ``planners.drones.make_drones`` for the baseline-resolved config (``DisasterConfig.resolved``).
+Drones start on cells drawn uniformly from ``numpy.random.default_rng([seed, 11])`` (the environment draws from its
+own ``default_rng(seed)``). With an LLM team the drones of one phase are asked in parallel on a thread pool of
+``llm_concurrency`` workers; results are used in drone order, so a run is deterministic whenever the client is.
+
+Motion:
+
+* ``teleport`` (the paper): each drone is on its chosen cell at the round's end;
+* ``kinematic``: a drone flies for ``round_time_s`` from its position towards the centre of its chosen cell,
+  ``((x + 0.5) s, (y + 0.5) s)`` with ``s = cell_size_m``, under ``consensus.control.PController`` (``kp``,
+  ``v_max``, ``deadband``) and a single integrator, steps of ``control_period_s``; it attends the cell it is in at
+  the round's end, ``(floor(px / s), floor(py / s))`` clipped to the grid. A far cell takes more than one round.
+  The positions of every step go to ``trajectories.csv``.
+
+Run directory (``out_dir``; the layout of ``consensus.runs.rundir``)::
+
+    manifest.json       config, seed, scenario, backend, model, git revision, packages, command
+    params.yaml         the /**: parameters file of the run (what the ROS nodes would be started with)
+    rounds.jsonl        one line per round: observation (disasters, report), cells at the start, the decision
+                        (messages, proposals, votes, actions, every reply, counters), cells at the end, outcome
+    transcripts.jsonl   every LLM exchange (LLM runs whose client this function created; replay with --replay)
+    trajectories.csv    kinematic runs: t, robot, x, y, target_x, target_y
+    summary.json        the metrics of consensus.scenarios.disaster.metrics.summarize (coverage_rate,
+                        misallocation_penalty, response_delay, net_reward, mean_deviation, series, ...), LLM
+                        counters (llm_calls, llm_fallbacks, llm_fallbacks_by_reason, tokens, ...), the settings
+    coverage_deviation.png/.svg   CR(t) and d̄(t) over the rounds
+"""
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from consensus.control.controller import PController
+from consensus.control.kinematics import step_single_integrator
+from consensus.scenarios.disaster import metrics
+from consensus.scenarios.disaster.environment import cell_centre
+from consensus.scenarios.disaster.config import DisasterConfig
+from consensus.scenarios.disaster.environment import DisasterEnv
+from consensus.scenarios.disaster.plots import plot_run
+from consensus.scenarios.disaster.rounds import add_round_counters, run_round
+from consensus.llm.base import LLMClient
+from consensus.scenarios.disaster.agents import Cell, make_coordinator, make_drones
+from consensus.runs.rundir import new_run_dir, write_json, write_manifest, write_trajectories
+
+
+def start_cells(cfg: DisasterConfig) -> list[Cell]:
+    """The drones' start cells, uniform on the grid from ``default_rng([seed, 11])``."""
+    rng = np.random.default_rng([cfg.seed, 11])
+    return [(int(rng.integers(cfg.width)), int(rng.integers(cfg.height))) for _ in range(cfg.num_robots)]
+
+
+class KinematicFlight:
+    """P controller + single integrator between cell centres (module docstring); keeps every sample."""
+
+    def __init__(self, cfg: DisasterConfig, cells: list[Cell]) -> None:
+        self.cfg = cfg
+        self.ctl = PController(kp=cfg.kp, v_max=cfg.v_max, deadband=cfg.deadband)
+        self.steps = max(1, int(round(cfg.round_time_s / cfg.control_period_s)))
+        self.pos = self.centres(cells)
+        self.times: list[float] = [0.0]
+        self.positions: list[np.ndarray] = [self.pos.copy()]
+        self.targets: list[np.ndarray] = []
+
+    def centres(self, cells: list[Cell]) -> np.ndarray:
+        return cell_centre(cells, self.cfg.cell_size_m)
+
+    def cells(self) -> list[Cell]:
+        idx = np.floor(self.pos / self.cfg.cell_size_m).astype(int)
+        return [(int(min(max(x, 0), self.cfg.width - 1)), int(min(max(y, 0), self.cfg.height - 1)))
+                for x, y in idx]
+
+    def fly(self, goals: list[Cell]) -> list[Cell]:
+        target = self.centres(goals)
+        dt = self.cfg.control_period_s
+        for _ in range(self.steps):
+            self.targets.append(target)
+            self.pos = step_single_integrator(self.pos, self.ctl.compute_batch(self.pos, target), dt)
+            self.times.append(self.times[-1] + dt)
+            self.positions.append(self.pos.copy())
+        return self.cells()
+
+    def write(self, path: Path) -> None:
+        targets = self.targets + [self.targets[-1] if self.targets else self.positions[0]]
+        write_trajectories(path, np.asarray(self.times), np.asarray(self.positions), np.asarray(targets))
+
+
+def _client(cfg: DisasterConfig, out: Path | None):
+    from consensus.llm.from_config import client_from_config     # duck-typed: planner and llm_* fields
+
+    return client_from_config(cfg, out / "transcripts.jsonl" if out is not None else None)
+
+
+def run_disaster_headless(cfg: DisasterConfig, client: LLMClient | None = None, out_dir: str | Path | None = None,
+                          progress: Callable[[int, int], None] | None = None) -> dict:
+    """Run the scenario; returns the summary (and writes the run directory when ``out_dir`` is given).
+
+    ``client`` is used as given (not closed); without one an LLM run creates it from the config (recording
+    ``transcripts.jsonl`` in ``out_dir``) and closes it at the end. ``progress(done, total)`` after each round.
+    """
+    cfg.validate()
+    out = new_run_dir(out_dir) if out_dir is not None else None
+    if out is not None:
+        cfg = cfg.replace(output_dir=str(out))
+    run = cfg.resolved()
+    if out is not None:
+        write_manifest(out, scenario="disaster", config=cfg.to_dict(), seed=cfg.seed,
+                       backend=cfg.llm_backend if run.uses_llm() else "none", model=cfg.llm_model, mode="headless",
+                       extra={"resolved": {k: v for k, v in run.to_dict().items() if cfg.to_dict()[k] != v}})
+        (out / "params.yaml").write_text(cfg.to_ros_params_yaml())
+    with ExitStack() as stack:
+        if client is None and run.uses_llm():
+            client, close = _client(run, out)
+            stack.callback(close)
+        summary = _simulate(run, client, out, progress, stack)
+    summary.update(baseline=cfg.baseline, label=cfg.baseline if cfg.baseline != "none" else summary["label"])
+    if out is not None:
+        title = (f"Disaster response: {summary['label']}, N={run.num_robots}, roles={run.roles}, "
+                 f"volatility={run.volatility}, seed={run.seed}")
+        plot_run(summary["series"], out / "coverage_deviation.png", title=title)
+        summary["plots"] = ["coverage_deviation.png"]
+        write_json(out / "summary.json", summary)
+    return summary
+
+
+def _simulate(run: DisasterConfig, client: LLMClient | None, out: Path | None, progress, stack: ExitStack) -> dict:
+    env = DisasterEnv(run.env_config(), seed=run.seed)
+    drones = make_drones(run, client)
+    coordinator = make_coordinator(run, client)
+    cells = start_cells(run)
+    flight = KinematicFlight(run, cells) if run.motion == "kinematic" else None
+    workers = min(run.llm_concurrency, run.num_robots) if run.planner == "llm" else 1
+    map_fn = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="drone")).map if workers > 1 else map
+    log = stack.enter_context((out / "rounds.jsonl").open("w")) if out is not None else None
+    outcomes, counters, previous = [], {}, []
+    t0 = time.monotonic()
+    for r in range(run.rounds):
+        obs = env.begin_round()
+        decision = run_round(drones, obs, cells, mode=run.mode, strategy=run.strategy,
+                             discussion_turns=run.discussion_turns, coordinator=coordinator,
+                             max_agreement_turns=run.max_agreement_turns, previous=previous, map_fn=map_fn)
+        before, previous = cells, decision.final_messages
+        cells = flight.fly(decision.actions) if flight is not None else list(decision.actions)
+        outcome = env.end_round(cells, decision.actions)
+        outcomes.append(outcome)
+        add_round_counters(counters, decision.counters)
+        if log is not None:
+            log.write(json.dumps({"round": r, "observation": obs.to_dict(), "cells_start": [list(c) for c in before],
+                                  "decision": decision.to_dict(), "cells_end": [list(c) for c in cells],
+                                  "outcome": outcome.to_dict()}, ensure_ascii=False) + "\n")
+            log.flush()
+        if progress is not None:
+            progress(r + 1, run.rounds)
+    elapsed = time.monotonic() - t0
+    if flight is not None and out is not None:
+        flight.write(out / "trajectories.csv")
+    summary = metrics.summarize(outcomes, env)
+    summary.update(counters)
+    summary.update(
+        label=run.mode if run.mode == "implicit" else f"explicit ({run.strategy})", planner=run.planner,
+        mode=run.mode, strategy=run.strategy if run.mode == "explicit" else "", roles=run.roles,
+        volatility=run.volatility, num_robots=run.num_robots, discussion_turns=run.discussion_turns,
+        motion=run.motion, seed=run.seed, elapsed_s=round(elapsed, 3),
+        rounds_per_s=round(run.rounds / elapsed, 2) if elapsed > 0 else None)
+    return summary

@@ -1,0 +1,126 @@
+"""Metrics of the disaster scenario (paper 2, sections 3.2 and 4.2, appendix C.1).
+
+Notation for round t: D_t = the disasters active during the round (after the environment update, before
+containment; a disaster cleared in round t belongs to D_t), n_c = number of drones on cell c at the round's end,
+N = number of drones, M = ``misallocation_threshold`` (2), a_i = the cell drone i chose.
+
+Coverage (CR, 4.2 "percentage of active disaster cells correctly attended by at least one agent")
+    CR_t = |{d in D_t : n_{cell(d)} >= 1}| / |D_t|, undefined (None) when D_t is empty;
+    CR = mean of CR_t over the rounds where it is defined (None if there is none).
+
+Misallocation penalty (MP; C.1 "more than M drones converge on the same location while another active disaster is
+uncovered"; 4.2 "assigning agents to non-disaster cells or over-allocating ... when high-severity cells are
+unattended")
+    U_t = 1 if some d in D_t has n_{cell(d)} = 0, else 0
+    MP_t = U_t * ( sum over disaster cells c of max(0, n_c - M)  +  number of drones on no disaster cell )
+    i.e. the drones wasted while a disaster is left uncovered. MP = mean of MP_t over all rounds (drones per round);
+    ``misallocation_share`` = mean of MP_t / N (public implementation B's normalisation). The environment charges
+    ``misallocation_cost * MP_t`` in round t.
+
+Response delay (RD, 4.2 "average number of rounds taken to attend to a new high-severity disaster after its
+appearance")
+    A disaster is high-severity from h_d = the first round whose start (its appearance, or a later environment
+    update) shows severity >= ``high_severity`` (7). RD_d = r_d - h_d with r_d = the first round >= h_d at whose end
+    a drone is on its cell (0 = attended in the round it became high). Censoring: a high-severity disaster never
+    attended since h_d is still active at the run's end (only drones clear disasters); it counts with
+    RD_d = T - h_d (T = rounds completed), a lower bound, and is counted in ``response_censored``.
+    RD = mean of RD_d over the high-severity disasters (None if there is none).
+
+Net reward (C.1): sum over rounds of (clear rewards - uncontained penalties - misallocation costs), see
+``consensus.scenarios.disaster.environment``.
+
+Action deviation (3.2): mu(t) = the mode of the chosen cells; ties go to the tied cell chosen first (lowest drone
+index), i.e. ``consensus.decision.voting.majority_vote``, the explicit-consensus vote.
+d_i(t) = |x_i - x_mu| + |y_i - y_mu|, d̄(t) = (1/N) sum_i d_i(t); ``mean_deviation`` = mean of d̄(t) over rounds.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from consensus.decision.voting import majority_vote
+
+if TYPE_CHECKING:
+    from consensus.scenarios.disaster.environment import Cell, Disaster, DisasterEnv, RoundOutcome
+
+
+def mode_action(actions: Sequence[Cell]) -> Cell:
+    """The most frequent cell; ties -> the tied cell that appears first in ``actions`` (majority-vote rule)."""
+    if len(actions) == 0:
+        raise ValueError("mode_action needs at least one action")
+    return majority_vote([(a[0], a[1]) for a in actions])
+
+
+def action_deviation(actions: Sequence[Cell]) -> float:
+    """d̄(t): mean Manhattan distance of the actions to their mode."""
+    mx, my = mode_action(actions)
+    return sum(abs(a[0] - mx) + abs(a[1] - my) for a in actions) / len(actions)
+
+
+def coverage(disaster_cells: Sequence[Cell], drone_cells: Iterable[Cell]) -> float | None:
+    """CR_t: share of the disaster cells with at least one drone; None without disasters.
+    ``drone_cells`` may be a sequence of cells or a Counter of them."""
+    if len(disaster_cells) == 0:
+        return None
+    occupied = set(drone_cells)
+    return sum(c in occupied for c in disaster_cells) / len(disaster_cells)
+
+
+def misallocation_penalty(disaster_cells: Sequence[Cell], drone_cells: Iterable[Cell], threshold: int) -> int:
+    """MP_t: drones wasted while some disaster is uncovered (formula in the module docstring).
+    ``drone_cells`` may be a sequence of cells or a Counter of them."""
+    counts = drone_cells if isinstance(drone_cells, Counter) else Counter(drone_cells)
+    cells = set(disaster_cells)
+    if all(counts.get(c, 0) for c in cells):
+        return 0
+    on_disasters = sum(counts.get(c, 0) for c in cells)
+    excess = sum(max(0, counts.get(c, 0) - threshold) for c in cells)
+    return excess + sum(counts.values()) - on_disasters
+
+
+def response_delays(disasters: Iterable[Disaster], rounds_completed: int) -> list[tuple[int, bool]]:
+    """(RD_d, censored) for every disaster that became high-severity, in the given order."""
+    out = []
+    for d in disasters:
+        if d.high_round is None:
+            continue
+        if d.high_attended_round is not None:
+            out.append((d.high_attended_round - d.high_round, False))
+        else:
+            out.append((rounds_completed - d.high_round, True))
+    return out
+
+
+def summarize(outcomes: Sequence[RoundOutcome], env: DisasterEnv) -> dict[str, Any]:
+    """Run-level metrics and per-round series (JSON-able). RD censoring uses ``env.round`` as the run's end."""
+    cov = [o.metrics["coverage"] for o in outcomes]
+    mp = [o.metrics["misallocation_penalty"] for o in outcomes]
+    everything = env.all_disasters()
+    delays = response_delays(everything, env.round)
+    return {
+        "rounds": len(outcomes),
+        "coverage_rate": _mean([c for c in cov if c is not None]),
+        "misallocation_penalty": _mean(mp),
+        "misallocation_share": _mean([m / len(o.drone_cells) for m, o in zip(mp, outcomes)]),
+        "response_delay": _mean([r for r, _ in delays]),
+        "response_delay_disasters": len(delays),
+        "response_censored": sum(c for _, c in delays),
+        "net_reward": float(sum(o.net_reward for o in outcomes)),
+        "reward_cleared": float(sum(o.reward_cleared for o in outcomes)),
+        "penalty_uncontained": float(sum(o.penalty_uncontained for o in outcomes)),
+        "misallocation_cost": float(sum(o.misallocation_cost for o in outcomes)),
+        "mean_deviation": _mean([o.metrics["deviation"] for o in outcomes]),
+        "disasters_appeared": len(everything),
+        "disasters_cleared": sum(d.cleared_round is not None for d in everything),
+        "series": {
+            "coverage": cov,
+            "misallocation": mp,
+            "deviation": [o.metrics["deviation"] for o in outcomes],
+            "net_reward": [o.net_reward for o in outcomes],
+            "active": [o.metrics["active"] for o in outcomes],
+        },
+    }
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(sum(values) / len(values)) if values else None

@@ -1,0 +1,80 @@
+"""Which ROS processes make up a disaster run, with which parameters — shared by ``launch/disaster.launch.py`` and
+``consensus run disaster`` (``consensus.scenarios.disaster.runner``), like ``consensus.runs.processes`` for aggregation.
+
+Processes (every one reads the run's ``/**:`` parameters file, ``DisasterConfig``; per-process parameters on top):
+
+* ``llm_server`` (LLM teams on the embedded backend): the kernel's llama.cpp server on ``llm_port``;
+* ``sim``: the kernel simulator flies the drones (``/robot_<i>/cmd_vel`` -> ``/robot_<i>/odom``), single
+  integrator, started with the drones at the centres of their start cells (``start_cells``, as headless) and the
+  grid as its workspace; it publishes ``/clock`` with ``use_sim_time``. Its ``RobotBaseConfig`` parameters come
+  from ``controller_config`` and are validated here, before anything starts;
+* ``drone``: all drones in one process (node ``/fleet``, ``fleet: true``) or one process per drone (node
+  ``/robot_<i>/agent``);
+* ``aggregator`` (explicit mode only);
+* ``disaster_grid``: owns the environment and the round clock, writes the run directory; the run ends when it
+  exits.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from consensus.runs.processes import ProcessSpec
+from consensus.scenarios.disaster.config import DisasterConfig
+from consensus.scenarios.disaster.environment import cell_centre
+from consensus.scenarios.disaster.headless import start_cells
+from consensus.settings import RobotBaseConfig
+
+SIM_RATE_HZ = 20.0
+STATUS_PERIOD_S = 1.0      # planner/status of every drone
+
+
+def grid_bounds(cfg: DisasterConfig) -> list[float]:
+    """The geofence of the grid in metres: [0, width s, 0, height s] with s = ``cell_size_m``."""
+    return [0.0, cfg.width * cfg.cell_size_m, 0.0, cfg.height * cfg.cell_size_m]
+
+
+def controller_config(cfg: DisasterConfig, **settings: Any) -> tuple[RobotBaseConfig, dict[str, Any]]:
+    """The ``RobotBaseConfig`` a kernel robot component (the drones' controller, ``sim``, ``llm_server``) runs
+    with in a disaster run, and the parameters such a node must get on top of the disaster params file.
+
+    A kernel node reads the disaster file's values of the shared groups (``seed``, ``num_robots``, control and
+    safety, ``llm_*``) and its own defaults for the rest. ``settings`` on top of these make the controller of the
+    grid world: 2-D, geofence = the grid, the round clock as the planner (status every ``STATUS_PERIOD_S``),
+    ``num_robots`` = the (baseline-resolved) number of drones. The config is validated here (ConfigError); the
+    overrides are the settings above and every other field whose value differs from what the node would read."""
+    run = cfg.resolved()
+    shared = {name: getattr(run, name) for name in RobotBaseConfig.field_names() if name in cfg.field_names()}
+    wanted = dict(dim=2, planner_period_s=max(STATUS_PERIOD_S, cfg.control_period_s), workspace=grid_bounds(cfg),
+                  sim_rate_hz=SIM_RATE_HZ)
+    wanted.update(settings)
+    base = RobotBaseConfig.from_dict({**shared, **wanted}, source="disaster run (controller/sim settings)")
+    seen = {**RobotBaseConfig().to_dict(), **{k: getattr(cfg, k) for k in shared}}
+    return base, {k: v for k, v in base.to_dict().items() if k in wanted or v != seen[k]}
+
+
+def sim_params(cfg: DisasterConfig, *, use_sim_time: bool = False) -> dict:
+    """The ``sim`` node's parameters on top of the disaster file: drones at their start cells' centres."""
+    run = cfg.resolved()
+    centres = [float(v) for cell in start_cells(run) for v in cell_centre(cell, cfg.cell_size_m)]
+    _, overrides = controller_config(cfg, initial_positions=centres, publish_clock=bool(use_sim_time))
+    return {**overrides, "use_sim_time": False}
+
+
+def disaster_processes(cfg: DisasterConfig, *, use_sim_time: bool = False) -> list[ProcessSpec]:
+    """The processes of a disaster run: [llm_server], sim, drone(s), [aggregator], disaster_grid."""
+    run = cfg.resolved()
+    sim_time = {"use_sim_time": bool(use_sim_time)}
+    specs: list[ProcessSpec] = []
+    if run.uses_llm() and cfg.llm_backend == "embedded":
+        _, llm = controller_config(cfg)
+        specs.append(ProcessSpec("llm_server", "llm_server", params={**llm, "use_sim_time": False}))
+    specs.append(ProcessSpec("sim", "sim", params=sim_params(cfg, use_sim_time=use_sim_time)))
+    if cfg.fleet:
+        specs.append(ProcessSpec("drone", "fleet", params=sim_time))
+    else:
+        specs += [ProcessSpec("drone", "agent", namespace=f"robot_{i}", params={**sim_time, "robot_id": i})
+                  for i in range(run.num_robots)]
+    if run.mode == "explicit":
+        specs.append(ProcessSpec("aggregator", "aggregator", params=sim_time))
+    specs.append(ProcessSpec("disaster_grid", "disaster_grid", params=sim_time, ends_run=True))
+    return specs

@@ -1,0 +1,216 @@
+"""``aggregator``: the explicit-consensus vote of the disaster drones (paper 2 eq. 1, paper 3's architectures).
+
+When the round clock (``/disaster/state``) enters ``decide`` in explicit mode, a worker thread runs the core's
+``consensus.scenarios.disaster.rounds.explicit_decision(proxies, obs, cells, heard, strategy, coordinator=...,
+max_turns=max_agreement_turns)`` — i.e. ``consensus.decision.aggregate`` — exactly as the headless round does,
+with ``RemoteDrone`` proxies in place of the drones: a proxy's ``propose(ctx)`` publishes a vote request on
+``/robot_<i>/disaster/vote_request`` (``{"round", "id", "agent", "turn", "context"}``, see drone_agent.py) and waits
+for the drone's answer on ``/disaster/votes``; the agents of one voting turn are asked in parallel (``map_fn`` = a thread
+pool's ``map``). A drone that does not answer within ``round_timeout_s`` gives a failed vote (``None`` to the
+aggregation, a ``timeout`` fallback reply in the log). The spoke & wheel coordinator is the core's
+(``make_coordinator``: the LLM coordinator for LLM teams, with its own client recording to the run's
+transcripts, else the heuristic one) and runs here.
+
+The result goes to the grid on ``/disaster/collective`` (std_msgs/String JSON)::
+
+    {"round": int, "decision": [x, y] | null,
+     "aggregation": {"architecture", "decision", "turns", "agreed", "failures", "coordinator_failures",
+                     "fallback", "proposals": [[cell|null per drone] per turn], "coordinator_plans": [...]},
+     "votes": [[DroneReply dict per drone] per turn], "coordinator": [DroneReply dict per merge],
+     "stamp": float}
+
+Status on ``/disaster/aggregator/status`` every second: ``{"state": "idle"|"voting", "round", "requests",
+"replies", "timeouts", "late_votes", "bad_messages", "llm": {...}}``.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from rclpy.node import Node
+from std_msgs.msg import String
+
+from consensus.decision import ProposeContext
+from consensus.scenarios.disaster.rounds import explicit_decision
+from consensus.llm.from_config import client_from_config
+from consensus.scenarios.disaster.agents import DroneReply, make_coordinator
+from consensus.scenarios.disaster.prompts import role_for
+from consensus.ros import qos
+from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUEST, VOTES, cell_list, cell_or_none,
+                                       context_to_dict, declare_disaster_config, dumps, inbox_from_dict, namespace,
+                                       observation_from_dict, reply_from_dict, timeout_reply)
+from consensus.ros.params import guarded, on_stop, run_node, spin_node
+
+log = logging.getLogger(__name__)
+
+STATUS = "/disaster/aggregator/status"
+
+
+class RemoteDrone:
+    """A drone seen by the aggregation: ``consensus.decision.Proposer`` whose votes come over ROS.
+
+    It offers what ``explicit_decision`` uses of a core drone: ``drone_id``, ``role``, ``prepare_vote``,
+    ``propose`` and ``vote_log`` (the drone's reply of every voting turn)."""
+
+    def __init__(self, hub: "Aggregator", drone_id: int, role) -> None:
+        self.hub = hub
+        self.drone_id = drone_id
+        self.role = role
+        self.round = -1
+        self.vote_log: list[DroneReply] = []
+
+    def prepare_vote(self, obs, inbox, own_cell, strategy: str) -> None:
+        """The drone prepares itself from the same ``decide`` state; here only the log is reset."""
+        self.round = obs.round
+        self.vote_log = []
+
+    def propose(self, ctx: ProposeContext):
+        reply = self.hub.ask(self.round, self.drone_id, ctx)
+        self.vote_log.append(reply)
+        return None if reply.fallback else reply.action
+
+
+class Aggregator:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.cfg = cfg = declare_disaster_config(node).resolved()
+        transcripts = Path(cfg.output_dir) / "transcripts.jsonl" if cfg.output_dir else None
+        if transcripts is not None:
+            os.makedirs(transcripts.parent, exist_ok=True)
+        client, self._close_client = (client_from_config(cfg, transcripts) if cfg.strategy.startswith("spoke_wheel")
+                                      else (None, lambda: None))
+        self.client = client
+        self.coordinator = make_coordinator(cfg, client)
+        self.drones = [RemoteDrone(self, i, role_for(cfg.roles, i)) for i in range(cfg.num_robots)]
+        self.rounds = ThreadPoolExecutor(1, thread_name_prefix="round")                 # one vote at a time
+        self.voters = ThreadPoolExecutor(cfg.num_robots, thread_name_prefix="vote")     # one waiter per drone
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._waiting: dict[int, tuple[threading.Event, list]] = {}   # request id -> (event, [reply dict])
+        self._outbox: list[dict] = []
+        self._stopping = False
+        self.started_round = -1
+        self.job: tuple[int, Future] | None = None
+        self.counters = {"requests": 0, "replies": 0, "timeouts": 0, "late_votes": 0, "bad_messages": 0}
+        node.create_subscription(String, STATE, guarded(self._on_state, "aggregator.state"), STATE_QOS)
+        node.create_subscription(String, VOTES, guarded(self._on_vote, "aggregator.votes"), qos.EVENTS)
+        self.pub_requests = [node.create_publisher(String, f"/{namespace(i)}/{VOTE_REQUEST}", qos.EVENTS)
+                             for i in range(cfg.num_robots)]
+        self.pub_collective = node.create_publisher(String, COLLECTIVE, qos.EVENTS)
+        self.pub_status = node.create_publisher(String, STATUS, qos.EVENTS)
+        node.create_timer(0.05, guarded(self.tick, "aggregator.tick"))
+        node.create_timer(1.0, guarded(self.publish_status, "aggregator.status"))
+
+    # ------------------------------------------------------------------ executor thread
+    def _on_state(self, msg: String) -> None:
+        st = json.loads(msg.data)
+        if st["phase"] != "decide" or st["mode"] != "explicit" or int(st["round"]) <= self.started_round:
+            return
+        cfg = self.cfg
+        obs = observation_from_dict(st["observation"])
+        cells = [cell_or_none(c, cfg.width, cfg.height) for c in st["cells"]]
+        heard = [inbox_from_dict(m) for m in st["heard"]]
+        self.started_round = obs.round
+        self.job = (obs.round, self.rounds.submit(self._vote, obs, cells, heard))
+
+    def _on_vote(self, msg: String) -> None:
+        try:
+            vote = json.loads(msg.data)
+            rid = int(vote["id"])
+        except (ValueError, KeyError, TypeError):
+            vote, rid = None, -1
+        with self._lock:
+            waiter = self._waiting.pop(rid, None)
+            if waiter is None:                        # malformed, or answered after its timeout
+                self.counters["bad_messages" if vote is None else "late_votes"] += 1
+                return
+        waiter[1].append(vote.get("reply"))
+        waiter[0].set()
+
+    def tick(self) -> None:
+        with self._lock:
+            out, self._outbox = self._outbox, []
+        for req in out:
+            self.pub_requests[req["agent"]].publish(dumps(req))
+        if self.job is not None and self.job[1].done():
+            rnd, fut = self.job
+            self.job = None
+            self.pub_collective.publish(dumps(self._record(rnd, fut.result())))
+
+    def _record(self, rnd: int, out) -> dict:
+        votes = [[d.vote_log[t].to_dict() for d in self.drones] for t in range(out.turns)]
+        coordinator = [r.to_dict() for r in self.coordinator.log] if self.coordinator is not None else []
+        return {"round": rnd, "decision": cell_list(out.decision), "votes": votes, "coordinator": coordinator,
+                "aggregation": {
+                    "architecture": out.architecture, "decision": cell_list(out.decision), "turns": out.turns,
+                    "agreed": out.agreed, "failures": out.failures,
+                    "coordinator_failures": out.coordinator_failures, "fallback": out.fallback,
+                    "proposals": [[cell_list(c) for c in turn] for turn in out.proposals],
+                    "coordinator_plans": [cell_list(c) for c in out.coordinator_plans]},
+                "stamp": self.node.get_clock().now().nanoseconds * 1e-9}
+
+    def publish_status(self) -> None:
+        st = {"state": "voting" if self.job is not None else "idle", "round": self.started_round, **self.counters}
+        if self.client is not None:
+            st["llm"] = self.client.status()
+        self.pub_status.publish(String(data=json.dumps(st)))
+
+    # ------------------------------------------------------------------ worker threads
+    def _vote(self, obs, cells, heard):
+        cfg = self.cfg
+        return explicit_decision(self.drones, obs, cells, heard, cfg.strategy, coordinator=self.coordinator,
+                                 max_turns=cfg.max_agreement_turns, map_fn=self.voters.map)
+
+    def ask(self, rnd: int, drone: int, ctx: ProposeContext) -> DroneReply:
+        """One vote of ``drone`` (blocks this worker thread until the answer or ``round_timeout_s``)."""
+        event, box = threading.Event(), []
+        with self._lock:
+            rid = next(self._ids)
+            self._waiting[rid] = (event, box)
+            self._outbox.append({"round": rnd, "id": rid, "agent": drone, "turn": ctx.turn,
+                                 "context": context_to_dict(ctx)})
+            self.counters["requests"] += 1
+        answered = event.wait(self.cfg.round_timeout_s) and not self._stopping
+        with self._lock:
+            self._waiting.pop(rid, None)
+        if not answered or not box:
+            reply, outcome = timeout_reply("vote"), "timeouts"
+        else:
+            try:
+                reply, outcome = reply_from_dict(box[0], self.cfg.width, self.cfg.height), "replies"
+            except (ValueError, TypeError) as exc:
+                reply = DroneReply(fallback=True, fallback_reason="bad_message", error=str(exc)[:200])
+                outcome = "bad_messages"
+        with self._lock:
+            self.counters[outcome] += 1
+        return reply
+
+    def close(self) -> None:
+        self._stopping = True
+        with self._lock:
+            for event, _ in self._waiting.values():
+                event.set()
+        self.rounds.shutdown(wait=False, cancel_futures=True)
+        self.voters.shutdown(wait=False, cancel_futures=True)
+        self._close_client()
+
+
+def _body(_args: list[str]) -> None:
+    node = Node("aggregator")
+    agg = Aggregator(node)
+    on_stop(agg.close)
+    node.get_logger().info(f"aggregator up: strategy={agg.cfg.strategy}, {agg.cfg.num_robots} drones")
+    try:
+        spin_node(node, "events")
+    finally:
+        agg.close()
+        node.destroy_node()
+
+
+def main() -> int:
+    return run_node(_body, "aggregator")

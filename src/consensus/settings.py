@@ -1,0 +1,347 @@
+"""Run settings: the one flat parameter set that the CLI, the headless runners and every ROS node share.
+
+A scenario's config is a dataclass that composes the groups below (by inheritance: the fields stay flat, so every
+field is a ROS parameter of the same name) and adds its own fields and checks::
+
+    @dataclass
+    class MyConfig(RobotBaseConfig):         # or FlatParams + the groups it needs
+        my_field: int = 3
+        def check(self) -> None:
+            need(self.my_field > 0, "my_field must be positive")
+
+The same YAML serves all three users. It is a ROS 2 parameters file with a single ``/**:`` section, so
+``ros2 launch`` and ``--ros-args --params-file`` read it directly and ``load_flat`` reads it here::
+
+    /**:
+      ros__parameters:
+        num_robots: 4
+        ...
+
+``FlatParams.validate`` runs each group's checks once (``_check_<group>`` of every class in the MRO), then the
+scenario's ``check``; the first bad field is one ``ConfigError``. Values are coerced by the fields' annotations
+(``list[str]``, ``list[float]``, ``bool``, ...), never by their names. A scenario may redeclare a group field to
+change its default (e.g. a longer ``llm_timeout_s``); the group's bounds still apply.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from consensus.errors import ConfigError
+from consensus.llm.embedded import DEFAULT_MODEL_NAME
+
+BACKENDS = ("embedded", "openai", "replay")
+KINEMATICS = ("single_integrator", "unicycle")
+EXECUTORS = ("events", "single")
+
+
+def need(cond: bool, msg: str) -> None:
+    """A validation step: ``ConfigError(msg)`` unless ``cond``."""
+    if not cond:
+        raise ConfigError(msg)
+
+
+def need_positive(cfg: Any, *names: str) -> None:
+    """Each named field is a finite number > 0."""
+    for name in names:
+        value = getattr(cfg, name)
+        need(math.isfinite(value) and value > 0, f"{name} must be a positive number (got {value})")
+
+
+class FlatParams:
+    """Base of every config dataclass whose fields are ROS parameters: the flat-mapping reader (unknown keys and
+    wrong types are errors), validated copies, and the ``/**:`` parameters file."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def field_types(cls) -> dict[str, Any]:
+        """Each field's resolved annotation (``int``, ``list[str]``, ...)."""
+        hints = typing.get_type_hints(cls)
+        return {f.name: hints[f.name] for f in fields(cls)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "config"):
+        """Build from a flat mapping; unknown keys and wrong types are errors."""
+        known = {f.name for f in fields(cls)}
+        types = cls.field_types()
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == "use_sim_time":       # ROS's own parameter, accepted everywhere
+                continue
+            if key not in known:
+                close = [k for k in known if k.startswith(str(key)[:4])]
+                hint = f" (did you mean {', '.join(sorted(close))}?)" if close else ""
+                raise ConfigError(f"{source}: unknown parameter '{key}'{hint}")
+            kwargs[key] = coerce(key, value, types[key], source)
+        cfg = cls(**kwargs)
+        try:
+            cfg.validate()
+        except ConfigError as exc:
+            if source in ("config", "override"):     # defaults and flags: the message names the field already
+                raise
+            raise ConfigError(f"{source}: {exc}") from None    # a file or a node: say which
+        return cfg
+
+    def replace(self, **changes: Any):
+        """A copy with ``changes`` applied (None values ignored), validated."""
+        data = self.to_dict()
+        data.update({k: v for k, v in changes.items() if v is not None})
+        return type(self).from_dict(data, source="override")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_ros_params_yaml(self, extra: dict[str, Any] | None = None) -> str:
+        """The config as a ``/**:`` ROS 2 parameters file."""
+        # rcl's YAML parser cannot type an empty sequence: leave empty lists out (the nodes' declared
+        # defaults are the same empty lists)
+        params = {k: v for k, v in self.to_dict().items() if v != []}
+        if extra:
+            params.update(extra)
+        return yaml.safe_dump({"/**": {"ros__parameters": params}}, sort_keys=True)
+
+    def uses_llm(self) -> bool:
+        """Does a run with this config call an LLM? (Scenarios with a ``planner`` field: planner == "llm".)"""
+        return getattr(self, "planner", "") == "llm"
+
+    def validate(self) -> None:
+        """Every group's ``_check_*`` once (base groups first), then the scenario's own ``check``."""
+        done: set[str] = set()
+        for klass in reversed(type(self).__mro__):
+            for name, fn in vars(klass).items():
+                if name.startswith("_check_") and name not in done and callable(fn):
+                    done.add(name)
+                    getattr(self, name)()
+        self.check()
+
+    def check(self) -> None:
+        """The scenario's own checks (after the groups')."""
+
+
+# --------------------------------------------------------------------------- groups
+@dataclass
+class RunParams:
+    """What every run has: a seed and a run directory."""
+
+    seed: int = 0
+    output_dir: str = ""
+
+    def _check_run(self) -> None:
+        need(0 <= self.seed < 2 ** 63, f"seed must be a non-negative integer (got {self.seed})")
+
+
+@dataclass
+class LLMParams:
+    """How agents reach their LLM (the same names and bounds in every scenario)."""
+
+    llm_backend: str = "embedded"     # embedded | openai | replay
+    llm_model: str = ""               # model name (openai) or .gguf path (embedded; default: the pinned model)
+    llm_base_url: str = ""            # OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, ...)
+    llm_api_key_env: str = "OPENAI_API_KEY"   # the environment variable holding the key (never logged)
+    llm_temperature: float = 0.7
+    llm_max_tokens: int = 160
+    llm_timeout_s: float = 60.0       # per request; a 2-core embedded model queues requests for tens of seconds
+    llm_max_retries: int = 2          # transport retries with backoff
+    llm_concurrency: int = 4          # requests in flight at once (one shared client per process)
+    parse_retries: int = 2            # a reply that does not parse is asked again this often, then a fallback
+    replay_path: str = ""             # transcripts.jsonl to replay (llm_backend: replay)
+    llm_port: int = 18080             # port of the embedded LLM server (llm_server node)
+
+    def _check_llm(self) -> None:
+        need(self.llm_backend in BACKENDS, f"unknown llm_backend '{self.llm_backend}'; valid: {', '.join(BACKENDS)}")
+        need(0.0 <= self.llm_temperature <= 2.0, f"llm_temperature must be in [0, 2] (got {self.llm_temperature})")
+        need(1 <= self.llm_max_tokens <= 4096, f"llm_max_tokens must be in [1, 4096] (got {self.llm_max_tokens})")
+        need(math.isfinite(self.llm_timeout_s) and self.llm_timeout_s > 0,
+             f"llm_timeout_s must be a positive number (got {self.llm_timeout_s})")
+        need(0 <= self.llm_max_retries <= 10, f"llm_max_retries must be in [0, 10] (got {self.llm_max_retries})")
+        need(1 <= self.llm_concurrency <= 256, f"llm_concurrency must be in [1, 256] (got {self.llm_concurrency})")
+        need(0 <= self.parse_retries <= 10, f"parse_retries must be in [0, 10] (got {self.parse_retries})")
+        need(1 <= self.llm_port <= 65535, f"llm_port must be in [1, 65535] (got {self.llm_port})")
+        if self.llm_backend == "replay" and self.uses_llm():
+            need(bool(self.replay_path), "llm_backend 'replay' needs replay_path (a transcripts.jsonl)")
+
+    def embedded_model_name(self) -> str:
+        """The model name a manifest records."""
+        if not self.uses_llm():
+            return ""
+        return self.llm_model or (DEFAULT_MODEL_NAME if self.llm_backend == "embedded" else "")
+
+
+@dataclass
+class ControlParams:
+    """The fast loop and its safety layer (``consensus.control``)."""
+
+    control_period_s: float = 0.1     # ΔTc
+    kinematics: str = "single_integrator"   # single_integrator | unicycle
+    kp: float = 1.0                   # proportional gain
+    v_max: float = 1.0                # speed limit [m/s]
+    w_max: float = 2.0                # turn-rate limit [rad/s] (unicycle)
+    deadband: float = 0.02            # [m] closer than this to the target: stop
+    odom_timeout_s: float = 0.5       # stale odometry -> zero velocity
+    target_timeout_s: float = 30.0    # no planner round completed for this long -> zero velocity
+
+    def _check_control(self) -> None:
+        need(self.kinematics in KINEMATICS, f"unknown kinematics '{self.kinematics}'; valid: {', '.join(KINEMATICS)}")
+        need_positive(self, "control_period_s", "kp", "v_max", "w_max", "odom_timeout_s", "target_timeout_s")
+        need(math.isfinite(self.deadband) and self.deadband >= 0, f"deadband must be >= 0 (got {self.deadband})")
+
+
+@dataclass
+class FleetParams:
+    """How many robots and how their ROS processes are laid out. One robot is a valid fleet."""
+
+    num_robots: int = 4
+    fleet: bool = True                # all robots in one process (scales to ~100); False = one process per robot
+    executor: str = "events"          # "events" (rclpy EventsExecutor) or "single"
+
+    def _check_fleet(self) -> None:
+        need(1 <= self.num_robots <= 1000, f"num_robots must be in [1, 1000] (got {self.num_robots})")
+        need(self.executor in EXECUTORS, f"unknown executor '{self.executor}'; valid: {', '.join(EXECUTORS)}")
+
+
+@dataclass
+class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams):
+    """What the kernel's robot nodes read (``sim``, the robot base ``consensus.ros.robot.RobotAgent``,
+    ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs
+    of mobile robots extend it."""
+
+    dim: int = 2
+    workspace: list[float] = field(default_factory=lambda: [-10.0, 10.0, -10.0, 10.0])   # geofence [min, max]/axis
+    planner_period_s: float = 2.0     # ΔTp
+    max_rounds: int = 0               # 0 = unlimited
+    initial_positions: list[float] = field(default_factory=list)   # flat [x0, y0, x1, y1, ...]; empty = seeded random
+    init_radius: float = 5.0          # random initial positions uniform in [-r, r]^dim
+    sim_rate_hz: float = 20.0         # odometry publication and integration rate
+    state_rate_hz: float = 5.0        # rate at which robots broadcast their state
+    publish_clock: bool = False       # the simulator publishes /clock (use with use_sim_time)
+    cmd_vel_best_effort: bool = False  # best-effort cmd_vel (faster; only if every robot driver accepts it)
+
+    def _check_robot_base(self) -> None:
+        need(self.dim in (1, 2), f"dim must be 1 or 2 (got {self.dim})")
+        need(not (self.kinematics == "unicycle" and self.dim != 2), "unicycle kinematics needs dim 2")
+        need_positive(self, "planner_period_s", "sim_rate_hz", "state_rate_hz", "init_radius")
+        need(self.control_period_s <= self.planner_period_s,
+             "control_period_s must not exceed planner_period_s (the controller is the fast loop)")
+        need(self.max_rounds >= 0, f"max_rounds must be >= 0 (got {self.max_rounds})")
+        need(len(self.workspace) == 2 * self.dim,
+             f"workspace needs {2 * self.dim} numbers [min, max per axis] for dim {self.dim} "
+             f"(got {len(self.workspace)})")
+        for axis in range(self.dim):
+            lo, hi = self.workspace[2 * axis], self.workspace[2 * axis + 1]
+            need(math.isfinite(lo) and math.isfinite(hi) and lo < hi,
+                 f"workspace axis {axis}: need min < max (got {lo}, {hi})")
+        pos = self.initial_positions_array()
+        if pos is not None:
+            lo, hi = self.workspace_bounds()
+            need(bool(((pos >= lo) & (pos <= hi)).all()), "initial_positions must lie inside the workspace")
+
+    def workspace_bounds(self):
+        import numpy as np
+
+        ws = np.asarray(self.workspace, dtype=float).reshape(self.dim, 2)
+        return ws[:, 0], ws[:, 1]
+
+    def initial_positions_array(self):
+        """(n, dim) array of the given initial positions, or None when they are to be drawn at random."""
+        import numpy as np
+
+        vals = list(self.initial_positions)
+        if not vals:
+            return None
+        if len(vals) != self.num_robots * self.dim:
+            raise ConfigError(f"initial_positions needs num_robots*dim = {self.num_robots * self.dim} numbers "
+                              f"(got {len(vals)})")
+        arr = np.asarray(vals, dtype=float).reshape(self.num_robots, self.dim)
+        if not np.isfinite(arr).all():
+            raise ConfigError("initial_positions must be finite numbers")
+        return arr
+
+
+# --------------------------------------------------------------------------- reading
+def coerce(key: str, value: Any, annotation: Any, source: str = "config") -> Any:
+    """Convert a YAML/CLI/ROS value to the annotated type, or raise a ConfigError naming the field."""
+    origin = typing.get_origin(annotation)
+    try:
+        if annotation is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+                return value.lower() in ("true", "1", "yes")
+            raise ValueError
+        if annotation is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if annotation is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if annotation is str:
+            if isinstance(value, (list, dict)):
+                return json.dumps(value)
+            return "" if value is None else str(value)
+        if origin is list:
+            (item,) = typing.get_args(annotation) or (str,)
+            if isinstance(value, str):
+                value = yaml.safe_load(value) if value.strip() else []
+            if not isinstance(value, (list, tuple)):
+                raise ValueError
+            return [coerce(key, v, item, source) for v in value]
+    except (TypeError, ValueError, yaml.YAMLError, ConfigError):
+        pass
+    name = getattr(annotation, "__name__", str(annotation))
+    raise ConfigError(f"{source}: parameter '{key}' has an invalid value {value!r} (expected {name})")
+
+
+def load_params_file(path: str | Path) -> dict[str, Any]:
+    """Read a ROS 2 parameters YAML (``/**: ros__parameters: ...``) or a plain mapping into a flat dict."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not UTF-8 text (a parameters file is YAML)") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot be read: {exc.strerror or exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: expected a mapping at the top level")
+    if "/**" in data:
+        section = data["/**"]
+        if not isinstance(section, dict) or not isinstance(section.get("ros__parameters"), dict):
+            raise ConfigError(f"{p}: '/**' must hold a 'ros__parameters' mapping")
+        return dict(section["ros__parameters"])
+    if "ros__parameters" in data:
+        return dict(data["ros__parameters"])
+    return dict(data)
+
+
+def load_flat(cls, path: str | Path | None = None, **overrides: Any):
+    """Load and validate a parameters file for the config class ``cls`` (or its defaults), then apply the
+    non-None overrides."""
+    data = load_params_file(path) if path else {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return cls.from_dict(data, source=str(path) if path else "config")
+
+
+def parse_set_args(items: list[str]) -> dict[str, str]:
+    """``--set KEY=VALUE`` arguments as a mapping (values stay strings; the config coerces them)."""
+    sets: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got '{item}'")
+        sets[key.strip()] = value
+    return sets
