@@ -12,7 +12,7 @@ DEMO_OUT ?= runs/demo
 # ROS traffic stays on this machine unless the caller says otherwise
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 
-.PHONY: setup install model demo test test-fast bench clean
+.PHONY: setup install model demo lint test test-fast bench clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || \
@@ -38,7 +38,13 @@ demo: model
 	rm -rf $(DEMO_OUT)
 	$(VENV)/bin/consensus run aggregation --robots 4 --planner llm --backend embedded --duration 120 --out $(DEMO_OUT)
 
-test: model
+# ruff (pyflakes + pycodestyle) and the import contracts of .importlinter (no cycles, the kernel never imports a
+# scenario, rclpy only in ros/ modules), checked on the source tree
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks launch
+	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
+
+test: model lint
 	CONSENSUS_REQUIRE_ALL=1 $(PY) -m pytest -q
 
 test-fast: install

@@ -34,7 +34,7 @@ def main() -> int:
     from fake_openai_server import FakeOpenAIServer, Reply
 
     from consensus.scenarios.aggregation.config import load_config
-    from consensus.runs.ros_runner import run_ros
+    from consensus.scenarios.aggregation.runner import run_ros
 
     with FakeOpenAIServer(lambda body: Reply(averaging_reply(body), delay_s=args.latency)) as srv:
         cfg = load_config(None, num_robots=args.robots, planner="llm", llm_backend="openai", llm_model="fake",

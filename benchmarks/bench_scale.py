@@ -22,7 +22,7 @@ def main() -> int:
     args = ap.parse_args()
     isolate_ros()
     from consensus.scenarios.aggregation.config import load_config
-    from consensus.runs.ros_runner import run_ros
+    from consensus.scenarios.aggregation.runner import run_ros
 
     extra = dict(item.split("=", 1) for item in args.set)
     print(f"{'robots':>6} {'on-time':>8} {'min Hz':>7} {'max late':>9} {'CPU':>6} {'converged':>9}  ok")

@@ -5,14 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from consensus.decision import ProposeContext, aggregate
+from consensus.decision import ProposeContext, decide
 from consensus.errors import ConfigError
 from consensus.experiments.study import Trial, TrialContext
 from consensus.llm.openai_client import OpenAIChatClient
 from consensus.scenarios.allocation.agents import (LLMAllocationAgent, LLMAllocationCoordinator, MedianCoordinator,
                                            NoisyAgent, ProportionalAgent)
-from consensus.scenarios.allocation.prompts import (allocation_messages, coordinator_messages, format_plan, parse_allocation,
-                                          response_schema)
+from consensus.scenarios.allocation.prompts import (allocation_messages, coordinator_messages, format_plan,
+                                                   parse_allocation, response_schema)
 from consensus.scenarios.allocation.model import (SCALES, SETTINGS, best_allocation, fit_to_totals, problem,
                                             proportional_allocation, region_satisfaction, satisfaction)
 from consensus.scenarios.allocation import study
@@ -231,7 +231,7 @@ def test_llm_spoke_wheel_with_a_failing_coordinator_falls_back_to_the_average():
         client = _client(srv)
         agents = [LLMAllocationAgent(client, SMALL_LACK, agent_id=i, seed=i + 1) for i in range(2)]
         coordinator = LLMAllocationCoordinator(client, SMALL_LACK, seed=9)
-        out = aggregate("spoke_wheel", agents, kind="allocation", coordinator=coordinator,
+        out = decide("spoke_wheel", agents, kind="allocation", coordinator=coordinator,
                         failed_value=SMALL_LACK.zeros())
     assert (out.coordinator_failures, out.fallback) == (1, "average")
     np.testing.assert_allclose(out.decision, (a + b) / 2)

@@ -13,8 +13,8 @@ from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.environment import Disaster, Observation, ReportItem
 from consensus.errors import ConfigError
 from consensus.llm.base import ChatRequest, ChatResponse, LLMError
-from consensus.scenarios.disaster.agents import (HeuristicCoordinator, HeuristicDrone, InboxMessage, LLMCoordinator, LLMDrone,
-                                       RandomDrone, make_coordinator, make_drones)
+from consensus.scenarios.disaster.agents import (HeuristicCoordinator, HeuristicDrone, InboxMessage, LLMCoordinator,
+                                                 LLMDrone, RandomDrone, make_coordinator, make_drones)
 from consensus.scenarios.disaster import prompts as pd
 from test_planners import ScriptedClient as PlannerScriptedClient
 
@@ -123,7 +123,8 @@ def test_response_schema_bounds_text_and_cells():
 # --- untrusted data -----------------------------------------------------------------------------------------------
 def test_report_injection_stays_quoted_data():
     obs = observation(disaster(0, (3, 4), 8),
-                      report=(ReportItem("Fire at (3,4).", 0, "accurate"), ReportItem(INJECTION, None, "contradictory")))
+                      report=(ReportItem("Fire at (3,4).", 0, "accurate"),
+                              ReportItem(INJECTION, None, "contradictory")))
     text = pd.situation_text(obs, (1, 1))
     lines = block(text, "SITUATION REPORT")
     assert len(lines) == 2 and all(line.startswith('"') and line.endswith('"') for line in lines)
@@ -290,7 +291,7 @@ def test_propose_returns_none_for_a_failed_vote():
     assert [r.fallback for r in drone.vote_log] == [False, True]
 
 
-# --- heuristic and random drones ---------------------------------------------------------------------------------------
+# --- heuristic and random drones --------------------------------------------------------------------------------------
 def heuristic(i, role, **cfg):
     return HeuristicDrone(i, pd.ROLES[role], DisasterConfig(**cfg))
 

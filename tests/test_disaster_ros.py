@@ -148,8 +148,8 @@ def test_ros_rounds_equal_headless_rounds(tmp_path, mode, strategy, fleet):
     from consensus.scenarios.disaster.headless import run_disaster_headless
 
     cfg = _cfg(num_robots=4, rounds=4, volatility="moderate", initial_disasters=2, p_new=0.2, discussion_turns=2,
-               mode=mode, strategy=strategy, v_max=3.0, seed=2)
-    summary = run_disaster_ros(cfg, tmp_path / "ros", fleet=fleet)
+               mode=mode, strategy=strategy, v_max=3.0, seed=2, fleet=fleet)
+    summary = run_disaster_ros(cfg, tmp_path / "ros")
     headless = run_disaster_headless(cfg, out_dir=tmp_path / "headless")
     assert not _processes_of(tmp_path / "ros")
     assert [_without_ros(r) for r in _rounds(tmp_path / "ros")] == _rounds(tmp_path / "headless")

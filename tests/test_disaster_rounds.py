@@ -56,7 +56,7 @@ def fakes(votes=None, acts=None, discuss=(5, 5)):
             for i in range(n)]
 
 
-# --- implicit ----------------------------------------------------------------------------------------------------------
+# --- implicit ---------------------------------------------------------------------------------------------------------
 def test_implicit_two_discussion_turns_and_carry_over():
     drones = fakes(acts=[(3, 4), (7, 1), None])
     previous = [InboxMessage(0, "Response Drone", "last round", (3, 4), -1),
@@ -88,7 +88,7 @@ def test_inbox_for_excludes_own_messages():
     assert [m.sender for m in inbox_for(1, msgs)] == [0, 2]
 
 
-# --- explicit strategies ------------------------------------------------------------------------------------------------
+# --- explicit strategies ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("strategy,votes,expected", [
     ("majority", [(3, 4), (7, 1), (7, 1)], (7, 1)),
     ("majority", [(3, 4), (7, 1), None], (3, 4)),              # tie: the cell voted first (lowest drone index)
@@ -178,7 +178,7 @@ def test_explicit_votes_read_the_discussion():
     assert vote_info["own_cell"] == (2, 2) and vote_info["strategy"] == "majority"
 
 
-# --- real drones, parallel map, bookkeeping ------------------------------------------------------------------------------
+# --- real drones, parallel map, bookkeeping ---------------------------------------------------------------------------
 @pytest.mark.parametrize("strategy", ["majority", "averaging", "decentralized", "decentralized_feedback",
                                       "spoke_wheel", "spoke_wheel_feedback"])
 def test_heuristic_team_adopts_one_cell(strategy):

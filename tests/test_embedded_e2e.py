@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.embedded]
 
 
 def test_three_robots_embedded_llm_through_ros(tmp_path, embedded_model_installed):
-    from consensus.runs.ros_runner import run_ros
+    from consensus.scenarios.aggregation.runner import run_ros
 
     cfg = load_config(None, num_robots=3, planner="llm", llm_backend="embedded", llm_concurrency=3,
                       max_rounds=3, duration_s=240.0, seed=11, llm_temperature=0.7, init_radius=4.0)

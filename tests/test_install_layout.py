@@ -2,7 +2,6 @@
 `pip install` into a venv with AMENT_PREFIX_PATH=$VIRTUAL_ENV, and colcon must be able to build it."""
 from __future__ import annotations
 
-import ast
 import os
 import sys
 import xml.etree.ElementTree as ET

@@ -26,7 +26,7 @@ def _cfg(**kw) -> AggregationConfig:
 
 
 def test_five_robots_average_planner_converge(tmp_path):
-    from consensus.runs.ros_runner import run_ros
+    from consensus.scenarios.aggregation.runner import run_ros
 
     cfg = _cfg()
     summary = run_ros(cfg, tmp_path / "run", echo=None)
@@ -41,16 +41,22 @@ def test_five_robots_average_planner_converge(tmp_path):
         assert (tmp_path / "run" / name).is_file(), name
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["seed"] == 3 and manifest["config"]["num_robots"] == 5 and manifest["git_revision"]
+    # health: nothing raised, nothing was dropped, and every node reported (robots in their status, sim, topology
+    # and recorder on /health)
+    assert summary["callback_errors"] == 0 and summary["bad_messages"] == 0
+    assert {"/sim", "/topology", "/recorder"} <= set(summary["health_by_node"])
+    assert all(st["callback_errors"] == 0 and st["bad_messages"] == 0 for st in summary["per_robot"])
 
 
 def test_directed_leader_follower_ends_at_the_leader(tmp_path):
-    from consensus.runs.ros_runner import run_ros
+    from consensus.scenarios.aggregation.runner import run_ros
 
     cfg = _cfg(num_robots=4, topology="leader_follower", leader=2, duration_s=22.0, fleet=False)
     summary = run_ros(cfg, tmp_path / "run", echo=None)
     leader_start = initial_positions(cfg)[2]
     assert summary["converged"] is True
     assert np.linalg.norm(np.asarray(summary["consensus_point"]) - leader_start) < 0.1
+    assert summary["callback_errors"] == 0
 
 
 def _points(msg) -> set[tuple[float, float]]:
@@ -59,9 +65,11 @@ def _points(msg) -> set[tuple[float, float]]:
 
 def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
     """Stubborn robots stay put, so each robot's `neighbors` must hold exactly its in-neighbours' positions;
-    then the graph is switched from a directed ring to complete through the topology node's parameters."""
+    then the graph is switched from a directed ring to complete through the topology node's parameters.
+    Forged states (NaN, 1e308) of robot 0 are dropped by the topology and the recorder and counted in the run's
+    ``bad_messages``."""
     import rclpy
-    from geometry_msgs.msg import PoseArray
+    from geometry_msgs.msg import PointStamped, PoseArray
     from rcl_interfaces.msg import Parameter as ParamMsg
     from rcl_interfaces.msg import ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
@@ -69,7 +77,7 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
     from rclpy.node import Node
 
     from consensus.ros.qos import STREAM
-    from consensus.runs.ros_runner import run_ros
+    from consensus.scenarios.aggregation.runner import run_ros
 
     cfg = _cfg(num_robots=5, topology="ring", directed=True, planner="stubborn", duration_s=12.0)
     start = initial_positions(cfg)
@@ -83,11 +91,20 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
     seen: dict[int, list[set]] = {i: [] for i in range(5)}
     for i in range(5):
         node.create_subscription(PoseArray, f"/robot_{i}/neighbors", lambda m, i=i: seen[i].append(_points(m)), STREAM)
+    forger = node.create_publisher(PointStamped, "/robot_0/state", 10)
     ex = SingleThreadedExecutor()
     ex.add_node(node)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not all(len(v) >= 5 and len(v[-1]) for v in seen.values()):
+            ex.spin_once(timeout_sec=0.1)
+        for k in range(10):
+            forged = PointStamped()
+            forged.header.frame_id = "world"
+            forged.point.x, forged.point.y = (float("nan"), 0.0) if k % 2 else (1e308, -1e308)
+            forger.publish(forged)
+            ex.spin_once(timeout_sec=0.05)
+        for _ in range(5):                        # neighbours relayed after the forgeries: still the true states
             ex.spin_once(timeout_sec=0.1)
         for i in range(5):
             allowed = {pts[j] for j in ring.in_neighbors(i)}
@@ -121,6 +138,11 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
         rclpy.shutdown()
         runner.join(timeout=60)
     assert result.get("final_spread_m", 0) > 1.0          # stubborn robots never gathered
+    assert result["callback_errors"] == 0
+    by_node = result["health_by_node"]
+    assert by_node["/topology"]["bad_messages"] >= 1 and by_node["/recorder"]["bad_messages"] >= 1
+    assert result["bad_messages"] == (sum(h["bad_messages"] for h in by_node.values())
+                                      + sum(st["bad_messages"] for st in result["per_robot"]))
 
 
 def _averaging_llm(body: dict) -> str:
@@ -134,7 +156,7 @@ def _averaging_llm(body: dict) -> str:
 def test_controller_rate_holds_while_planner_waits_on_a_slow_endpoint(tmp_path):
     from fake_openai_server import FakeOpenAIServer, Reply
 
-    from consensus.runs.ros_runner import run_ros
+    from consensus.scenarios.aggregation.runner import run_ros
 
     with FakeOpenAIServer(lambda body: Reply(_averaging_llm(body), delay_s=3.0)) as srv:
         cfg = _cfg(num_robots=3, planner="llm", llm_backend="openai", llm_base_url=srv.base_url,
@@ -148,12 +170,13 @@ def test_controller_rate_holds_while_planner_waits_on_a_slow_endpoint(tmp_path):
     # the run lasted >= 12 s of recording: >= 9.5 Hz per robot over the recording window
     assert min(st["control"]["ticks"] for st in per_robot) >= 9.5 * summary["duration_s"]
     assert summary["llm_calls"] >= 3 and summary["llm_fallbacks"] == 0
+    assert summary["callback_errors"] == 0
 
 
 def test_endpoint_errors_are_counted_robots_stay_safe_and_recover(tmp_path):
     from fake_openai_server import FakeOpenAIServer
 
-    from consensus.runs.ros_runner import run_ros
+    from consensus.scenarios.aggregation.runner import run_ros
 
     calls = {"n": 0}
 
@@ -166,6 +189,7 @@ def test_endpoint_errors_are_counted_robots_stay_safe_and_recover(tmp_path):
                    planner_period_s=1.0, duration_s=16.0, llm_max_retries=2)
         summary = run_ros(cfg, tmp_path / "run", echo=None)
     assert summary["llm_fallbacks"] >= 1                # the failed round was counted, not hidden
+    assert summary["callback_errors"] == 0              # ... as a fallback, not as a callback that raised
     assert summary["final_spread_m"] < 0.5 * summary["initial_spread_m"]   # after recovery they gather
     plans = [json.loads(line) for line in (tmp_path / "run" / "plans.jsonl").read_text().splitlines()]
     assert any(p["fallback"] and "llm_error" in p["fallback_reason"] for p in plans)
@@ -219,6 +243,7 @@ def test_stale_odometry_gives_zero_velocity():
         late = [c for c in cmds if c[0] > t_stop + cfg.odom_timeout_s + 0.1]
         assert late and all(c[1] == 0.0 and c[2] == 0.0 for c in late)
         assert agent.counters["stale_stops"] > 0
+        assert agent.status()["callback_errors"] == 0 and agent.status()["bad_messages"] == 0
         robot.destroy_node()
         drv.destroy_node()
     finally:

@@ -279,7 +279,8 @@ def test_fig4_figure_is_readable_on_its_own():
 
 
 def test_personalities_and_topologies_reports(tmp_path):
-    recs = records("personalities", [{"personalities": p} for p in ("stubborn,suggestible", "stubborn*7,suggestible*3")],
+    mixes = ("stubborn,suggestible", "stubborn*7,suggestible*3")
+    recs = records("personalities", [{"personalities": p} for p in mixes],
                    trials=2)
     lines = STUDIES["personalities"].report(recs, tmp_path / "p")
     for name in ("personalities_stubborn_suggestible", "personalities_stubborn_7_suggestible_3",

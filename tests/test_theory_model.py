@@ -1,4 +1,5 @@
-"""Paper 2 appendix D model (consensus.scenarios.theory.model) and its study preset (consensus.scenarios.theory.study)."""
+"""Paper 2 appendix D model (consensus.scenarios.theory.model) and its study preset
+(consensus.scenarios.theory.study)."""
 from __future__ import annotations
 
 import math

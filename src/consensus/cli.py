@@ -59,6 +59,9 @@ COMMON_FLAGS: tuple = (
 
 
 def _add_flag(parser: argparse.ArgumentParser, flag: str, field: str, kwargs: dict) -> None:
+    kwargs = dict(kwargs)
+    if "choices" not in kwargs and kwargs.get("action") not in ("store_true", "store_false"):
+        kwargs.setdefault("metavar", flag.lstrip("-").upper().replace("-", "_"))
     parser.add_argument(flag, dest=f"cfg__{field}", **kwargs)
 
 

@@ -58,7 +58,8 @@ def step_unicycle(pose: np.ndarray, v: np.ndarray, w: np.ndarray, dt: float) -> 
 
 
 def initial_positions(cfg) -> np.ndarray:
-    """(n, dim) start positions of ``cfg`` (a ``consensus.settings.RobotBaseConfig``): the configured ones, or seeded uniform draws clipped to the workspace."""
+    """(n, dim) start positions of ``cfg`` (a ``consensus.settings.RobotBaseConfig``): the configured ones, or seeded
+    uniform draws clipped to the workspace."""
     given = cfg.initial_positions_array()
     if given is not None:
         return given

@@ -1,12 +1,12 @@
 """The seven multi-agent architectures of paper 3 (Lee et al., "Reliable Decision-Making for Multi-Agent
-LLM Systems", Fig. 1), as one function: ``aggregate(architecture, proposers, kind=...)``.
+LLM Systems", Fig. 1), as one function: ``decide(architecture, proposers, kind=...)``.
 
 Every architecture asks ``Proposer`` objects for proposals in *turns*. A turn asks every agent once
 (``single`` asks agent 0 only), through ``map_fn(call, proposers, contexts)`` so a caller can run the
 agents of one turn in parallel (``ThreadPoolExecutor.map``); results are used in agent order.
 
 Failed proposals: a proposer returns ``None`` when it failed. Every ``None`` counts in
-``AggregationOutcome.failures``. With ``failed_value`` given (paper 3: the all-zero allocation) the
+``DecisionOutcome.failures``. With ``failed_value`` given (paper 3: the all-zero allocation) the
 ``None`` is replaced by it *before* anything else sees the turn: votes, averages, coordinators,
 agreement tests and the feedback shown to other agents all see the replacement, as in the paper
 where "the proposed solution of that specific agent" is replaced. Without ``failed_value`` the ``None``
@@ -91,7 +91,7 @@ class Coordinator(Protocol):
 
 
 @dataclass
-class AggregationOutcome:
+class DecisionOutcome:
     architecture: str
     decision: Any
     turns: int
@@ -112,7 +112,7 @@ class _Session:
 
     def __init__(self, architecture: str, proposers: Sequence[Proposer], kind: str, failed_value: Any,
                  agree: Callable[[Sequence], bool], map_fn: Callable, rng: np.random.Generator | None) -> None:
-        self.out = AggregationOutcome(architecture=architecture, decision=None, turns=0, agreed=False)
+        self.out = DecisionOutcome(architecture=architecture, decision=None, turns=0, agreed=False)
         self.proposers = proposers
         self.kind = kind
         self.failed_value = failed_value
@@ -183,10 +183,10 @@ def _spoke_wheel_feedback(s: _Session, n: int, coordinator: Coordinator, max_tur
     s.out.decision = plan
 
 
-def aggregate(architecture: str, proposers: Sequence[Proposer], *, kind: str,
+def decide(architecture: str, proposers: Sequence[Proposer], *, kind: str,
               coordinator: Coordinator | None = None, max_turns: int = 5, failed_value: Any = None,
               agree: Callable[[Sequence], bool] | None = None, map_fn: Callable = map,
-              rng: np.random.Generator | None = None) -> AggregationOutcome:
+              rng: np.random.Generator | None = None) -> DecisionOutcome:
     """Run ``architecture`` over ``proposers`` and return the decision with its bookkeeping.
 
     ``rng`` is only used for the labels' random choice of the decentralized architectures

@@ -12,7 +12,7 @@ Resolution (``resolve_spec``), every error a ``ConfigError`` raised before anyth
   None accepts anything); numbers must be finite (YAML's .nan/.inf are refused) and are normalised to
   the default's type (``rounds: 10.0`` -> 10, ``temperature: 0`` -> 0.0), so equal values give equal
   trial keys and seeds;
-* ``llm`` keys ⊆ ``LLM_DEFAULTS`` (defaults from ``AggregationConfig``'s ``llm_*`` fields), checked
+* ``llm`` keys ⊆ ``LLM_DEFAULTS`` (defaults from ``consensus.settings.LLMParams``), checked
   for range; the block is kept only when some trial uses an LLM (``Study.uses_llm``);
 * ``Study.validate`` is called once per grid point with the full parameters.
 

@@ -39,7 +39,8 @@ any other exception: ``"<Type>: <message>"``), and also when its LLM fell back, 
 never passes for the model's answer:
 
 * the study reports its planners' fallbacks as ``result[LLM_FALLBACKS_KEY]`` — an int, or a mapping
-  ``{reason: count}`` such as ``consensus.scenarios.aggregation.planners.llm`` counters' ``"fallbacks"``; any non-zero count
+  ``{reason: count}`` such as ``consensus.scenarios.aggregation.planners.llm`` counters' ``"fallbacks"``; any non-zero
+  count
   marks the trial failed with reason ``"LLM fallback (<reasons>)"`` (the result is kept in the record);
 * the runner also marks it failed when the client raised ``LLMError`` to the trial at all.
 

@@ -1,4 +1,5 @@
-"""Reading a position out of an LLM reply.
+"""Numbers in and out of LLM text: reading a position (or any JSON object) out of a reply, and ``format_number``
+for the numbers a prompt shows (at most 2 decimals, shared by every scenario's prompts).
 
 ``parse_position`` never raises. It tries, in order:
 
@@ -196,3 +197,11 @@ def _finish(raw: Any, reasoning: str, method: str, dim: int, max_abs: float) -> 
     if any(abs(v) > max_abs for v in floats):
         return ParseOutcome(None, reasoning, "", f"{method}: value beyond max_abs={max_abs:g}")
     return ParseOutcome(np.asarray(floats, dtype=float), reasoning, method, "")
+
+
+def format_number(value: float) -> str:
+    """Compact number with at most 2 decimals: 3.0 -> "3", -3.256 -> "-3.26", 4.10 -> "4.1"."""
+    if not math.isfinite(value):
+        raise ValueError(f"cannot put a non-finite number in a prompt: {value}")
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text

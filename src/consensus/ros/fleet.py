@@ -89,7 +89,8 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
         robots, nodes = [], []
         sim_time = Parameter("use_sim_time", value=main_node.get_parameter("use_sim_time").value)
         for i, policy in zip(ids, policies):
-            node = (Node(ROBOT_NODE, namespace=namespace(i), start_parameter_services=False,
+            # use_global_arguments=False: the process's `-r __node:=fleet` must not rename the robots' nodes
+            node = (Node(ROBOT_NODE, namespace=namespace(i), start_parameter_services=False, use_global_arguments=False,
                          parameter_overrides=[sim_time]) if fleet else main_node)
             robots.append(attach(node, cfg, i, policy, pool, status))
             if node is not main_node:

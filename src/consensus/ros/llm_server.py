@@ -12,6 +12,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from consensus.llm.embedded import EmbeddedServer, ensure_default_model
+from consensus.settings import RobotBaseConfig
 from consensus.ros.params import declare_config, run_node
 
 # context tokens per parallel request: a disaster drone's prompt with a full discussion inbox is ~650-900 tokens
@@ -21,7 +22,7 @@ CTX_PER_REQUEST = 2048
 
 def _body(_args: list[str]) -> None:
     node = Node("llm_server")
-    cfg = declare_config(node)
+    cfg = declare_config(node, RobotBaseConfig)
     model = cfg.llm_model if cfg.llm_model.endswith(".gguf") else str(ensure_default_model())
     node.get_logger().info(f"starting embedded LLM on 127.0.0.1:{cfg.llm_port} with {model}")
     with EmbeddedServer(model, port=cfg.llm_port, n_parallel=cfg.llm_concurrency,

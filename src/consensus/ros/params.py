@@ -1,17 +1,32 @@
-"""Declared ROS parameters <-> a scenario config (``consensus.settings``), and the common node entry point.
+"""Declared ROS parameters <-> a scenario config (``consensus.settings``), the common node entry point, and the
+nodes' health counters.
 
 Every node declares the full set of its config's fields with their defaults, so one ``/**:`` params file
 configures all of them, ``ros2 param list`` shows what a node understands, and the values are validated by the
 same code as the CLI's.
+
+Health: every exception a ROS callback raises (caught by ``guarded``) and every input message (or part of one, e.g.
+one pose of a PoseArray) a node drops or repairs because it is non-finite, absurd (``|v| > MAX_ABS_VALUE``) or
+malformed is counted in a ``Health`` object. Each node (and each robot of a fleet process) has its own, a child of
+the process-wide ``HEALTH`` (which therefore holds the process's total; ``guarded`` counts there when given no
+``Health``). A robot reports its counts in ``planner/status``; the other nodes call ``publish_health(node, health)``,
+which publishes the counters every second on the relative topic ``health`` (std_msgs/String, JSON, see
+``Health.record``): for a node in the root namespace that is ``/health``, shared by all such nodes and told apart by
+``"node"``. ``sum_health(records)`` adds records up (a run's ``callback_errors`` and ``bad_messages``); a process
+must not publish ``HEALTH`` next to its children's records, or the sum counts them twice.
 """
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import logging
+import math
 import signal
 import sys
-from typing import Callable
+import threading
+from collections import Counter
+from typing import Callable, Iterable
 
 import rclpy
 import rclpy.executors
@@ -21,17 +36,17 @@ from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
+from std_msgs.msg import String
 
 import typing
 
-from consensus.settings import RobotBaseConfig
-from consensus.errors import ConfigError, ConsensusError
+from consensus.ros import qos
 
 _LIST_TYPES = {str: Parameter.Type.STRING_ARRAY, float: Parameter.Type.DOUBLE_ARRAY,
                int: Parameter.Type.INTEGER_ARRAY, bool: Parameter.Type.BOOL_ARRAY}
 
 
-def declare_config(node: Node, cls=RobotBaseConfig):
+def declare_config(node: Node, cls: type):
     """Declare every field of the config dataclass ``cls`` (a ``consensus.settings.FlatParams``) as a parameter
     of ``node``, defaults from the dataclass (an empty list typed by the field's annotation), and return the
     validated config."""
@@ -85,11 +100,114 @@ def on_stop(fn: Callable[[], None]) -> None:
     _on_stop.append(fn)
 
 
-def guarded(fn: Callable, what: str) -> Callable:
-    """Wrap a ROS callback so that no exception reaches the executor.
+#: the largest absolute value a position (m) or velocity (m/s, rad/s) read from the wire may have; anything beyond
+#: (e.g. a forged 1e308, which overflows to inf in the first arithmetic) is dropped as a bad message like NaN
+MAX_ABS_VALUE = 1e6
+
+
+def sane(*values: float) -> bool:
+    """All of ``values`` finite and within ``MAX_ABS_VALUE`` (what an input must be to be used)."""
+    return all(math.isfinite(v) and abs(v) <= MAX_ABS_VALUE for v in values)
+
+
+class Health:
+    """Counters of what went wrong in a node (thread-safe): callback exceptions (per callback name) and input
+    messages dropped or repaired (per input name). A child (``parent`` given) also counts into its parent, so the
+    process-wide ``HEALTH`` holds the total of the process."""
+
+    def __init__(self, parent: "Health | None" = None) -> None:
+        self.parent = parent
+        self._lock = threading.Lock()
+        self.errors_by_callback: Counter = Counter()
+        self.bad_by_input: Counter = Counter()
+
+    @property
+    def callback_errors(self) -> int:
+        with self._lock:
+            return sum(self.errors_by_callback.values())
+
+    @property
+    def bad_messages(self) -> int:
+        with self._lock:
+            return sum(self.bad_by_input.values())
+
+    def count_callback_error(self, what: str) -> int:
+        """Count one exception of callback ``what``; returns how many ``what`` has raised so far."""
+        with self._lock:
+            self.errors_by_callback[what] += 1
+            n = self.errors_by_callback[what]
+        if self.parent is not None:
+            self.parent.count_callback_error(what)
+        return n
+
+    def count_bad_message(self, what: str, n: int = 1) -> None:
+        """Count ``n`` dropped or repaired inputs (messages, or entries of one message) of input ``what``."""
+        if n <= 0:
+            return
+        with self._lock:
+            self.bad_by_input[what] += n
+        if self.parent is not None:
+            self.parent.count_bad_message(what, n)
+
+    def counts(self) -> dict:
+        """``{"callback_errors": n, "bad_messages": m}`` (the keys status records and summaries carry)."""
+        with self._lock:
+            return {"callback_errors": sum(self.errors_by_callback.values()),
+                    "bad_messages": sum(self.bad_by_input.values())}
+
+    def record(self, node: Node | str) -> dict:
+        """The JSON record of the ``health`` topic: ``{"node": fully-qualified name, "callback_errors": n,
+        "bad_messages": m, "errors_by_callback": {name: n}, "bad_by_input": {name: n}}``."""
+        name = node if isinstance(node, str) else node.get_fully_qualified_name()
+        with self._lock:
+            return {"node": name, "callback_errors": sum(self.errors_by_callback.values()),
+                    "bad_messages": sum(self.bad_by_input.values()),
+                    "errors_by_callback": dict(self.errors_by_callback), "bad_by_input": dict(self.bad_by_input)}
+
+
+#: the process's health counters (``guarded`` counts here unless given another ``Health``)
+HEALTH = Health()
+
+HEALTH_TOPIC = "health"     # relative: /health for the nodes of the root namespace
+HEALTH_PERIOD_S = 1.0
+
+
+def publish_health(node: Node, health: Health | None = None, period_s: float = HEALTH_PERIOD_S) -> Callable[[], None]:
+    """Publish ``health.record(node)`` (default: the process's ``HEALTH``) on ``node``'s relative topic ``health``
+    every ``period_s`` and once right away; returns the publish function (call it once more before shutdown for
+    the final counts)."""
+    health = health or HEALTH
+    pub = node.create_publisher(String, HEALTH_TOPIC, qos.EVENTS)
+
+    def publish() -> None:
+        pub.publish(String(data=json.dumps(health.record(node))))
+
+    node.create_timer(period_s, guarded(publish, f"{node.get_name()}.health", health))
+    publish()
+    return publish
+
+
+def sum_health(records: Iterable[dict]) -> dict:
+    """``{"callback_errors", "bad_messages"}`` summed over health records (``health`` topic records or status
+    records carrying those keys); a record without them, or with a non-integer value, adds nothing."""
+    out = {"callback_errors": 0, "bad_messages": 0}
+    for rec in records:
+        if not isinstance(rec, dict):
+            continue
+        for key in out:
+            value = rec.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                out[key] += value
+    return out
+
+
+def guarded(fn: Callable, what: str, health: Health | None = None) -> Callable:
+    """Wrap a ROS callback so that no exception reaches the executor; every exception is counted in ``health``
+    (default: the process's ``HEALTH``) under ``what``, so a run can report it (``callback_errors``).
 
     rclpy's EventsExecutor crashes the process (SIGSEGV) when a callback raises with a single node registered
-    (ros2/rclpy#1641, fixed upstream after 9.1.2); an error in one message or tick is logged and the node goes on.
+    (ros2/rclpy#1641, fixed upstream after 9.1.2); an error in one message or tick is logged (the first five times
+    and every 1000th, per wrapped callback), counted, and the node goes on.
     """
     log = logging.getLogger(what)
     failures = {"n": 0}
@@ -100,6 +218,7 @@ def guarded(fn: Callable, what: str) -> Callable:
         except Exception:  # noqa: BLE001 - see docstring
             if not rclpy.ok():
                 return None       # shutting down: publishers are already gone
+            (health or HEALTH).count_callback_error(what)
             failures["n"] += 1
             if failures["n"] <= 5 or failures["n"] % 1000 == 0:
                 log.exception("%s failed (%d times so far)", what, failures["n"])
@@ -131,23 +250,26 @@ def spin_node(node, kind: str, until: rclpy.task.Future | None = None) -> None:
 
 
 def run_node(body: Callable[[list[str]], None], name: str) -> int:
-    """Run a node's ``body(args)`` with rclpy set up, turning bad input into one clear message and exit code 2."""
+    """Run a node's ``body(args)`` with rclpy set up. What it raises goes through the package's one error boundary
+    (``consensus.cli.error_boundary``): bad input is one line and exit status 2, a failure 1, never a traceback;
+    a stop signal or an external shutdown is a normal exit (0)."""
+    from consensus.cli import error_boundary
+
     logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")
     args = rclpy.utilities.remove_ros_args(sys.argv)
     rclpy.init(args=sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, _handle_stop_signal)
     signal.signal(signal.SIGTERM, _handle_stop_signal)
+
+    def run() -> int:
+        try:
+            body(args)
+        except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+            pass
+        return 0
+
     try:
-        body(args)
-        return 0
-    except ConfigError as exc:
-        print(f"[{name}] configuration error: {exc}", file=sys.stderr)
-        return 2
-    except ConsensusError as exc:
-        print(f"[{name}] error: {exc}", file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        return 0
+        return error_boundary(run, f"[{name}]")
     finally:
         if rclpy.ok():
             rclpy.try_shutdown()

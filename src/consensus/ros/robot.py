@@ -19,8 +19,15 @@ topic                     type                                   meaning
 "reasoning": str (<= 500 chars), "fallback": bool, "fallback_reason": str, "clamped": bool, "llm_calls": int}``.
 
 ``planner/status`` JSON: ``{"robot": int, "round": int, "state": "ok"|"waiting"|"degraded"|"stopped",
-"llm_calls": int, "llm_fallbacks": int, "clamped": int, "overruns": int, "planner_errors": int,
-"control": {"ticks": int, "on_time": int, "max_late_ms": float, "stale_stops": int}, "llm": {...}}``.
+"llm_calls": int, "llm_fallbacks": int, "clamped": int, "overruns": int, "planner_errors": int, "stale_stops": int,
+"callback_errors": int, "bad_messages": int, "control": {"ticks": int, "on_time": int, "max_late_ms": float,
+"rate_hz": float | null}, "llm": {...}}`` (``llm`` only with an LLM client).
+
+Health (``consensus.ros.params.Health``, one per robot, counting into the process's ``HEALTH`` too):
+``callback_errors`` = exceptions of the robot's control and planning ticks (caught, logged, counted; the robot goes
+on); ``bad_messages`` = inputs dropped: an odometry message with a non-finite or absurd (``|v| > MAX_ABS_VALUE``,
+1e6 m) position or an invalid orientation (unicycle), each neighbour pose of ``neighbors`` with a non-finite or
+absurd coordinate (the others of the message are used), and undecodable messages.
 
 The planner never runs on the executor thread: an LLM plan is submitted to a thread pool and the control tick picks
 up the finished result, so a slow or dead endpoint cannot delay ``cmd_vel``. Safety layer in the control tick:
@@ -31,8 +38,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -47,7 +52,7 @@ from consensus.control.controller import PController, UnicycleController, yaw_fr
 from consensus.control.safety import Geofence, is_stale
 from consensus.control.planner import Planner, PlanRequest, PlanResult
 from consensus.ros import qos
-from consensus.ros.params import guarded
+from consensus.ros.params import HEALTH, MAX_ABS_VALUE, Health, guarded, sane
 from consensus.ros.cdr import CdrTemplate, odom_pose, pose_array_xy
 from consensus.control.ticks import TickTimer
 
@@ -79,6 +84,7 @@ class RobotAgent:
         self.counters = {"llm_calls": 0, "llm_fallbacks": 0, "clamped": 0, "overruns": 0, "planner_errors": 0,
                          "stale_stops": 0}
         self.timing = TickTimer(cfg.control_period_s)
+        self.health = Health(parent=HEALTH)   # this robot's share of the process's health counters
         self.state_every = max(1, round(1.0 / (cfg.state_rate_hz * cfg.control_period_s)))
 
         # raw (serialized) subscriptions: a message is only decoded when it is used — odometry at the control
@@ -102,8 +108,9 @@ class RobotAgent:
         # (Staggering the robots' timers over the period was measured and made timing worse with the
         # EventsExecutor: timers created from a callback cost more than the burst they avoid.)
         self.control_timer = node.create_timer(cfg.control_period_s,
-                                               guarded(self.control_tick, f"robot_{robot_id}.control"))
-        self.plan_timer = node.create_timer(cfg.planner_period_s, guarded(self.plan_tick, f"robot_{robot_id}.plan"))
+                                               guarded(self.control_tick, f"robot_{robot_id}.control", self.health))
+        self.plan_timer = node.create_timer(cfg.planner_period_s,
+                                            guarded(self.plan_tick, f"robot_{robot_id}.plan", self.health))
 
     # ------------------------------------------------------------------ inputs
     def _now(self) -> float:
@@ -121,34 +128,51 @@ class RobotAgent:
             raw, self._odom_raw = self._odom_raw, None
             pose = odom_pose(raw)
             if pose is None:
-                self._on_odom(deserialize_message(raw, Odometry))
+                try:
+                    msg = deserialize_message(raw, Odometry)
+                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message, not a tick error
+                    self.health.count_bad_message("odom")
+                    self.odom_stamp = self._good_odom_stamp
+                    return
+                self._on_odom(msg)
             else:
                 self._set_pose(pose[0], pose[1], pose[3:])
 
     def _decode_neighbors(self) -> None:
+        """The newest ``neighbors`` message: every pose with a non-finite or absurd (``|v| > MAX_ABS_VALUE``)
+        coordinate is dropped and counted, the others are used."""
         if self._neighbors_raw is not None:
             raw, self._neighbors_raw = self._neighbors_raw, None
             xy = pose_array_xy(raw)
             if xy is None:
-                poses = deserialize_message(raw, PoseArray).poses
+                try:
+                    poses = deserialize_message(raw, PoseArray).poses
+                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message, not a tick error
+                    self.health.count_bad_message("neighbors")
+                    return
                 xy = np.array([(p.position.x, p.position.y) for p in poses], dtype=float).reshape(-1, 2)
             xy = xy[:, : self.cfg.dim]
-            self.neighbors = list(xy[np.isfinite(xy).all(axis=1)])
+            with np.errstate(invalid="ignore"):
+                good = (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)        # False for NaN and +-inf too
+            self.health.count_bad_message("neighbors", int(len(xy) - good.sum()))
+            self.neighbors = list(xy[good])
 
     def _on_odom(self, msg: Odometry) -> None:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
         self._set_pose(p.x, p.y, (q.x, q.y, q.z, q.w))
 
     def _set_pose(self, x: float, y: float, quat) -> None:
-        """Accept a pose from odometry; a non-finite one never becomes our position (the robot goes stale)."""
+        """Accept a pose from odometry; a non-finite or absurd one never becomes our position (it is counted as a
+        bad message and the robot goes stale)."""
         vals = (x, y)[: self.cfg.dim]
-        ok = all(math.isfinite(v) for v in vals)
+        ok = sane(*vals)
         if ok and self.cfg.kinematics == "unicycle":
             try:
                 self.yaw = yaw_from_quaternion(*quat)
             except ValueError:
                 ok = False
         if not ok:
+            self.health.count_bad_message("odom")
             self.odom_stamp = self._good_odom_stamp
             return
         self.pos = np.array(vals, dtype=float)
@@ -263,7 +287,7 @@ class RobotAgent:
             state = "stopped"
         else:
             state = "degraded" if llm and llm.get("state") in ("retrying", "down") else "ok"
-        out = {"robot": self.id, "round": self.round, "state": state, **self.counters,
+        out = {"robot": self.id, "round": self.round, "state": state, **self.counters, **self.health.counts(),
                "control": self.timing.as_dict()}
         if llm is not None:
             out["llm"] = llm

@@ -5,6 +5,10 @@ Subscribes ``/robot_<i>/cmd_vel`` (geometry_msgs/Twist), publishes ``/robot_<i>/
 nodes with ``use_sim_time:=true``). A robot whose last command is older than 0.5 s stops (like turtlesim). Initial
 positions come from ``initial_positions`` or are drawn with ``seed`` exactly as in the headless runner.
 The simulator always runs on the wall clock: it is the source of sim time, not a consumer.
+
+A command with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) velocity, or undecodable, is ignored (the robot keeps
+its last valid command) and counted (``bad_messages``), as is every exception of a callback (``callback_errors``); the
+node's health record goes out on ``/health`` every second (``consensus.ros.params.publish_health``).
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from rosgraph_msgs.msg import Clock
 from consensus.control.kinematics import step_single_integrator, step_unicycle
 from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, twist_values
-from consensus.ros.params import declare_config, guarded, run_node, spin_node
+from consensus.settings import RobotBaseConfig
+from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, sane, spin_node
 from consensus.control.kinematics import initial_positions
 
 CMD_TIMEOUT_S = 0.5
@@ -33,7 +38,8 @@ class Simulator:
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.cfg = cfg = declare_config(node)
+        self.cfg = cfg = declare_config(node, RobotBaseConfig)
+        self.health = Health(parent=HEALTH)     # this node's counters (also in the process's HEALTH)
         n = cfg.num_robots
         start = initial_positions(cfg)
         self.pose = np.zeros((n, 3))
@@ -44,7 +50,8 @@ class Simulator:
         self.t0 = time.monotonic()
         self.pubs = []
         for i in range(n):
-            node.create_subscription(Twist, f"/robot_{i}/cmd_vel", guarded(self._on_cmd(i), "sim.cmd_vel"),
+            node.create_subscription(Twist, f"/robot_{i}/cmd_vel",
+                                     guarded(self._on_cmd(i), "sim.cmd_vel", self.health),
                                      qos.COMMAND_SUB, raw=True)
             self.pubs.append(node.create_publisher(Odometry, f"/robot_{i}/odom", qos.STREAM))
         self.clock_pub = node.create_publisher(Clock, "/clock", qos.STREAM) if cfg.publish_clock else None
@@ -53,7 +60,8 @@ class Simulator:
                   "wz": "twist.twist.angular.z"}
         # serialized once per robot; each step rewrites the numbers and publishes bytes (see consensus.ros.cdr)
         self.templates = [CdrTemplate(self._odom_msg(i), fields, stamped=True) for i in range(n)]
-        node.create_timer(self.dt, guarded(self.step, "sim.step"))
+        node.create_timer(self.dt, guarded(self.step, "sim.step", self.health))
+        self.publish_health = publish_health(node, self.health)
 
     def _odom_msg(self, i: int) -> Odometry:
         msg = Odometry()
@@ -65,10 +73,15 @@ class Simulator:
         def cb(raw: bytes) -> None:
             t = twist_values(raw)
             if t is None:
-                msg = deserialize_message(raw, Twist)
+                try:
+                    msg = deserialize_message(raw, Twist)
+                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message
+                    self.health.count_bad_message("sim.cmd_vel")
+                    return
                 t = (msg.linear.x, msg.linear.y, 0.0, 0.0, 0.0, msg.angular.z)
             vals = (t[0], t[1], t[5])
-            if not all(math.isfinite(v) for v in vals):
+            if not sane(*vals):
+                self.health.count_bad_message("sim.cmd_vel")
                 return                        # ignore corrupt commands (the robot keeps its last valid one)
             self.cmd[i] = vals
             self.cmd_time[i] = time.monotonic()

@@ -29,12 +29,12 @@ Which prompt is used:
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
 
 from consensus.errors import ConfigError
+from consensus.llm.parsing import format_number
 
 # --- personalities (appendix A.1, Prompt 1) ---------------------------------------------------
 PERSONALITY_TEXTS: dict[str, str] = {
@@ -121,14 +121,6 @@ _TEMPLATES = {
 def _check_dim(dim: int) -> None:
     if dim not in _TEMPLATES:
         raise ConfigError(f"dim must be 1 or 2 (got {dim})")
-
-
-def format_number(value: float) -> str:
-    """Compact number with at most 2 decimals: 3.0 -> "3", -3.256 -> "-3.26", 4.10 -> "4.1"."""
-    if not math.isfinite(value):
-        raise ValueError(f"cannot put a non-finite number in a prompt: {value}")
-    text = f"{value:.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
 
 
 def format_position(position: Sequence[float] | np.ndarray) -> str:

@@ -2,7 +2,8 @@
 
 Presets (``STUDIES``): ``consensus-1d`` (Fig. 4), ``consensus-2d`` (Fig. 4 for positions in the plane),
 ``personalities`` (Figs. 6-7) and ``topologies`` (Figs. 8-9). Every trial is the paper's Algorithm 1 through
-``consensus.scenarios.aggregation.headless.run_negotiation`` with planners from ``consensus.scenarios.aggregation.planners.factory.make_planner``
+``consensus.scenarios.aggregation.headless.run_negotiation`` with planners from
+``consensus.scenarios.aggregation.planners.factory.make_planner``
 and a graph from ``consensus.graphs.topology.make_graph``:
 
 * initial states: ``agents`` x ``dim`` draws from ``numpy.random.default_rng(trial.seed)``, uniform integers in

@@ -15,7 +15,8 @@ correction turn up to ``parse_retries`` times (default 0: the paper retried noth
 invalid, an ``LLMError`` (endpoint gave up) or any other client exception makes the call a *fallback*:
 ``None`` is returned (the aggregation layer counts it and, in the study, replaces it by the all-zero plan)
 and ``counters()["fallbacks"][reason]`` is incremented ("unparseable", "llm_error", "client_error").
-Counters use the LLM planner's layout (``consensus.scenarios.aggregation.planners.llm.new_counters``; "plans" = requests for a
+Counters use the LLM planner's layout (``consensus.scenarios.aggregation.planners.llm.new_counters``; "plans" =
+requests for a
 plan). Request seeds: ``seed + turn`` when a seed is given (distinct per agent when the seeds are), so
 identical prompts of two agents or two turns are not forced to the same sampled answer.
 

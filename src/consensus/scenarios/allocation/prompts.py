@@ -44,8 +44,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from consensus.scenarios.aggregation.prompts import format_number
-from consensus.llm.parsing import json_objects
+from consensus.llm.parsing import format_number, json_objects
 from consensus.scenarios.allocation.model import AllocationProblem
 
 MAX_TEXT_CHARS = 20_000

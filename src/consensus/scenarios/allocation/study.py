@@ -1,7 +1,7 @@
 """Study "allocation-reliability": paper 3's resource-allocation experiment (Fig. 2, Figs. 5-10, Table 2).
 
 One trial = one run of one architecture on one problem: ``agents`` agents propose allocation plans
-(``consensus.scenarios.allocation.agents``), ``consensus.decision.aggregate`` turns them into one decision
+(``consensus.scenarios.allocation.agents``), ``consensus.decision.decide`` turns them into one decision
 (failed agents' plans are replaced by the all-zero plan, as in the paper; ``max_turns`` = the paper's 5),
 and the decision is scored with the overall satisfaction S (``consensus.scenarios.allocation.model``: mean over
 regions of eq. (1), after scaling an over-allocated resource down to its total).
@@ -34,7 +34,8 @@ rows, and the architectures' behaviour (turns, agreement, failures, LLM calls). 
 (``run_trial`` raised, or the runner saw an LLM endpoint error during it, even if a score was computed)
 counts as S = 0 in kappa and AURC: a run that did not produce a trustworthy decision met no threshold;
 cells say how many failed (``--resume --retry-failed`` runs them again). Trials without any record (an
-interrupted sweep) are not counted; the trial counts are in the table and the figure legends. Any other parameter that varies in the sweep (e.g. ``agents``) splits the report into
+interrupted sweep) are not counted; the trial counts are in the table and the figure legends. Any other parameter that
+varies in the sweep (e.g. ``agents``) splits the report into
 one section per value, with the value in the figure names.
 """
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from consensus.decision import ARCHITECTURE_LABELS, ARCHITECTURES, aggregate
+from consensus.decision import ARCHITECTURE_LABELS, ARCHITECTURES, decide
 from consensus.errors import ConfigError
 from consensus.experiments.study import Study, Trial, TrialContext
 from consensus.metrics.reliability import aurc, reliability_curve
@@ -152,10 +153,10 @@ def run_trial(trial: Trial, ctx: TrialContext) -> dict:
     rng = np.random.default_rng(np.random.SeedSequence([trial.seed, 1]))
     if p["planner"] == "llm" and len(agents) > 1:
         with ThreadPoolExecutor(len(agents), thread_name_prefix="alloc-agent") as pool:
-            out = aggregate(p["architecture"], agents, kind="allocation", coordinator=coordinator,
+            out = decide(p["architecture"], agents, kind="allocation", coordinator=coordinator,
                             max_turns=p["max_turns"], failed_value=prob.zeros(), map_fn=pool.map, rng=rng)
     else:
-        out = aggregate(p["architecture"], agents, kind="allocation", coordinator=coordinator,
+        out = decide(p["architecture"], agents, kind="allocation", coordinator=coordinator,
                         max_turns=p["max_turns"], failed_value=prob.zeros(), rng=rng)
     counters = new_counters()
     for member in [*agents, coordinator]:

@@ -31,7 +31,8 @@ Agents:
   ``need(d)`` such claims — its own last target first, while that disaster is active and still needs it (so
   lower-index drones' claims stay valid from the discussion to the action) — and when all are served it joins the
   one with the lowest claims/need ratio (the extra drones spread). With an empty inbox (first turn, no
-  interaction) drone i takes the disaster ranked ``i mod k`` in its own ranking. Votes: its top disaster at turn 0; later turns adopt the coordinator's plan when shown,
+  interaction) drone i takes the disaster ranked ``i mod k`` in its own ranking. Votes: its top disaster at turn 0;
+  later turns adopt the coordinator's plan when shown,
   else the majority of the previous turn when shown (feedback), else its previous vote. No disaster: stay.
 * ``RandomDrone``: a uniformly random cell from its own generator ``default_rng([seed, 7, drone_id])``.
 

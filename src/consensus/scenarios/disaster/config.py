@@ -3,7 +3,8 @@
 One flat set of parameters shared by ``consensus run disaster``, the headless runner, the batch study and the
 ROS 2 nodes: every field of ``DisasterConfig`` is a ROS parameter of the same name. The YAML file is a ROS 2
 parameters file with one ``/**:`` section (``config/disaster.yaml``), read by ``load_disaster_config`` exactly like
-``consensus.scenarios.aggregation.config.load_config`` reads the aggregation file (the same reader and type coercion are used).
+``consensus.scenarios.aggregation.config.load_config`` reads the aggregation file (the same reader and type coercion
+are used).
 
 Baselines (paper 2, section 4.4) are resolved by ``DisasterConfig.resolved()`` into the plain settings they mean:
 
@@ -23,11 +24,11 @@ A baseline always runs in implicit mode; asking for a baseline together with ``m
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from consensus.settings import ControlParams, FlatParams, FleetParams, LLMParams, RunParams, load_flat, need, need_positive
+from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, RunParams, load_flat, need,
+                                need_positive)
 from consensus.scenarios.disaster.prompts import ROLE_LEVELS
 
 PLANNERS = ("heuristic", "llm", "random")

@@ -41,7 +41,8 @@ in the round's observation), n = number of drones on the disaster's cell at the 
     cleared          when s <= 0: the disaster is removed (severity recorded as 0) and earns alpha * s0  (alpha = 5)
     uncontained      every disaster still active after containment costs beta * s (its remaining severity; beta = 2)
     misallocation    misallocation_cost * MP_t, with MP_t the misallocation penalty of the round (wasted drones,
-                     see ``consensus.scenarios.disaster.metrics``), non-zero only while some active disaster is uncovered
+                     see ``consensus.scenarios.disaster.metrics``), non-zero only while some active disaster is
+                     uncovered
     net reward       alpha-rewards - uncontained penalties - misallocation costs (per round; summed over a run)
 
 ``end_round`` is O(N + K) for N drones.
@@ -57,19 +58,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from consensus.scenarios.disaster import metrics
 from consensus.errors import ConfigError
-
-Cell = tuple[int, int]
-
-DISASTER_KINDS: tuple[str, ...] = ("fire", "flood", "building_collapse", "chemical_spill")
-INFRASTRUCTURE: tuple[str, ...] = ("power grid", "hospital", "bridge", "main road")
-SEVERITY_MIN = 1
-SEVERITY_MAX = 10
-CASUALTIES_PER_SEVERITY = 3        # casualties at appearance: uniform integer in [0, 3 * severity]
-INFRASTRUCTURE_PROB = 0.5          # probability that a new disaster puts infrastructure at risk
-MAX_GRID_SIDE = 1000
-
+from consensus.scenarios.disaster import metrics
+from consensus.scenarios.disaster.reports import SituationReporter
+from consensus.scenarios.disaster.world import (CASUALTIES_PER_SEVERITY, DISASTER_KINDS, INFRASTRUCTURE,  # noqa: F401
+                                               INFRASTRUCTURE_PROB, MAX_GRID_SIDE, SEVERITY_MAX, SEVERITY_MIN, Cell,
+                                               Disaster,
+                                               Observation, ReportItem, RoundOutcome, cell_centre, clamp_cell,
+                                               in_grid, neighbours)
 
 @dataclass(frozen=True)
 class Volatility:
@@ -164,105 +160,10 @@ class EnvConfig:
         return dataclasses.asdict(self)
 
 
-@dataclass
-class Disaster:
-    """One disaster. ``severity`` is in [1, 10] while active and 0 once cleared."""
-
-    id: int
-    cell: Cell
-    severity: int
-    kind: str
-    casualties: int
-    infrastructure: str                      # "" = none at risk
-    appeared_round: int
-    first_attended_round: int | None = None  # first round a drone was on its cell at the round's end
-    cleared_round: int | None = None
-    high_round: int | None = None            # first round whose start saw severity >= high_severity
-    high_attended_round: int | None = None   # first round >= high_round in which it was attended
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["cell"] = list(self.cell)
-        return d
-
-
-@dataclass(frozen=True)
-class ReportItem:
-    """One line of a situation report (see ``consensus.scenarios.disaster.reports``)."""
-
-    text: str
-    disaster_id: int | None                  # None: a rumour about no active disaster
-    quality: str                             # "accurate" | "contradictory" | "incomplete"
-    flaw: str = ""                           # "" | "trend" | "location" | "false_alarm" | "severity_missing"
-                                             # | "location_missing"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass
-class Observation:
-    """What a round starts with: ground truth (copies of the active disasters) and the noisy situation report."""
-
-    round: int
-    width: int
-    height: int
-    disasters: tuple[Disaster, ...]
-    report: tuple[ReportItem, ...]
-    report_text: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"round": self.round, "width": self.width, "height": self.height,
-                "disasters": [d.to_dict() for d in self.disasters],
-                "report": [item.to_dict() for item in self.report], "report_text": self.report_text}
-
-
-@dataclass
-class RoundOutcome:
-    """Result of ``end_round``: containment, rewards, penalties and the round's metrics."""
-
-    round: int
-    drone_cells: list[Cell]
-    actions: list[Cell] | None
-    attended: list[int]
-    severity_before: dict[int, int]
-    severity_after: dict[int, int]           # 0 for a disaster cleared this round
-    cleared: list[int]
-    reward_cleared: float
-    penalty_uncontained: float
-    misallocation_cost: float
-    net_reward: float
-    metrics: dict[str, Any]                  # coverage, misallocation_penalty, deviation, active, attended, cleared
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["drone_cells"] = [list(c) for c in self.drone_cells]
-        d["actions"] = None if self.actions is None else [list(c) for c in self.actions]
-        d["severity_before"] = {str(k): v for k, v in self.severity_before.items()}
-        d["severity_after"] = {str(k): v for k, v in self.severity_after.items()}
-        return d
-
-
-def in_grid(cell: Sequence[int], width: int, height: int) -> bool:
-    return 0 <= cell[0] < width and 0 <= cell[1] < height
-
-
-def clamp_cell(cell: Sequence[float], width: int, height: int) -> Cell:
-    """The nearest grid cell (coordinates rounded half to even, then clipped)."""
-    return (min(max(int(round(cell[0])), 0), width - 1), min(max(int(round(cell[1])), 0), height - 1))
-
-
-def neighbours(cell: Cell, width: int, height: int) -> list[Cell]:
-    """The 4-neighbours of ``cell`` on the grid, in the order +x, -x, +y, -y."""
-    x, y = cell
-    return [c for c in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)) if in_grid(c, width, height)]
-
-
 class DisasterEnv:
     """The environment; see the module docstring for the exact rules."""
 
     def __init__(self, cfg: EnvConfig, seed: int) -> None:
-        from consensus.scenarios.disaster.reports import SituationReporter
 
         cfg.validate()
         self.cfg = cfg
@@ -431,8 +332,3 @@ class DisasterEnv:
                      infrastructure=infrastructure, appeared_round=self.round)
         self._disasters.append(d)
         self._active.append(d)
-
-
-def cell_centre(cell, cell_size: float) -> np.ndarray:
-    """Centre of grid cell (x, y) in metres: ((x + 0.5) s, (y + 0.5) s)."""
-    return (np.asarray(cell, dtype=float) + 0.5) * cell_size

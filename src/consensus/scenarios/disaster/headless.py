@@ -7,7 +7,7 @@
     cells = motion(cells, decision.actions)          where each drone is at the round's end
     outcome = env.end_round(cells, decision.actions) containment, rewards, penalties, metrics
 
-with the drones of ``planners.drones.make_drones`` for the baseline-resolved config (``DisasterConfig.resolved``).
+with the drones of ``agents.make_drones`` for the baseline-resolved config (``DisasterConfig.resolved``).
 Drones start on cells drawn uniformly from ``numpy.random.default_rng([seed, 11])`` (the environment draws from its
 own ``default_rng(seed)``). With an LLM team the drones of one phase are asked in parallel on a thread pool of
 ``llm_concurrency`` workers; results are used in drone order, so a run is deterministic whenever the client is.

@@ -55,7 +55,7 @@ def plot_run(series: Mapping[str, Sequence], out_png: str | Path, *, title: str 
     return save_figure(run_figure(series, title=title), out_png, svg)
 
 
-# --- Fig. 3 --------------------------------------------------------------------------------------------------------------
+# --- Fig. 3 -----------------------------------------------------------------------------------------------------------
 def coverage_rounds_figure(groups: Mapping[str, Sequence[Sequence[float | None]]], *, title: str = "") -> Figure:
     """Mean CR_t per round of each group (e.g. "implicit", "explicit") with a +-1 s.d. band over its runs."""
     fig = new_figure(figsize=(7.5, 4.5))
@@ -91,7 +91,7 @@ def plot_coverage_rounds(groups: Mapping[str, Sequence[Sequence[float | None]]],
     return save_figure(coverage_rounds_figure(groups, title=title), out_png, svg)
 
 
-# --- Fig. 5 --------------------------------------------------------------------------------------------------------------
+# --- Fig. 5 -----------------------------------------------------------------------------------------------------------
 def quadratic_fit(x: Sequence[float], y: Sequence[float]) -> dict | None:
     """Least-squares ``y = a x² + b x + c`` with its vertex and the inverted-U verdict (None: too few points)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)

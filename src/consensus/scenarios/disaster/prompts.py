@@ -185,7 +185,7 @@ def inbox_text(inbox: Sequence[Any], *, total: int | None = None, tally: Sequenc
     return block
 
 
-# --- the template (appendix F.2) ---------------------------------------------------------------------------------------
+# --- the template (appendix F.2) --------------------------------------------------------------------------------------
 SYSTEM = ("You pilot one drone of a disaster response team. Reply with one JSON object only, with the keys "
           "\"analysis\", \"action\" and \"message\".")
 
@@ -297,7 +297,7 @@ def coordinator_messages(*, situation: str, votes: Sequence[tuple[int, str, Sequ
     return [{"role": "system", "content": COORDINATOR_SYSTEM}, {"role": "user", "content": user}]
 
 
-# --- structured output and parsing --------------------------------------------------------------------------------------
+# --- structured output and parsing ------------------------------------------------------------------------------------
 def response_schema(width: int, height: int, *, message: bool = True) -> dict:
     """OpenAI ``response_format``: {"analysis": str, "action": [x, y] integers, "message": str}, bounded."""
     props: dict[str, Any] = {

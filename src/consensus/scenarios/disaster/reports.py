@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from consensus.scenarios.disaster.environment import DISASTER_KINDS, Cell, Disaster, ReportItem, neighbours
+from consensus.scenarios.disaster.world import DISASTER_KINDS, Cell, Disaster, ReportItem, neighbours
 
 MAX_ITEM_CHARS = 160
 CONTRADICTORY_FLAWS = ("trend", "location")

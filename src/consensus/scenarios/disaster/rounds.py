@@ -11,7 +11,7 @@ A round after ``DisasterEnv.begin_round()``:
 
    * implicit: every drone ``act``-s and moves to its own choice (eq. 2); a drone without a usable choice stays
      on its cell (its agent's fallback policy has already been applied);
-   * explicit: the drones vote through ``consensus.decision.aggregate(strategy, drones, kind="categorical")``
+   * explicit: the drones vote through ``consensus.decision.decide(strategy, drones, kind="categorical")``
      and ALL adopt the decision (eq. 1, "agents do not use an individual interpret step"). Strategies: majority
      (exact cell; tie -> the tied cell voted first, i.e. by the lowest drone index), averaging (rounded mean cell,
      half up per axis), decentralized (re-vote until unanimous, at most ``max_agreement_turns`` votes, else the
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from consensus.decision import AggregationOutcome, aggregate
+from consensus.decision import DecisionOutcome, decide
 from consensus.scenarios.disaster.config import MODES
 from consensus.scenarios.disaster.agents import Cell, DroneReply, InboxMessage, add_drone_counters, drone_counters
 
@@ -48,7 +48,7 @@ class RoundDecision:
     action_replies: list[DroneReply] = field(default_factory=list)     # implicit, drone order
     votes: list[list[DroneReply]] = field(default_factory=list)        # explicit: per voting turn, drone order
     coordinator: list[DroneReply] = field(default_factory=list)        # spoke & wheel merges
-    aggregation: AggregationOutcome | None = None
+    aggregation: DecisionOutcome | None = None
     final_messages: list[InboxMessage] = field(default_factory=list)   # what the next round's turn 0 reads
     counters: dict = field(default_factory=dict)
 
@@ -101,13 +101,13 @@ def implicit_actions(drones: Sequence, obs, cells: Sequence[Cell | None], heard:
 
 def explicit_decision(drones: Sequence, obs, cells: Sequence[Cell | None], heard: Sequence[InboxMessage],
                       strategy: str, *, coordinator=None, max_turns: int = 5,
-                      map_fn: Callable = map) -> AggregationOutcome:
+                      map_fn: Callable = map) -> DecisionOutcome:
     """Explicit action phase: the drones' votes aggregated by ``strategy`` (consensus.decision)."""
     for i, drone in enumerate(drones):
         drone.prepare_vote(obs, inbox_for(drone.drone_id, heard), cells[i], strategy)
     if coordinator is not None:
         coordinator.prepare(obs, [d.role.title for d in drones])
-    return aggregate(strategy, drones, kind="categorical", coordinator=coordinator, max_turns=max_turns,
+    return decide(strategy, drones, kind="categorical", coordinator=coordinator, max_turns=max_turns,
                      map_fn=map_fn)
 
 

@@ -196,7 +196,8 @@ def report(records: Sequence[dict], out_dir: Path) -> list[str]:
         lines += ["", "Heuristic drones are classical stand-ins for the paper's LLM agents (docs/disaster.md, "
                       "\"What the heuristic batch shows\"): they measure what forced alignment and the baselines "
                       "cost mechanically, not in-context adaptation or the effect of role prompts on an LLM."]
-    from consensus.scenarios.disaster.plots import plot_coverage_rounds, plot_deviation_coverage   # matplotlib: only here
+    # matplotlib: only here
+    from consensus.scenarios.disaster.plots import plot_coverage_rounds, plot_deviation_coverage
 
     groups = {CONDITION_LABELS[c]: [r["series"]["coverage"] for r in ok if r["condition"] == c]
               for c in ("implicit", "explicit")}

@@ -5,6 +5,12 @@ Subscribes per robot ``state``, ``target``, ``planner/reasoning`` and ``planner/
 ``state_rate_hz``; appends every planning record to ``plans.jsonl`` as it arrives; logs progress once per planning
 period; at the end (``duration_s`` on the node clock, so sim time works, or Ctrl-C) writes trajectories, summary and
 plots (``consensus.runs.rundir.finalize``) and exits with status 0. Launch files end the whole run when it exits.
+
+Health: the summary's ``callback_errors`` and ``bad_messages`` are the run's totals: the robots' (their
+``planner/status``), the other root-namespace nodes' (sim, topology: the newest record of each on ``/health``) and
+the recorder's own (also published on ``/health``). The recorder counts as bad messages a
+``state``/``target`` with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position and a malformed reasoning,
+status or health record.
 """
 from __future__ import annotations
 
@@ -22,8 +28,10 @@ from std_msgs.msg import String
 
 from consensus.metrics.convergence import spread
 from consensus.ros import qos
+from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.ros.cdr import point_stamped_xy
-from consensus.ros.params import declare_config, guarded, run_node, spin_node
+from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, declare_config, guarded, publish_health, run_node, sane,
+                                  spin_node, sum_health)
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 
 START_WAIT_S = 10.0
@@ -32,7 +40,7 @@ START_WAIT_S = 10.0
 class Recorder:
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.cfg = cfg = declare_config(node)
+        self.cfg = cfg = declare_config(node, AggregationConfig)
         n = cfg.num_robots
         self.out = Path(cfg.output_dir) if cfg.output_dir else default_run_dir("aggregation")
         self.out.mkdir(parents=True, exist_ok=True)
@@ -47,45 +55,54 @@ class Recorder:
         self.positions: list[np.ndarray] = []
         self.targets: list[np.ndarray] = []
         self.plans = (self.out / "plans.jsonl").open("a", buffering=1)
-        self.bad_messages = 0
+        self.health = Health(parent=HEALTH)               # the recorder's own counters
+        self.node_health: dict[str, dict] = {}            # newest /health record of every other node
+        g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
         for i in range(n):
-            node.create_subscription(PointStamped, f"/robot_{i}/state", guarded(self._raw_point(i, self.pos), "state"),
+            node.create_subscription(PointStamped, f"/robot_{i}/state",
+                                     g(self._raw_point(i, self.pos, "recorder.state"), "recorder.state"),
                                      qos.STREAM, raw=True)
-            node.create_subscription(PointStamped, f"/robot_{i}/target", guarded(self._point(i, self.tgt), "target"),
+            node.create_subscription(PointStamped, f"/robot_{i}/target",
+                                     g(self._point(i, self.tgt, "recorder.target"), "recorder.target"), qos.EVENTS)
+            node.create_subscription(String, f"/robot_{i}/planner/reasoning", g(self._on_plan, "recorder.plan"),
                                      qos.EVENTS)
-            node.create_subscription(String, f"/robot_{i}/planner/reasoning", guarded(self._on_plan, "plan"),
+            node.create_subscription(String, f"/robot_{i}/planner/status", g(self._on_status, "recorder.status"),
                                      qos.EVENTS)
-            node.create_subscription(String, f"/robot_{i}/planner/status", guarded(self._on_status, "status"),
-                                     qos.EVENTS)
+        node.create_subscription(String, f"/{HEALTH_TOPIC}", g(self._on_health, "recorder.health"), qos.EVENTS)
         self.t_created = self._now()
         self.t0: float | None = None
         self.done = rclpy.task.Future()
         self.last_progress = -math.inf
         self.rounds_planned = np.zeros(cfg.num_robots, dtype=int)   # planning rounds recorded per robot
         self.t_all_planned: float | None = None                       # when every robot reached max_rounds
-        node.create_timer(1.0 / cfg.state_rate_hz, guarded(self.sample, "recorder.sample"))
+        node.create_timer(1.0 / cfg.state_rate_hz, g(self.sample, "recorder.sample"))
+        self.publish_health = publish_health(node, self.health)
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
-    def _store(self, store: np.ndarray, i: int, p: tuple[float, float]) -> None:
-        if all(math.isfinite(v) for v in p):
+    def _store(self, store: np.ndarray, i: int, p: tuple[float, float], what: str) -> None:
+        if sane(*p):
             store[i] = p
         else:
-            self.bad_messages += 1
+            self.health.count_bad_message(what)
 
-    def _point(self, i: int, store: np.ndarray):
+    def _point(self, i: int, store: np.ndarray, what: str):
         def cb(msg: PointStamped) -> None:
-            self._store(store, i, (msg.point.x, msg.point.y))
+            self._store(store, i, (msg.point.x, msg.point.y), what)
         return cb
 
-    def _raw_point(self, i: int, store: np.ndarray):
+    def _raw_point(self, i: int, store: np.ndarray, what: str):
         def cb(raw: bytes) -> None:
             p = point_stamped_xy(raw)
             if p is None:
-                msg = deserialize_message(raw, PointStamped)
+                try:
+                    msg = deserialize_message(raw, PointStamped)
+                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message
+                    self.health.count_bad_message(what)
+                    return
                 p = (msg.point.x, msg.point.y)
-            self._store(store, i, p)
+            self._store(store, i, p, what)
         return cb
 
     def _on_plan(self, msg: String) -> None:
@@ -94,17 +111,40 @@ class Recorder:
             rec = json.loads(msg.data)
             robot, rnd = int(rec["robot"]), int(rec["round"])
         except (ValueError, KeyError, TypeError):
-            self.bad_messages += 1
+            self.health.count_bad_message("recorder.plan")
             return
         if 0 <= robot < len(self.rounds_planned):
             self.rounds_planned[robot] = max(self.rounds_planned[robot], rnd + 1)
+        else:
+            self.health.count_bad_message("recorder.plan")
 
     def _on_status(self, msg: String) -> None:
         try:
             st = json.loads(msg.data)
-            self.status[int(st["robot"])] = st
+            robot = int(st["robot"])
         except (ValueError, KeyError, TypeError):
-            self.bad_messages += 1
+            self.health.count_bad_message("recorder.status")
+            return
+        if 0 <= robot < self.cfg.num_robots:
+            self.status[robot] = st
+        else:
+            self.health.count_bad_message("recorder.status")
+
+    def _on_health(self, msg: String) -> None:
+        try:
+            rec = json.loads(msg.data)
+            name = rec["node"]
+        except (ValueError, KeyError, TypeError):
+            self.health.count_bad_message("recorder.health")
+            return
+        if not isinstance(name, str):
+            self.health.count_bad_message("recorder.health")
+        elif name != self.node.get_fully_qualified_name():     # the recorder's own counts are read directly
+            self.node_health[name] = rec
+
+    def health_totals(self) -> dict:
+        """``callback_errors`` and ``bad_messages`` of the whole run: robots + other nodes + the recorder."""
+        return sum_health([*self.status.values(), *self.node_health.values(), self.health.counts()])
 
     def sample(self) -> None:
         now = self._now()
@@ -146,7 +186,11 @@ class Recorder:
         on_time = sum(st.get("control", {}).get("on_time", 0) for st in self.status.values())
         out["control_ticks"] = int(ticks)
         out["control_on_time_share"] = (on_time / ticks) if ticks else None
-        out["bad_messages"] = self.bad_messages
+        out.update(self.health_totals())
+        by_node = {name: {k: rec.get(k) for k in ("callback_errors", "bad_messages")}
+                   for name, rec in self.node_health.items()}
+        by_node[self.node.get_fully_qualified_name()] = self.health.counts()
+        out["health_by_node"] = dict(sorted(by_node.items()))
         return out
 
     def finish(self) -> dict:

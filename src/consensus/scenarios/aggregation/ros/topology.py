@@ -13,6 +13,10 @@ The graph is published latched on ``/topology/graph`` (std_msgs/String, JSON of 
 ``n``, ``directed``, ``adjacency`` (0/1 rows, row i = whom i hears), ``edges``) and can be switched at run time:
 ``ros2 param set /topology topology ring`` (also ``adjacency``, ``directed``, ``topology_p``, ``leader``); an
 invalid graph is refused with its reason. A graph on which consensus is impossible is accepted with a warning.
+
+A state with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position, or undecodable, is dropped and counted
+(``bad_messages``), as is every exception of a callback (``callback_errors``); the node's health record goes out on
+``/health`` every second (``consensus.ros.params.publish_health``).
 """
 from __future__ import annotations
 
@@ -29,8 +33,9 @@ from std_msgs.msg import String
 
 from consensus.errors import ConfigError
 from consensus.ros import qos
+from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.ros.cdr import point_stamped_xy, pose_array_bytes
-from consensus.ros.params import declare_config, guarded, run_node, spin_node
+from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, sane, spin_node
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
 
@@ -38,7 +43,8 @@ GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
 class TopologyRelay:
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.cfg = cfg = declare_config(node)
+        self.cfg = cfg = declare_config(node, AggregationConfig)
+        self.health = Health(parent=HEALTH)     # this node's counters (also in the process's HEALTH)
         self.graph = cfg.graph()
         self._warn_if_impossible()
         n = cfg.num_robots
@@ -48,15 +54,17 @@ class TopologyRelay:
         self.rng = np.random.default_rng(cfg.seed + 7919)
         self.max_age = max(1.0, 5.0 / cfg.state_rate_hz) + cfg.link_delay_s
         for j in range(n):
-            node.create_subscription(PointStamped, f"/robot_{j}/state", guarded(self._on_state(j), "topology.state"), qos.STREAM,
-                                     raw=True)
+            node.create_subscription(PointStamped, f"/robot_{j}/state",
+                                     guarded(self._on_state(j), "topology.state", self.health),
+                                     qos.STREAM, raw=True)
         self.pubs = [node.create_publisher(PoseArray, f"/robot_{i}/neighbors", qos.STREAM) for i in range(n)]
         self.graph_pub = node.create_publisher(String, "/topology/graph", qos.LATCHED)
         self.delivered_count = 0
         self.dropped_count = 0
         node.add_on_set_parameters_callback(self._on_params)
-        node.create_timer(1.0 / cfg.neighbor_rate_hz, guarded(self.relay, "topology.relay"))
+        node.create_timer(1.0 / cfg.neighbor_rate_hz, guarded(self.relay, "topology.relay", self.health))
         self.publish_graph()
+        self.publish_health = publish_health(node, self.health)
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -70,10 +78,16 @@ class TopologyRelay:
         def cb(raw: bytes) -> None:
             p = point_stamped_xy(raw)
             if p is None:
-                msg = deserialize_message(raw, PointStamped)
+                try:
+                    msg = deserialize_message(raw, PointStamped)
+                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message
+                    self.health.count_bad_message("topology.state")
+                    return
                 p = (msg.point.x, msg.point.y)
-            if all(math.isfinite(v) for v in p):
+            if sane(*p):
                 self.history[j].append((self._now(), p))
+            else:
+                self.health.count_bad_message("topology.state")
         return cb
 
     def _sample(self, j: int, now: float):

@@ -4,9 +4,10 @@ A drone is a ``consensus.ros.robot.RobotAgent`` (P controller, geofence, speed l
 ``cmd_vel``/``state``/``target``/``planner/status`` topics, control timing) whose target is not planned
 periodically but set by the round clock of the ``disaster_grid`` node: the centre of the cell the drone flies to,
 cell (x, y) -> ((x + 0.5) s, (y + 0.5) s) with s = ``cell_size_m``. The drone's decisions come from the core
-agent of ``consensus.scenarios.disaster.agents`` (``make_drone``), called exactly as ``consensus.scenarios.disaster.rounds.run_round``
-calls it in the headless runner: ``discuss(obs, inbox_for(id, heard), turn, cell)``, ``act(...)``,
-``prepare_vote(...)`` + ``propose(ctx)``. No prompt, parsing, validation or fallback is done here.
+agent of ``consensus.scenarios.disaster.agents`` (``make_drone``), called exactly as
+``consensus.scenarios.disaster.rounds.run_round`` calls it in the headless runner:
+``discuss(obs, inbox_for(id, heard), turn, cell)``, ``act(...)``, ``prepare_vote(...)`` + ``propose(ctx)``. No
+prompt, parsing, validation or fallback is done here.
 
 Namespaces: drone i lives in ``robot_<i>`` (the namespace the ``sim`` node and real-robot drivers of this
 package serve, so the same simulator and drivers carry both scenarios). Its own topics are relative (``odom``,
@@ -53,6 +54,11 @@ it goes on to the centre of its cell (it is already in the cell when the flight 
 Safety on top of robot_agent.py: an action off the grid is refused (the drone holds its target, ``bad_actions``);
 the round clock counts as the planner for ``target_timeout_s``: without a state message (phase or heartbeat) for
 ``target_timeout_s`` the drone stops.
+
+Health: a malformed ``/disaster/state`` or vote request record (not JSON, a missing or ill-typed field, a cell off
+the grid, a flight action off the grid) is dropped and counted in the drone's health (``consensus.ros.params.Health``,
+the robot agent's), so the status ``bad_messages`` holds these and the robot agent's dropped odometry/neighbours;
+an exception of any other kind in a callback is counted in ``callback_errors``.
 """
 from __future__ import annotations
 
@@ -77,6 +83,7 @@ from consensus.ros.fleet import namespace  # noqa: F401 - the drones' namespaces
 from consensus.ros.params import declare_config, guarded
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.disaster.environment import cell_centre
+from consensus.scenarios.disaster.round_clock import cell_list, timeout_reply  # noqa: F401 - re-exported
 from consensus.scenarios.disaster.processes import controller_config
 
 log = logging.getLogger(__name__)
@@ -114,10 +121,6 @@ def cell_or_none(value: Any, width: int, height: int) -> tuple[int, int] | None:
     return cell
 
 
-def cell_list(cell) -> list[int] | None:
-    return None if cell is None else [int(cell[0]), int(cell[1])]
-
-
 def observation_from_dict(d: dict) -> Observation:
     """Inverse of ``Observation.to_dict``."""
     disasters = tuple(Disaster(**{**x, "cell": tuple(x["cell"])}) for x in d["disasters"])
@@ -141,11 +144,6 @@ def reply_from_dict(d: dict, width: int, height: int) -> DroneReply:
 def inbox_from_dict(d: dict) -> InboxMessage:
     return InboxMessage(sender=int(d["sender"]), role=str(d["role"]), text=str(d["text"]),
                         proposal=None if d.get("proposal") is None else tuple(d["proposal"]), turn=int(d["turn"]))
-
-
-def timeout_reply(what: str) -> DroneReply:
-    """The reply of a drone that did not answer a phase in time: a counted fallback (reason ``timeout``)."""
-    return DroneReply(fallback=True, fallback_reason="timeout", error=f"no {what} within round_timeout_s")
 
 
 def context_to_dict(ctx: ProposeContext) -> dict:
@@ -237,7 +235,7 @@ class RosDrone(RobotAgent):
         self.now_phase = _Phase()
         self.prepared_round = -1
         self.vote_requests: list[dict] = []
-        self.counters.update(replies=0, jobs_skipped=0, bad_messages=0, bad_actions=0)
+        self.counters.update(replies=0, jobs_skipped=0, bad_actions=0)    # (+ bad_messages from self.health)
         node.create_subscription(String, STATE, self._guard(self._on_state), STATE_QOS)
         node.create_subscription(String, VOTE_REQUEST, self._guard(self._on_vote_request), qos.EVENTS)
         self.pub_discussion = node.create_publisher(String, DISCUSSION, qos.EVENTS)
@@ -245,14 +243,17 @@ class RosDrone(RobotAgent):
         self.pub_vote = node.create_publisher(String, VOTES, qos.EVENTS)
 
     def _guard(self, fn: Callable[[String], None]) -> Callable[[String], None]:
-        """Subscription callback: a malformed record is counted and dropped; nothing reaches the executor."""
+        """Subscription callback: a malformed record is counted (``bad_messages``) and dropped; any other
+        exception is counted by ``guarded`` (``callback_errors``); nothing reaches the executor."""
+        what = f"drone_{self.id}.{fn.__name__.lstrip('_')}"
+
         def cb(msg: String) -> None:
             try:
                 fn(msg)
-            except (ValueError, KeyError, TypeError) as exc:
-                self.counters["bad_messages"] += 1
-                log.warning("drone %d: bad message (%s): %s", self.id, fn.__name__, exc)
-        return guarded(cb, f"drone_{self.id}{fn.__name__}")
+            except (ValueError, LookupError, TypeError) as exc:
+                self.health.count_bad_message(what)
+                log.warning("drone %d: bad message (%s): %s", self.id, what, exc)
+        return guarded(cb, what, self.health)
 
     # ------------------------------------------------------------------ the round clock
     def _on_state(self, msg: String) -> None:
@@ -384,6 +385,7 @@ class RosDrone(RobotAgent):
             cell = None
         if cell is None:
             self.counters["bad_actions"] += 1          # hold the current target
+            self.health.count_bad_message(f"drone_{self.id}.flight_action")
             return
         target, clamped = self.geofence.clamp(cell_centre(cell, cfg.cell_size_m))
         self.counters["clamped"] += int(clamped)

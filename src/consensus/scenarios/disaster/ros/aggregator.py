@@ -2,11 +2,11 @@
 
 When the round clock (``/disaster/state``) enters ``decide`` in explicit mode, a worker thread runs the core's
 ``consensus.scenarios.disaster.rounds.explicit_decision(proxies, obs, cells, heard, strategy, coordinator=...,
-max_turns=max_agreement_turns)`` — i.e. ``consensus.decision.aggregate`` — exactly as the headless round does,
+max_turns=max_agreement_turns)`` — i.e. ``consensus.decision.decide`` — exactly as the headless round does,
 with ``RemoteDrone`` proxies in place of the drones: a proxy's ``propose(ctx)`` publishes a vote request on
 ``/robot_<i>/disaster/vote_request`` (``{"round", "id", "agent", "turn", "context"}``, see drone_agent.py) and waits
-for the drone's answer on ``/disaster/votes``; the agents of one voting turn are asked in parallel (``map_fn`` = a thread
-pool's ``map``). A drone that does not answer within ``round_timeout_s`` gives a failed vote (``None`` to the
+for the drone's answer on ``/disaster/votes``; the agents of one voting turn are asked in parallel (``map_fn`` = a
+thread pool's ``map``). A drone that does not answer within ``round_timeout_s`` gives a failed vote (``None`` to the
 aggregation, a ``timeout`` fallback reply in the log). The spoke & wheel coordinator is the core's
 (``make_coordinator``: the LLM coordinator for LLM teams, with its own client recording to the run's
 transcripts, else the heuristic one) and runs here.
@@ -20,7 +20,13 @@ The result goes to the grid on ``/disaster/collective`` (std_msgs/String JSON)::
      "stamp": float}
 
 Status on ``/disaster/aggregator/status`` every second: ``{"state": "idle"|"voting", "round", "requests",
-"replies", "timeouts", "late_votes", "bad_messages", "llm": {...}}``.
+"replies", "timeouts", "late_votes", "bad_messages", "callback_errors", "llm": {...}}``.
+
+Health: a malformed ``/disaster/state`` record, a malformed vote (not JSON, no request id) and a vote whose reply is
+malformed (e.g. an action off the grid; it becomes a ``bad_message`` fallback reply) are counted in the node's
+``consensus.ros.params.Health`` (``bad_messages``), every other exception of a callback in ``callback_errors``; the
+node's health record goes out on ``/health`` every second (``consensus.ros.params.publish_health``) and the same two
+counts are in its status.
 """
 from __future__ import annotations
 
@@ -41,10 +47,11 @@ from consensus.llm.from_config import client_from_config
 from consensus.scenarios.disaster.agents import DroneReply, make_coordinator
 from consensus.scenarios.disaster.prompts import role_for
 from consensus.ros import qos
-from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUEST, VOTES, cell_list, cell_or_none,
-                                       context_to_dict, declare_disaster_config, dumps, inbox_from_dict, namespace,
-                                       observation_from_dict, reply_from_dict, timeout_reply)
-from consensus.ros.params import guarded, on_stop, run_node, spin_node
+from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUEST, VOTES, cell_list,
+                                                    cell_or_none, context_to_dict, declare_disaster_config, dumps,
+                                                    inbox_from_dict, namespace, observation_from_dict,
+                                                    reply_from_dict, timeout_reply)
+from consensus.ros.params import HEALTH, Health, guarded, on_stop, publish_health, run_node, spin_node
 
 log = logging.getLogger(__name__)
 
@@ -96,25 +103,33 @@ class Aggregator:
         self._stopping = False
         self.started_round = -1
         self.job: tuple[int, Future] | None = None
-        self.counters = {"requests": 0, "replies": 0, "timeouts": 0, "late_votes": 0, "bad_messages": 0}
-        node.create_subscription(String, STATE, guarded(self._on_state, "aggregator.state"), STATE_QOS)
-        node.create_subscription(String, VOTES, guarded(self._on_vote, "aggregator.votes"), qos.EVENTS)
+        self.counters = {"requests": 0, "replies": 0, "timeouts": 0, "late_votes": 0}   # + self.health's counts
+        self.health = Health(parent=HEALTH)
+        g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
+        node.create_subscription(String, STATE, g(self._on_state, "aggregator.state"), STATE_QOS)
+        node.create_subscription(String, VOTES, g(self._on_vote, "aggregator.votes"), qos.EVENTS)
         self.pub_requests = [node.create_publisher(String, f"/{namespace(i)}/{VOTE_REQUEST}", qos.EVENTS)
                              for i in range(cfg.num_robots)]
         self.pub_collective = node.create_publisher(String, COLLECTIVE, qos.EVENTS)
         self.pub_status = node.create_publisher(String, STATUS, qos.EVENTS)
-        node.create_timer(0.05, guarded(self.tick, "aggregator.tick"))
-        node.create_timer(1.0, guarded(self.publish_status, "aggregator.status"))
+        node.create_timer(0.05, g(self.tick, "aggregator.tick"))
+        node.create_timer(1.0, g(self.publish_status, "aggregator.status"))
+        self.publish_health = publish_health(node, self.health)
 
     # ------------------------------------------------------------------ executor thread
     def _on_state(self, msg: String) -> None:
-        st = json.loads(msg.data)
-        if st["phase"] != "decide" or st["mode"] != "explicit" or int(st["round"]) <= self.started_round:
+        try:
+            st = json.loads(msg.data)
+            if st["phase"] != "decide" or st["mode"] != "explicit" or int(st["round"]) <= self.started_round:
+                return
+            cfg = self.cfg
+            obs = observation_from_dict(st["observation"])
+            cells = [cell_or_none(c, cfg.width, cfg.height) for c in st["cells"]]
+            heard = [inbox_from_dict(m) for m in st["heard"]]
+        except (ValueError, LookupError, TypeError) as exc:
+            self.health.count_bad_message("aggregator.state")
+            log.warning("aggregator: bad state record: %s", exc)
             return
-        cfg = self.cfg
-        obs = observation_from_dict(st["observation"])
-        cells = [cell_or_none(c, cfg.width, cfg.height) for c in st["cells"]]
-        heard = [inbox_from_dict(m) for m in st["heard"]]
         self.started_round = obs.round
         self.job = (obs.round, self.rounds.submit(self._vote, obs, cells, heard))
 
@@ -122,12 +137,13 @@ class Aggregator:
         try:
             vote = json.loads(msg.data)
             rid = int(vote["id"])
-        except (ValueError, KeyError, TypeError):
-            vote, rid = None, -1
+        except (ValueError, LookupError, TypeError):
+            self.health.count_bad_message("aggregator.votes")       # malformed
+            return
         with self._lock:
             waiter = self._waiting.pop(rid, None)
-            if waiter is None:                        # malformed, or answered after its timeout
-                self.counters["bad_messages" if vote is None else "late_votes"] += 1
+            if waiter is None:                        # answered after its timeout
+                self.counters["late_votes"] += 1
                 return
         waiter[1].append(vote.get("reply"))
         waiter[0].set()
@@ -155,7 +171,8 @@ class Aggregator:
                 "stamp": self.node.get_clock().now().nanoseconds * 1e-9}
 
     def publish_status(self) -> None:
-        st = {"state": "voting" if self.job is not None else "idle", "round": self.started_round, **self.counters}
+        st = {"state": "voting" if self.job is not None else "idle", "round": self.started_round, **self.counters,
+              **self.health.counts()}
         if self.client is not None:
             st["llm"] = self.client.status()
         self.pub_status.publish(String(data=json.dumps(st)))
@@ -185,9 +202,12 @@ class Aggregator:
                 reply, outcome = reply_from_dict(box[0], self.cfg.width, self.cfg.height), "replies"
             except (ValueError, TypeError) as exc:
                 reply = DroneReply(fallback=True, fallback_reason="bad_message", error=str(exc)[:200])
-                outcome = "bad_messages"
-        with self._lock:
-            self.counters[outcome] += 1
+                outcome = None
+        if outcome is None:
+            self.health.count_bad_message("aggregator.vote_reply")
+        else:
+            with self._lock:
+                self.counters[outcome] += 1
         return reply
 
     def close(self) -> None:

@@ -1,38 +1,29 @@
-"""``disaster_grid``: owns the disaster environment, runs the round clock and writes the run directory.
+"""``disaster_grid``: owns the disaster environment, runs the round clock over ROS and writes the run directory.
 
-The node holds ``consensus.scenarios.disaster.environment.DisasterEnv`` (config and seed from the run's parameters) and
-steps it once per round, exactly as ``consensus.scenarios.disaster.headless`` does headless::
+The node holds ``consensus.scenarios.disaster.environment.DisasterEnv`` (config and seed from the run's parameters)
+and steps it once per round, exactly as ``consensus.scenarios.disaster.headless`` does headless::
 
     obs = env.begin_round()                      -> /disaster/state phase "discuss" (turn 0..K-1), then "decide"
     the drones discuss and decide over ROS       (drone nodes; explicit mode: the aggregator node)
-    decision = rounds.run_round(recorded, ...)   the core's round assembly over the replies received (below)
+    decision = rounds.run_round(recorded, ...)   the core's round assembly over the replies received
     flight                                       -> /disaster/state phase "flight" with every drone's cell
     cells = cells under the drones' odometry     (x, y) = (floor(px / s), floor(py / s)) clipped to the grid
     outcome = env.end_round(cells, decision.actions)      -> /disaster/metrics, rounds.jsonl
 
-Phases are event-driven with deadlines on the node clock (``use_sim_time`` works): a discussion turn or the
-implicit action phase ends when every drone has answered, at the latest ``round_timeout_s`` after it began; the
-explicit vote ends when the aggregator's result arrives, at the latest ``(2 max_agreement_turns + 1)
-round_timeout_s`` after it began (each vote and coordinator merge has its own ``round_timeout_s``). A drone that
-did not answer in time gets the core's failure reply with reason ``timeout`` (``DroneReply(fallback=True)``,
-counted in ``llm_fallbacks_by_reason``); a late answer is dropped and counted (``late_replies``, its LLM calls in
-``late_llm_calls``).
+The round protocol itself — phases, deadlines (``round_timeout_s``), timeouts of silent drones, late and malformed
+records, the round assembly over the recorded replies, when the run is over — is
+``consensus.scenarios.disaster.round_clock.RoundClock`` (see its module docstring). This node only does the I/O:
+it feeds the clock the node-clock time (``use_sim_time`` works) every ``TICK_S`` and the records it receives, and
+does what the clock answers (publish a state record, step the environment, set the flight targets, score the
+round, write the results).
 
-Round assembly: the replies collected over ROS are handed to ``consensus.scenarios.disaster.rounds.run_round`` through
-recorded drones (``RecordedDrone``: each step returns the reply that drone sent for that step; the recorded
-coordinator returns the aggregator's merges). So heard messages, proposals, the actions a failed reply falls back
-to, the explicit aggregation (re-computed from the recorded votes with ``consensus.decision`` and checked against
-the aggregator's decision: ``replay_mismatches``), ``final_messages`` and the round counters come from the same
-code as headless. The live phases use the core's ``message_of`` for what each phase hears, like ``run_round``.
-
-Flight: ``motion: kinematic`` flies exactly ``round_time_s`` (a far cell may take more than one round, as
-headless); ``motion: teleport`` — the paper's "on its chosen cell at the round's end" — flies until every drone is
-within ``ARRIVE_FRACTION`` of a cell of its chosen cell's centre (at most ``round_timeout_s``; else counted in
-``flight_timeouts``). Drones always fly (P controller, ``v_max``); nobody is teleported.
+Flight: the drones always fly (P controller, ``v_max``); nobody is teleported. With ``motion: teleport`` — the
+paper's "on its chosen cell at the round's end" — the node tells the clock the drones have arrived when every drone
+is within ``ARRIVE_FRACTION`` of a cell of its chosen cell's centre.
 
 Topics (relative; the node lives in the root namespace): ``disaster/state`` (the round clock, schema in
-``consensus.scenarios.disaster.ros.agent``; re-published every ``HEARTBEAT_S``), ``disaster/metrics`` (std_msgs/String JSON per
-round: ``RoundOutcome.to_dict()`` plus ``counters``, ``cells_end``, ``positions_end``, ``durations_s``),
+``consensus.scenarios.disaster.ros.agent``; re-published every ``HEARTBEAT_S``), ``disaster/metrics``
+(std_msgs/String JSON per round: ``RoundOutcome.to_dict()`` plus ``counters``, ``cells_end``, ``ros``),
 ``disaster/markers`` (visualization_msgs/MarkerArray, frame ``world``, 2 Hz: namespace ``grid`` = the cell
 lines, ``disasters`` = one cube per active disaster coloured yellow (severity 1) to red (10) and as tall as its
 severity, ``labels`` = kind and severity, ``drones`` = a sphere per drone at its odometry, ``targets`` = a flat
@@ -40,23 +31,23 @@ square on each drone's chosen cell). Inputs: ``/robot_<i>/odom`` (nav_msgs/Odome
 (readiness, per-drone counters), ``/disaster/discussion``, ``/disaster/decisions``, ``/disaster/collective``,
 ``/disaster/aggregator/status``.
 
-Start: round 0 begins when every drone reports a position (and, in explicit mode, the aggregator is up), at the
-latest ``START_TIMEOUT_S`` after the node started. End: after ``rounds`` rounds the state goes to ``done``, the
-run directory is written and the node exits (which ends the run). Ctrl-C writes what was completed.
+Start: the node reports the team ready when every drone reports a position and a status past ``waiting`` (and, in
+explicit mode, the aggregator is up); the clock then begins round 0 (or without them after its start timeout).
+End: when the clock says the run is done, the run directory is written and the node exits (which ends the run).
+Ctrl-C writes what was completed.
 
 Run directory (with ``consensus.runs.processes.prepare_run``, same layout as headless):
 ``manifest.json``, ``params.yaml``, ``rounds.jsonl`` (one line per round, the headless record plus ``ros``: phase
-durations, timeouts, late replies, positions), ``transcripts.jsonl`` (the drones' and aggregator's LLM clients),
+durations, timeouts, positions), ``transcripts.jsonl`` (the drones' and aggregator's LLM clients),
 ``trajectories.csv`` (odometry at ``SAMPLE_HZ``, targets = chosen cell centres), ``summary.json``
 (``metrics.summarize`` + the round counters + settings, as headless; plus ``per_drone`` status, control timing,
-timeouts, late replies), ``coverage_deviation.png/.svg``.
+the clock's counters: timeouts, late replies, bad messages, replay mismatches), ``coverage_deviation.png/.svg``.
 """
 from __future__ import annotations
 
 import json
-import math
 import time
-from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -72,68 +63,20 @@ from visualization_msgs.msg import Marker, MarkerArray
 from consensus.scenarios.disaster import metrics
 from consensus.scenarios.disaster.environment import DisasterEnv
 from consensus.scenarios.disaster.plots import plot_run
-from consensus.scenarios.disaster.rounds import add_round_counters, message_of, run_round
-from consensus.scenarios.disaster.agents import DroneReply
-from consensus.scenarios.disaster.prompts import role_for
+from consensus.scenarios.disaster.round_clock import COUNTERS, RoundClock, Step
 from consensus.ros import qos
 from consensus.ros.cdr import odom_pose
-from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCUSSION, HEARTBEAT_S, STATE, STATE_QOS, cell_list,
-                                       declare_disaster_config, dumps, namespace, reply_from_dict, timeout_reply)
+from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCUSSION, HEARTBEAT_S, STATE, STATE_QOS,
+                                                    declare_disaster_config, dumps, namespace, reply_from_dict)
 from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
-from consensus.ros.params import guarded, run_node, spin_node
+from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, guarded, publish_health, run_node, sane, spin_node,
+                                  sum_health)
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
 
-START_TIMEOUT_S = 60.0
 ARRIVE_FRACTION = 0.25        # teleport flights end when every drone is this close (in cells) to its cell centre
 SAMPLE_HZ = 5.0
 TICK_S = 0.05
-
-
-class RecordedDrone:
-    """A drone for ``run_round`` whose replies were received over ROS (see the module docstring)."""
-
-    def __init__(self, drone_id: int, role) -> None:
-        self.drone_id, self.role = drone_id, role
-        self.discussion: dict[int, DroneReply] = {}
-        self.action: DroneReply | None = None
-        self.votes: list[DroneReply] = []
-        self.vote_log: list[DroneReply] = []
-
-    def reset(self) -> None:
-        self.discussion, self.action, self.votes, self.vote_log = {}, None, [], []
-
-    def discuss(self, obs, inbox, turn, own_cell=None) -> DroneReply:
-        reply = self.discussion.get(turn)
-        return reply if reply is not None else timeout_reply("discussion message")
-
-    def act(self, obs, inbox, own_cell=None) -> DroneReply:
-        return self.action if self.action is not None else timeout_reply("decision")
-
-    def prepare_vote(self, obs, inbox, own_cell, strategy) -> None:
-        self.vote_log = []
-
-    def propose(self, ctx):
-        reply = self.votes[ctx.turn] if ctx.turn < len(self.votes) else timeout_reply("vote")
-        self.vote_log.append(reply)
-        return None if reply.fallback else reply.action
-
-
-class RecordedCoordinator:
-    """The aggregator's coordinator merges, in order, for ``run_round``."""
-
-    def __init__(self, log: list[DroneReply]) -> None:
-        self.recorded = log
-        self.log: list[DroneReply] = []
-
-    def prepare(self, obs, roles=()) -> None:
-        self.log = []
-
-    def merge(self, proposals, turn):
-        reply = self.recorded[len(self.log)] if len(self.log) < len(self.recorded) else DroneReply(
-            fallback=True, fallback_reason="timeout", error="no coordinator merge received")
-        self.log.append(reply)
-        return reply.action
 
 
 def cells_of(positions: np.ndarray, cfg) -> list[tuple[int, int]]:
@@ -160,53 +103,45 @@ class DisasterGrid:
             write_manifest(self.out, scenario="disaster", config=raw.to_dict(), seed=raw.seed,
                            backend=raw.llm_backend if raw.uses_llm() else "none", model=raw.llm_model, mode="ros")
         self.env = DisasterEnv(cfg.env_config(), seed=cfg.seed)
-        self.drones = [RecordedDrone(i, role_for(cfg.roles, i)) for i in range(self.n)]
         self.pos = np.full((self.n, 2), np.nan)
         self.targets = np.full((self.n, 2), np.nan)
         self.status: dict[int, dict] = {}
         self.aggregator_status: dict | None = None
-        # round state
-        self.seq = 0
-        self.phase = "waiting"
-        self.turn = -1
-        self.deadline = math.inf
-        self.phase_t0 = 0.0
-        self.state_msg: dict = {}
-        self.obs = None
-        self.cells_start: list = []
-        self.heard: list = []
-        self.previous: list = []
-        self.decision = None
-        self.collective: dict | None = None
-        self.round_ros: dict = {}
+        self.clock = RoundClock(cfg, self._now(), parse_reply=partial(reply_from_dict, width=cfg.width,
+                                                                      height=cfg.height))
         self.outcomes: list = []
-        self.counters: dict = {}
-        self.ros_counters = Counter()
         self.log = (self.out / "rounds.jsonl").open("w", buffering=1)
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
         self.done = rclpy.task.Future()
         self.summary: dict | None = None
-        self.t_created = self._now()
         self.wall0 = time.monotonic()
+        self.health = Health(parent=HEALTH)
+        self.node_health: dict[str, dict] = {}       # newest /health record of every other node
 
         for i in range(self.n):
-            node.create_subscription(Odometry, f"/{namespace(i)}/odom", guarded(self._on_odom(i), "grid.odom"),
-                                     qos.STREAM, raw=True)
+            node.create_subscription(Odometry, f"/{namespace(i)}/odom",
+                                     guarded(self._on_odom(i), "grid.odom", self.health), qos.STREAM, raw=True)
             node.create_subscription(String, f"/{namespace(i)}/planner/status",
-                                     guarded(self._on_status, "grid.status"), qos.EVENTS)
-        node.create_subscription(String, DISCUSSION, guarded(self._on_discussion, "grid.discussion"), qos.EVENTS)
-        node.create_subscription(String, DECISIONS, guarded(self._on_decision, "grid.decision"), qos.EVENTS)
-        node.create_subscription(String, COLLECTIVE, guarded(self._on_collective, "grid.collective"), qos.EVENTS)
-        node.create_subscription(String, AGGREGATOR_STATUS, guarded(self._on_aggregator, "grid.aggregator"),
+                                     guarded(self._on_status, "grid.status", self.health), qos.EVENTS)
+        node.create_subscription(String, DISCUSSION, guarded(self._on_discussion, "grid.discussion", self.health),
                                  qos.EVENTS)
+        node.create_subscription(String, DECISIONS, guarded(self._on_decision, "grid.decision", self.health),
+                                 qos.EVENTS)
+        node.create_subscription(String, COLLECTIVE, guarded(self._on_collective, "grid.collective", self.health),
+                                 qos.EVENTS)
+        node.create_subscription(String, AGGREGATOR_STATUS,
+                                 guarded(self._on_aggregator, "grid.aggregator", self.health), qos.EVENTS)
+        node.create_subscription(String, f"/{HEALTH_TOPIC}", guarded(self._on_health, "grid.health", self.health),
+                                 qos.EVENTS)
+        publish_health(node, self.health)
         self.pub_state = node.create_publisher(String, STATE.lstrip("/"), STATE_QOS)
         self.pub_metrics = node.create_publisher(String, "disaster/metrics", qos.EVENTS)
         self.pub_markers = node.create_publisher(MarkerArray, "disaster/markers", qos.EVENTS)
-        node.create_timer(TICK_S, guarded(self.tick, "grid.tick"))
-        node.create_timer(1.0 / SAMPLE_HZ, guarded(self.sample, "grid.sample"))
-        node.create_timer(0.5, guarded(self.publish_markers, "grid.markers"))
-        node.create_timer(HEARTBEAT_S, guarded(self._publish_state, "grid.heartbeat"))
-        self._set_phase("waiting", self._now())
+        node.create_timer(TICK_S, guarded(self.tick, "grid.tick", self.health))
+        node.create_timer(1.0 / SAMPLE_HZ, guarded(self.sample, "grid.sample", self.health))
+        node.create_timer(0.5, guarded(self.publish_markers, "grid.markers", self.health))
+        node.create_timer(HEARTBEAT_S, guarded(self._publish_state, "grid.heartbeat", self.health))
+        self._publish_state()                                  # phase "waiting"
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -218,252 +153,122 @@ class DisasterGrid:
             if pose is None:
                 p = deserialize_message(raw, Odometry).pose.pose.position
                 pose = (p.x, p.y)
-            if math.isfinite(pose[0]) and math.isfinite(pose[1]):
+            if sane(pose[0], pose[1]):
                 self.pos[i] = pose[:2]
+            else:
+                self.health.count_bad_message("grid.odom")
         return cb
 
     def _on_status(self, msg: String) -> None:
-        st = json.loads(msg.data)
+        st = self._decoded(msg)
         if isinstance(st, dict) and isinstance(st.get("drone"), int) and 0 <= st["drone"] < self.n:
             self.status[st["drone"]] = st
+        else:
+            self.health.count_bad_message("grid.status")
 
     def _on_aggregator(self, msg: String) -> None:
-        self.aggregator_status = json.loads(msg.data)
+        st = self._decoded(msg)
+        if isinstance(st, dict):
+            self.aggregator_status = st
+        else:
+            self.health.count_bad_message("grid.aggregator")
 
-    def _reply(self, rec: dict) -> DroneReply:
-        """The reply of a drone record; a malformed one (e.g. an action off the grid) is counted and becomes a
-        failed reply (reason ``bad_message``): the drone stays, as after any failed reply."""
+    def _on_health(self, msg: String) -> None:
+        rec = self._decoded(msg)
+        if not isinstance(rec, dict) or not isinstance(rec.get("node"), str):
+            self.health.count_bad_message("grid.health")
+        elif rec["node"] != self.node.get_fully_qualified_name():     # the grid's own counts are read directly
+            self.node_health[rec["node"]] = rec
+
+    @staticmethod
+    def _decoded(msg: String):
+        """The JSON value of a record; None (which the clock counts as a bad message) when it is no JSON."""
         try:
-            return reply_from_dict(rec["reply"], self.cfg.width, self.cfg.height)
-        except (ValueError, KeyError, TypeError) as exc:
-            self.ros_counters["bad_messages"] += 1
-            return DroneReply(fallback=True, fallback_reason="bad_message", error=str(exc)[:200])
-
-    def _late(self, rec: dict) -> None:
-        self.ros_counters["late_replies"] += 1
-        reply = rec.get("reply") if isinstance(rec, dict) else None
-        if isinstance(reply, dict) and isinstance(reply.get("llm_calls"), int):
-            self.ros_counters["late_llm_calls"] += reply["llm_calls"]
-
-    def _record(self, msg: String) -> dict | None:
-        """A drone's or the aggregator's JSON record; None (counted) when it is not an object."""
-        try:
-            rec = json.loads(msg.data)
+            return json.loads(msg.data)
         except ValueError:
-            rec = None
-        if not isinstance(rec, dict):
-            self.ros_counters["bad_messages"] += 1
             return None
-        return rec
-
-    def _drone_of(self, rec: dict) -> int | None:
-        i = rec.get("drone")
-        if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n:
-            return i
-        self.ros_counters["bad_messages"] += 1
-        return None
-
-    def _expects(self, rec: dict, phase: str, turn: int = -1) -> bool:
-        """Is ``rec`` an answer to the phase running now?"""
-        return (self.phase == phase and self.obs is not None and rec.get("round") == self.obs.round
-                and (phase != "discuss" or rec.get("turn") == turn == self.turn))
 
     def _on_discussion(self, msg: String) -> None:
-        rec = self._record(msg)
-        i = None if rec is None else self._drone_of(rec)
-        if i is None:
-            return
-        if not self._expects(rec, "discuss", self.turn) or self.turn in self.drones[i].discussion:
-            self._late(rec)
-        else:
-            self.drones[i].discussion[self.turn] = self._reply(rec)
+        self.clock.on_discussion(self._decoded(msg))
 
     def _on_decision(self, msg: String) -> None:
-        rec = self._record(msg)
-        i = None if rec is None else self._drone_of(rec)
-        if i is None:
-            return
-        if not self._expects(rec, "decide") or self.cfg.mode != "implicit" or self.drones[i].action is not None:
-            self._late(rec)
-        else:
-            self.drones[i].action = self._reply(rec)
+        self.clock.on_decision(self._decoded(msg))
 
     def _on_collective(self, msg: String) -> None:
-        rec = self._record(msg)
-        if rec is None:
-            return
-        if not self._expects(rec, "decide") or self.cfg.mode != "explicit" or self.collective is not None:
-            self.ros_counters["late_collectives"] += 1
-            return
-        self.collective = rec
+        self.clock.on_collective(self._decoded(msg))
 
     # ------------------------------------------------------------------ the round clock
     def tick(self) -> None:
         now = self._now()
-        if self.phase == "waiting":
-            if self._ready() or now - self.t_created > START_TIMEOUT_S:
-                if not self._ready():
-                    self.node.get_logger().warning("not every drone reported in time; starting anyway")
-                self.begin_round()
-        elif self.phase == "discuss":
-            if all(self.turn in d.discussion for d in self.drones) or now >= self.deadline:
-                self._end_discussion_turn(now)
-        elif self.phase == "decide":
-            got = (self.collective is not None if self.cfg.mode == "explicit"
-                   else all(d.action is not None for d in self.drones))
-            if got or now >= self.deadline:
-                self._end_decision(now)
-        elif self.phase == "flight":
-            if self._flight_over(now):
-                self.end_round(now)
+        self._do(self.clock.tick(now, ready=self._ready(), arrived=self._arrived()), now)
 
     def _ready(self) -> bool:
         drones = all(self.status.get(i, {}).get("state", "waiting") != "waiting" for i in range(self.n))
         odom = not np.isnan(self.pos).any()
         return drones and odom and (self.cfg.mode != "explicit" or self.aggregator_status is not None)
 
-    def _close_phase(self, now: float) -> None:
-        """Record how long the phase that ends now took (``ros.durations_s`` of the round record)."""
-        if self.phase in ("discuss", "decide", "flight"):
-            key = self.phase if self.phase != "discuss" else f"discuss_{self.turn}"
-            self.round_ros.setdefault("durations_s", {})[key] = round(now - self.phase_t0, 3)
-
-    def _set_phase(self, phase: str, now: float, *, turn: int = -1, timeout: float = math.inf,
-                   actions: list | None = None) -> None:
-        self._close_phase(now)
-        self.phase, self.turn, self.phase_t0 = phase, turn, now
-        self.deadline = now + timeout
-        self.seq += 1
-        cfg = self.cfg
-        self.state_msg = {
-            "seq": self.seq, "round": self.obs.round if self.obs is not None else -1, "rounds": cfg.rounds,
-            "phase": phase, "turn": turn, "mode": cfg.mode, "strategy": cfg.strategy if cfg.mode == "explicit" else "",
-            "deadline_s": None if math.isinf(self.deadline) else self.deadline,
-            "observation": self.obs.to_dict() if self.obs is not None and phase in ("discuss", "decide") else None,
-            "cells": [cell_list(c) for c in self.cells_start] if phase in ("discuss", "decide") else None,
-            "heard": [m.to_dict() for m in self.heard] if phase in ("discuss", "decide") else None,
-            "actions": [cell_list(c) for c in actions] if actions is not None else None,
-            "stamp": now}
-        self._publish_state()
-
-    def _publish_state(self) -> None:
-        """Publish the current phase (also every HEARTBEAT_S: the drones' sign that the round clock is alive)."""
-        self.pub_state.publish(dumps(self.state_msg))
-
-    def begin_round(self) -> None:
-        now = self._now()
-        self.obs = self.env.begin_round()
-        self.cells_start = cells_of(np.nan_to_num(self.pos), self.cfg)     # a silent drone counts at cell (0, 0)
-        for d in self.drones:
-            d.reset()
-        self.collective = None
-        self.round_ros = {"positions_start": self.pos.tolist()}
-        k = self.cfg.discussion_turns
-        self.heard = list(self.previous) if k > 0 else []
-        if k > 0:
-            self._set_phase("discuss", now, turn=0, timeout=self.cfg.round_timeout_s)
-        else:
-            self._begin_decision(now)
-
-    def _end_discussion_turn(self, now: float) -> None:
-        replies = [d.discuss(self.obs, (), self.turn) for d in self.drones]     # received, else the timeout reply
-        missing = sum(self.turn not in d.discussion for d in self.drones)
-        self._count_timeouts(f"discuss_{self.turn}", missing)
-        self.heard = [message_of(d, r, self.turn) for d, r in zip(self.drones, replies)]
-        if self.turn + 1 < self.cfg.discussion_turns:
-            self._set_phase("discuss", now, turn=self.turn + 1, timeout=self.cfg.round_timeout_s)
-        else:
-            self._begin_decision(now)
-
-    def _begin_decision(self, now: float) -> None:
-        cfg = self.cfg
-        timeout = cfg.round_timeout_s * (2 * cfg.max_agreement_turns + 1 if cfg.mode == "explicit" else 1)
-        self._set_phase("decide", now, timeout=timeout)
-
-    def _count_timeouts(self, what: str, missing: int) -> None:
-        if missing:
-            self.ros_counters["phase_timeouts"] += missing
-            self.round_ros.setdefault("timeouts", {})[what] = missing
-
-    def _end_decision(self, now: float) -> None:
-        cfg = self.cfg
-        coordinator = None
-        if cfg.mode == "explicit":
-            rec = self.collective or {}
-            if not rec:
-                self._count_timeouts("collective", 1)
-            self._load_votes(rec)
-            coordinator = RecordedCoordinator(self._replies(rec.get("coordinator", [])))
-        else:
-            self._count_timeouts("decide", sum(d.action is None for d in self.drones))
-        self.decision = run_round(self.drones, self.obs, self.cells_start, mode=cfg.mode, strategy=cfg.strategy,
-                                  discussion_turns=cfg.discussion_turns, coordinator=coordinator,
-                                  max_agreement_turns=cfg.max_agreement_turns, previous=self.previous)
-        if self.collective is not None and cell_list(self.decision.collective) != self.collective.get("decision"):
-            self.ros_counters["replay_mismatches"] += 1
-            self.node.get_logger().error(f"round {self.obs.round}: the aggregator decided "
-                                         f"{self.collective.get('decision')}, the recorded votes give "
-                                         f"{cell_list(self.decision.collective)}")
-        actions = self.decision.actions
-        self.targets = np.array([cell_centre(c, cfg.cell_size_m) for c in actions])
-        flight = cfg.round_time_s if cfg.motion == "kinematic" else cfg.round_timeout_s
-        self._set_phase("flight", now, timeout=flight, actions=actions)
-
-    def _replies(self, dicts) -> list[DroneReply]:
-        return [self._reply({"reply": d}) for d in (dicts if isinstance(dicts, list) else [])]
-
-    def _load_votes(self, rec: dict) -> None:
-        turns = rec.get("votes", [])
-        for t, turn in enumerate(turns if isinstance(turns, list) else []):
-            replies = self._replies(turn)
-            for d, reply in zip(self.drones, replies):
-                d.votes.append(reply)
-            self._count_timeouts(f"vote_{t}", sum(r.fallback_reason == "timeout" for r in replies))
-
-    def _flight_over(self, now: float) -> bool:
-        if now >= self.deadline:
-            if self.cfg.motion == "teleport":
-                self.ros_counters["flight_timeouts"] += 1
-                self.round_ros.setdefault("timeouts", {})["flight"] = 1
-            return True
-        if self.cfg.motion == "kinematic" or np.isnan(self.pos).any():
+    def _arrived(self) -> bool:
+        """Is every drone within ARRIVE_FRACTION of a cell of its chosen cell's centre?"""
+        if np.isnan(self.pos).any() or np.isnan(self.targets).any():
             return False
         dist = np.linalg.norm(self.pos - self.targets, axis=1)
         return bool((dist <= ARRIVE_FRACTION * self.cfg.cell_size_m).all())
 
-    def end_round(self, now: float) -> None:
-        cfg = self.cfg
-        self._close_phase(now)
-        self.phase = "ending"
-        cells = cells_of(np.nan_to_num(self.pos), cfg)
-        decision = self.decision
-        outcome = self.env.end_round(cells, decision.actions)
-        self.outcomes.append(outcome)
-        add_round_counters(self.counters, decision.counters)
-        self.previous = decision.final_messages
-        self.round_ros["positions_end"] = self.pos.tolist()
-        record = {"round": outcome.round, "observation": self.obs.to_dict(),
-                  "cells_start": [list(c) for c in self.cells_start], "decision": decision.to_dict(),
-                  "cells_end": [list(c) for c in cells], "outcome": outcome.to_dict(), "ros": self.round_ros}
-        self.log.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.pub_metrics.publish(dumps({**outcome.to_dict(), "counters": decision.counters,
-                                        "cells_end": [list(c) for c in cells], "ros": self.round_ros}))
-        m = outcome.metrics
-        self.node.get_logger().info(
-            f"progress round {outcome.round + 1}/{cfg.rounds}: active={m['active']} attended={m['attended']} "
-            f"cleared={m['cleared']} coverage={m['coverage']} net_reward={outcome.net_reward:.1f} "
-            f"llm_calls={self.counters.get('llm_calls', 0)} fallbacks={self.counters.get('llm_fallbacks', 0)}")
-        if len(self.outcomes) >= cfg.rounds:
-            self._set_phase("done", now)
+    def _do(self, step: Step | None, now: float) -> None:
+        """Do what the clock answered (the fields of ``Step`` in their order)."""
+        if step is None:
+            return
+        if step.mismatch is not None:
+            self.node.get_logger().error(f"round {self.clock.obs.round}: the aggregator decided {step.mismatch[0]}, "
+                                         f"the recorded votes give {step.mismatch[1]}")
+        if step.decision is not None:
+            self.targets = np.array([cell_centre(c, self.cfg.cell_size_m) for c in step.decision.actions])
+        if step.state is not None:
+            self._publish_state()
+        if step.begin_round:
+            if step.late_start:
+                self.node.get_logger().warning("not every drone reported in time; starting anyway")
+            self.begin_round()
+        if step.end_round:
+            self.end_round(now)
+        if step.done:
             self.finish()
             if not self.done.done():
                 self.done.set_result(True)
-        else:
-            self.begin_round()
+
+    def _publish_state(self) -> None:
+        """Publish the current phase (also every HEARTBEAT_S: the drones' sign that the round clock is alive)."""
+        self.pub_state.publish(dumps(self.clock.state))
+
+    def begin_round(self) -> None:
+        now = self._now()
+        obs = self.env.begin_round()
+        cells = cells_of(np.nan_to_num(self.pos), self.cfg)     # a silent drone counts at cell (0, 0)
+        self._do(self.clock.begin_round(now, obs, cells, record={"positions_start": self.pos.tolist()}), now)
+
+    def end_round(self, now: float) -> None:
+        cfg, clock = self.cfg, self.clock
+        cells = cells_of(np.nan_to_num(self.pos), cfg)
+        decision = clock.decision
+        outcome = self.env.end_round(cells, decision.actions)
+        self.outcomes.append(outcome)
+        step = clock.complete_round(now, record={"positions_end": self.pos.tolist()})
+        record = {"round": outcome.round, "observation": clock.obs.to_dict(),
+                  "cells_start": [list(c) for c in clock.cells], "decision": decision.to_dict(),
+                  "cells_end": [list(c) for c in cells], "outcome": outcome.to_dict(), "ros": clock.record}
+        self.log.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.pub_metrics.publish(dumps({**outcome.to_dict(), "counters": decision.counters,
+                                        "cells_end": [list(c) for c in cells], "ros": clock.record}))
+        m, totals = outcome.metrics, clock.round_counters
+        self.node.get_logger().info(
+            f"progress round {outcome.round + 1}/{cfg.rounds}: active={m['active']} attended={m['attended']} "
+            f"cleared={m['cleared']} coverage={m['coverage']} net_reward={outcome.net_reward:.1f} "
+            f"llm_calls={totals.get('llm_calls', 0)} fallbacks={totals.get('llm_fallbacks', 0)}")
+        self._do(step, now)
 
     # ------------------------------------------------------------------ recording
     def sample(self) -> None:
-        if self.phase != "waiting" and self.summary is None:
+        if self.clock.phase != "waiting" and self.summary is None:
             self.samples.append((self._now(), self.pos.copy(), self.targets.copy()))
 
     def publish_markers(self) -> None:
@@ -526,7 +331,7 @@ class DisasterGrid:
             write_trajectories(self.out / "trajectories.csv", np.array([t - t0 for t, _, _ in self.samples]),
                                np.array([p for _, p, _ in self.samples]), np.array([g for _, _, g in self.samples]))
         summary = metrics.summarize(self.outcomes, self.env)
-        summary.update(self.counters)
+        summary.update(self.clock.round_counters)
         elapsed = time.monotonic() - self.wall0
         summary.update(
             label=raw.baseline if raw.baseline != "none" else (
@@ -537,13 +342,17 @@ class DisasterGrid:
             elapsed_s=round(elapsed, 3), rounds_per_s=round(len(self.outcomes) / elapsed, 3) if elapsed > 0 else None)
         summary.setdefault("llm_calls", 0)
         summary.setdefault("llm_fallbacks", 0)
-        summary["llm_calls"] += self.ros_counters["late_llm_calls"]
-        for key in ("phase_timeouts", "flight_timeouts", "late_replies", "late_llm_calls", "late_collectives",
-                    "bad_messages", "replay_mismatches"):
-            summary[key] = int(self.ros_counters[key])
+        summary["llm_calls"] += self.clock.counters["late_llm_calls"]
+        for key in COUNTERS:
+            summary[key] = int(self.clock.counters[key])
         per_drone = [self.status.get(i, {}) for i in range(self.n)]
         ticks = sum(st.get("control", {}).get("ticks", 0) for st in per_drone)
         on_time = sum(st.get("control", {}).get("on_time", 0) for st in per_drone)
+        # callback errors and dropped inputs of the whole run: drones (status), other nodes (/health), the grid, and
+        # the records the round clock refused (the aggregator is counted by its /health record only)
+        health = sum_health([*per_drone, *self.node_health.values(), self.health.counts()])
+        summary["callback_errors"] = health["callback_errors"]
+        summary["bad_messages"] = health["bad_messages"] + int(self.clock.counters["bad_messages"])
         summary.update(runtime="ros", per_drone=per_drone, aggregator=self.aggregator_status,
                        control_ticks=int(ticks), control_on_time_share=(on_time / ticks) if ticks else None,
                        stale_stops=int(sum(st.get("stale_stops", 0) for st in per_drone)))

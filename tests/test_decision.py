@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from consensus.decision import (ARCHITECTURES, ProposeContext, aggregate, average, is_cell, majority_vote,
+from consensus.decision import (ARCHITECTURES, ProposeContext, decide, average, is_cell, majority_vote,
                                    unanimous)
 from consensus.errors import ConfigError
 
@@ -92,22 +92,22 @@ def test_cells_and_unanimity():
 # --- one-turn architectures ----------------------------------------------------------------------
 def test_single_asks_only_agent_zero():
     agents = [Scripted(5.0), Scripted(7.0), Scripted(7.0)]
-    out = aggregate("single", agents, kind="numeric")
+    out = decide("single", agents, kind="numeric")
     assert (out.decision, out.turns, out.proposals) == (5.0, 1, [[5.0]])
     assert agents[1].seen == [] and agents[2].seen == []
 
 
 def test_single_failure_uses_failed_value():
-    out = aggregate("single", [Scripted(None), Scripted(1.0)], kind="numeric", failed_value=0.0)
+    out = decide("single", [Scripted(None), Scripted(1.0)], kind="numeric", failed_value=0.0)
     assert (out.decision, out.failures) == (0.0, 1)
 
 
 def test_majority_and_averaging_one_turn():
     agents = [Scripted("a"), Scripted("b"), Scripted("b")]
-    out = aggregate("majority", agents, kind="categorical")
+    out = decide("majority", agents, kind="categorical")
     assert (out.decision, out.turns, out.agreed, out.fallback) == ("b", 1, False, "")
     assert [ctx for a in agents for ctx in a.seen] == [ProposeContext(agent=i, turn=0) for i in range(3)]
-    out = aggregate("averaging", [Scripted(1.0), Scripted(None), Scripted(3.0)], kind="numeric")
+    out = decide("averaging", [Scripted(1.0), Scripted(None), Scripted(3.0)], kind="numeric")
     assert (out.decision, out.failures) == (2.0, 1)
 
 
@@ -115,11 +115,11 @@ def test_failed_value_takes_part_in_the_vote():
     zeros = np.zeros((1, 2))
     plan = np.array([[1.0, 2.0]])
     agents = [Scripted(plan), Scripted(None), Scripted(None)]
-    out = aggregate("majority", agents, kind="allocation", failed_value=zeros)
+    out = decide("majority", agents, kind="allocation", failed_value=zeros)
     assert out.decision is zeros and out.failures == 2                # two zero plans outvote one plan
-    out = aggregate("majority", agents, kind="allocation")
+    out = decide("majority", agents, kind="allocation")
     assert out.decision is plan and out.failures == 2                 # without failed_value they are ignored
-    out = aggregate("averaging", agents, kind="allocation", failed_value=zeros)
+    out = decide("averaging", agents, kind="allocation", failed_value=zeros)
     np.testing.assert_allclose(out.decision, plan / 3)
 
 
@@ -127,7 +127,7 @@ def test_failed_value_takes_part_in_the_vote():
 def test_decentralized_stops_at_consensus_and_shows_only_own_previous():
     a = Scripted(1.0, 2.0, 3.0)
     b = Scripted(2.0, 2.0, 9.0)
-    out = aggregate("decentralized", [a, b], kind="numeric", max_turns=5)
+    out = decide("decentralized", [a, b], kind="numeric", max_turns=5)
     assert (out.turns, out.agreed, out.decision, out.fallback) == (2, True, 2.0, "")
     assert out.proposals == [[1.0, 2.0], [2.0, 2.0]]
     assert a.seen[1] == ProposeContext(agent=0, turn=1, own_previous=1.0)   # nothing of the others
@@ -135,23 +135,23 @@ def test_decentralized_stops_at_consensus_and_shows_only_own_previous():
 
 
 def test_decentralized_agreement_at_turn_zero_is_one_turn():
-    out = aggregate("decentralized_feedback", [Scripted("x"), Scripted("x")], kind="categorical")
+    out = decide("decentralized_feedback", [Scripted("x"), Scripted("x")], kind="categorical")
     assert (out.turns, out.agreed, out.decision) == (1, True, "x")
 
 
 def test_decentralized_without_consensus_averages_the_last_turn():
     agents = [Scripted(np.array([[0.0, 2.0]])), Scripted(np.array([[2.0, 2.0]]))]
-    out = aggregate("decentralized", agents, kind="allocation", max_turns=5)
+    out = decide("decentralized", agents, kind="allocation", max_turns=5)
     assert (out.turns, out.agreed, out.fallback) == (5, False, "average")
     np.testing.assert_allclose(out.decision, [[1.0, 2.0]])
-    cells = aggregate("decentralized", [Scripted((0, 0)), Scripted((3, 1))], kind="categorical", max_turns=2)
+    cells = decide("decentralized", [Scripted((0, 0)), Scripted((3, 1))], kind="categorical", max_turns=2)
     assert (cells.decision, cells.fallback, cells.turns) == ((2, 1), "average", 2)   # (1.5, 0.5) rounds up
 
 
 def test_decentralized_labels_fall_back_to_a_seeded_random_choice():
     def run(seed):
         agents = [Scripted("a"), Scripted(None), Scripted("b"), Scripted("c")]
-        return aggregate("decentralized", agents, kind="categorical", max_turns=3, rng=np.random.default_rng(seed))
+        return decide("decentralized", agents, kind="categorical", max_turns=3, rng=np.random.default_rng(seed))
     outs = [run(seed) for seed in range(20)]
     assert all(o.fallback == "random" and o.turns == 3 and o.failures == 3 for o in outs)
     assert {o.decision for o in outs} == {"a", "b", "c"}               # failed (None) is never chosen
@@ -160,7 +160,7 @@ def test_decentralized_labels_fall_back_to_a_seeded_random_choice():
 
 def test_decentralized_feedback_shows_others_and_history():
     a, b, c = Scripted(1.0, 5.0), Scripted(2.0, 5.0), Scripted(3.0, 5.0)
-    out = aggregate("decentralized_feedback", [a, b, c], kind="numeric")
+    out = decide("decentralized_feedback", [a, b, c], kind="numeric")
     assert (out.turns, out.agreed, out.decision) == (2, True, 5.0)
     assert b.seen[1] == ProposeContext(agent=1, turn=1, own_previous=2.0, others_previous=(1.0, 3.0),
                                        history=((1.0, 2.0, 3.0),))
@@ -168,32 +168,32 @@ def test_decentralized_feedback_shows_others_and_history():
 
 def test_decentralized_feedback_lets_agents_converge():
     agents = [Copier("x"), Copier("y"), Copier("y"), Copier("z")]
-    out = aggregate("decentralized_feedback", agents, kind="categorical")
+    out = decide("decentralized_feedback", agents, kind="categorical")
     assert (out.turns, out.agreed, out.decision) == (2, True, "y")
-    plain = aggregate("decentralized", agents, kind="categorical", max_turns=4, rng=np.random.default_rng(1))
+    plain = decide("decentralized", agents, kind="categorical", max_turns=4, rng=np.random.default_rng(1))
     assert (plain.turns, plain.agreed) == (4, False)                   # own previous only: nobody moves
 
 
 def test_failed_agent_blocks_consensus_unless_replaced():
     agents = [Scripted(1.0), Scripted(1.0), Scripted(None)]
-    out = aggregate("decentralized", agents, kind="numeric", max_turns=3)
+    out = decide("decentralized", agents, kind="numeric", max_turns=3)
     assert (out.turns, out.agreed, out.failures, out.decision) == (3, False, 3, 1.0)
     agents = [Scripted(0.0), Scripted(0.0), Scripted(None)]
-    out = aggregate("decentralized", agents, kind="numeric", max_turns=3, failed_value=0.0)
+    out = decide("decentralized", agents, kind="numeric", max_turns=3, failed_value=0.0)
     assert (out.turns, out.agreed, out.failures) == (1, True, 1)
 
 
 def test_custom_agree():
     agents = [Scripted(1.0, 2.0), Scripted(1.4, 2.1)]
     close = lambda props: max(props) - min(props) <= 0.2             # noqa: E731
-    out = aggregate("decentralized", agents, kind="numeric", agree=close)
+    out = decide("decentralized", agents, kind="numeric", agree=close)
     assert (out.turns, out.agreed, out.decision) == (2, True, 2.0)
 
 
 # --- spoke & wheel -------------------------------------------------------------------------------
 def test_spoke_wheel_merges_once():
     coord = ScriptedCoordinator(9.0)
-    out = aggregate("spoke_wheel", [Scripted(1.0), Scripted(None), Scripted(3.0)], kind="numeric",
+    out = decide("spoke_wheel", [Scripted(1.0), Scripted(None), Scripted(3.0)], kind="numeric",
                     coordinator=coord, failed_value=0.0)
     assert (out.decision, out.turns, out.coordinator_plans, out.failures) == (9.0, 1, [9.0], 1)
     assert coord.calls == [([1.0, 0.0, 3.0], 0)]                        # the coordinator sees the replacement
@@ -204,7 +204,7 @@ def test_spoke_wheel_merges_once():
     ("categorical", ["a", "b", "b"], "b"),
 ])
 def test_spoke_wheel_coordinator_failure_falls_back(kind, props, expected):
-    out = aggregate("spoke_wheel", [Scripted(p) for p in props], kind=kind, coordinator=ScriptedCoordinator(None))
+    out = decide("spoke_wheel", [Scripted(p) for p in props], kind=kind, coordinator=ScriptedCoordinator(None))
     assert (out.decision, out.coordinator_failures) == (expected, 1)
     assert out.fallback == ("average" if kind == "numeric" else "majority")
 
@@ -212,7 +212,7 @@ def test_spoke_wheel_coordinator_failure_falls_back(kind, props, expected):
 def test_spoke_wheel_feedback_stops_when_spokes_accept_the_plan():
     coord = ScriptedCoordinator(4.0, 7.0)
     agents = [Copier(1.0), Copier(2.0), Copier(9.0)]
-    out = aggregate("spoke_wheel_feedback", agents, kind="numeric", coordinator=coord)
+    out = decide("spoke_wheel_feedback", agents, kind="numeric", coordinator=coord)
     assert (out.turns, out.agreed, out.decision, out.coordinator_plans) == (2, True, 4.0, [4.0])
     assert [c[1] for c in coord.calls] == [0]
 
@@ -220,7 +220,7 @@ def test_spoke_wheel_feedback_stops_when_spokes_accept_the_plan():
 def test_spoke_wheel_feedback_runs_max_turns_and_keeps_the_last_plan():
     coord = ScriptedCoordinator(4.0, 5.0, 6.0)
     spokes = [Scripted(1.0), Scripted(2.0)]
-    out = aggregate("spoke_wheel_feedback", spokes, kind="numeric", coordinator=coord, max_turns=3)
+    out = decide("spoke_wheel_feedback", spokes, kind="numeric", coordinator=coord, max_turns=3)
     assert (out.turns, out.agreed, out.decision) == (3, False, 6.0)
     assert out.coordinator_plans == [4.0, 5.0, 6.0]
     assert [ctx.coordinator_plan for ctx in spokes[0].seen] == [None, 4.0, 5.0]
@@ -229,7 +229,7 @@ def test_spoke_wheel_feedback_runs_max_turns_and_keeps_the_last_plan():
 
 def test_spoke_wheel_feedback_coordinator_failures_are_counted_each_turn():
     coord = ScriptedCoordinator(None)
-    out = aggregate("spoke_wheel_feedback", [Scripted(1.0, 2.0), Scripted(3.0, 4.0)], kind="numeric",
+    out = decide("spoke_wheel_feedback", [Scripted(1.0, 2.0), Scripted(3.0, 4.0)], kind="numeric",
                     coordinator=coord, max_turns=2)
     assert (out.coordinator_failures, out.decision, out.fallback) == (2, 3.0, "average")
 
@@ -237,28 +237,28 @@ def test_spoke_wheel_feedback_coordinator_failures_are_counted_each_turn():
 # --- general -------------------------------------------------------------------------------------
 def test_bad_arguments_are_config_errors():
     with pytest.raises(ConfigError, match="architecture"):
-        aggregate("debate", [Scripted(1.0)], kind="numeric")
+        decide("debate", [Scripted(1.0)], kind="numeric")
     with pytest.raises(ConfigError, match="kind"):
-        aggregate("single", [Scripted(1.0)], kind="text")
+        decide("single", [Scripted(1.0)], kind="text")
     with pytest.raises(ConfigError, match="coordinator"):
-        aggregate("spoke_wheel", [Scripted(1.0)], kind="numeric")
+        decide("spoke_wheel", [Scripted(1.0)], kind="numeric")
     with pytest.raises(ConfigError, match="max_turns"):
-        aggregate("decentralized", [Scripted(1.0)], kind="numeric", max_turns=0)
+        decide("decentralized", [Scripted(1.0)], kind="numeric", max_turns=0)
     with pytest.raises(ConfigError, match="at least one"):
-        aggregate("majority", [], kind="numeric")
+        decide("majority", [], kind="numeric")
 
 
 def test_map_fn_runs_a_turn_in_parallel_in_agent_order():
     agents = [Scripted(float(i)) for i in range(8)]
     with ThreadPoolExecutor(4) as pool:
-        out = aggregate("averaging", agents, kind="numeric", map_fn=pool.map)
+        out = decide("averaging", agents, kind="numeric", map_fn=pool.map)
     assert out.proposals == [[float(i) for i in range(8)]] and out.decision == 3.5
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 def test_every_architecture_returns_the_unanimous_answer(architecture):
     agents = [Scripted((3, 4)) for _ in range(5)]
-    out = aggregate(architecture, agents, kind="categorical", coordinator=ScriptedCoordinator((3, 4)))
+    out = decide(architecture, agents, kind="categorical", coordinator=ScriptedCoordinator((3, 4)))
     assert out.decision == (3, 4) and out.failures == 0 and out.turns <= 2
 
 
@@ -268,5 +268,5 @@ def test_many_cells_vote_is_fast():
     agents = [Scripted(tuple(int(v) for v in rng.integers(0, 10, 2))) for _ in range(100)]
     t0 = time.perf_counter()
     for _ in range(50):
-        aggregate("majority", agents, kind="categorical")
+        decide("majority", agents, kind="categorical")
     assert (time.perf_counter() - t0) / 50 < 0.005

@@ -1,0 +1,120 @@
+"""One error boundary for every command: each bad invocation below ends with a short message on stderr and a
+non-zero exit status, never a Python traceback, and starts nothing."""
+from __future__ import annotations
+
+import pytest
+
+from consensus import cli
+
+BAD_UTF8 = b"\xff\xfe not text"
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "binary.yaml").write_bytes(BAD_UTF8)
+    (tmp_path / "broken.yaml").write_text("/**: [unclosed\n")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "a_file").write_text("")
+    run = tmp_path / "earlier_run"
+    run.mkdir()
+    (run / "summary.json").write_text("{}")
+    return tmp_path
+
+
+# (argv, expected exit status, a piece of the message); {d} is the test's temp dir
+CASES = [
+    # consensus run aggregation
+    ("run aggregation --headless --robots 0", 2, "num_robots"),
+    ("run aggregation --headless --robots 1", 2, "at least 2"),
+    ("run aggregation --headless --set nonsense=1", 2, "unknown parameter 'nonsense'"),
+    ("run aggregation --headless --set novalue", 2, "KEY=VALUE"),
+    ("run aggregation --headless --set v_max=fast", 2, "v_max"),
+    ("run aggregation --headless --set llm_concurrency=0", 2, "llm_concurrency"),
+    ("run aggregation --headless --config {d}/missing.yaml", 2, "not found"),
+    ("run aggregation --headless --config {d}/binary.yaml", 2, "not UTF-8"),
+    ("run aggregation --headless --config {d}/broken.yaml", 2, "not valid YAML"),
+    ("run aggregation --headless --config {d}/list.yaml", 2, "mapping"),
+    ("run aggregation --headless --topology custom", 2, "adjacency"),
+    ("run aggregation --headless --planner llm --replay {d}/missing.jsonl", 2, "missing.jsonl"),
+    ("run aggregation --headless --planner llm --backend openai --model m --rounds 1 --out {d}/r1", 1, "API key"),
+    ("run aggregation --headless --planner average --out {d}/a_file", 2, "cannot create"),
+    ("run aggregation --headless --planner average --out {d}/earlier_run", 2, "already holds a run"),
+    # consensus run disaster
+    ("run disaster --headless --robots 0", 2, "num_robots"),
+    ("run disaster --headless --set llm_temperature=9", 2, "llm_temperature"),
+    ("run disaster --headless --set parse_retries=-3", 2, "parse_retries"),
+    ("run disaster --headless --baseline random --mode explicit", 2, "implicit mode"),
+    ("run disaster --headless --config {d}/binary.yaml", 2, "not UTF-8"),
+    ("run disaster --headless --planner llm --backend openai --model m --rounds 1 --out {d}/r2", 1, "API key"),
+    ("run disaster --headless --out {d}/earlier_run", 2, "already holds a run"),
+    # consensus experiment / report
+    ("experiment no-such-preset", 2, "neither a spec file nor a preset"),
+    ("experiment {d}/binary.yaml", 2, "UTF-8"),
+    ("experiment {d}/broken.yaml", 2, "YAML"),
+    ("experiment consensus-1d --set nonsense=1 --out {d}/e1", 2, "nonsense"),
+    ("experiment --resume {d}/missing", 2, "missing"),
+    ("report {d}/missing", 2, "missing"),
+]
+
+
+@pytest.mark.parametrize("argv, status, message", CASES, ids=[c[0].split(" {")[0] for c in CASES])
+def test_bad_invocation_is_one_clear_line(argv, status, message, files, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    code = cli.main(argv.format(d=files).split())
+    err = capsys.readouterr().err
+    assert code == status, err
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith("consensus")]
+    assert len(lines) == 1 and message in lines[0], err
+
+
+@pytest.mark.parametrize("argv", ["run", "run nosuchscenario", "run aggregation --robots many", "model fly",
+                                  "run disaster --strategy single", "experiment --trials 0 consensus-1d"])
+def test_argument_errors_are_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv.split())
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error:" in err
+
+
+def test_an_unexpected_exception_is_one_line_with_exit_70(capsys, monkeypatch):
+    monkeypatch.delenv("CONSENSUS_DEBUG", raising=False)
+
+    def boom() -> int:
+        raise RuntimeError("something broke")
+    assert cli.error_boundary(boom, "consensus") == cli.EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "RuntimeError: something broke" in err and "Traceback" not in err
+
+
+def test_os_errors_and_interrupts_map_to_their_exit_codes(capsys):
+    def missing() -> int:
+        raise FileNotFoundError(2, "No such file or directory", "/nowhere/x")
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+    assert cli.error_boundary(missing, "consensus") == cli.EXIT_FAILED
+    assert cli.error_boundary(interrupted, "consensus") == cli.EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "/nowhere/x" in err and "interrupted" in err and "Traceback" not in err
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("exe, params, message", [
+    ("sim", ["-p", "num_robots:=0"], "num_robots"),
+    ("robot", ["-p", "topology:=hexagon"], "topology"),
+    ("drone", ["-p", "llm_temperature:=9.0"], "llm_temperature"),
+    ("disaster_grid", ["-p", "mode:=telepathy"], "mode"),
+])
+def test_a_node_main_with_bad_parameters_is_one_line_and_exit_2(exe, params, message, tmp_path):
+    import subprocess
+
+    from consensus.runs.ros_runner import executable_command
+
+    cmd = executable_command(exe) + ["--ros-args", "-p", f"output_dir:={tmp_path}", *params]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith(f"[{exe}]") or ln.startswith("[")]
+    assert any(message in ln for ln in lines), done.stderr

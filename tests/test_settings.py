@@ -1,0 +1,64 @@
+"""consensus.settings: the shared groups are validated once, the same way in every scenario config."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from consensus.errors import ConfigError
+from consensus.scenarios.aggregation.config import AggregationConfig
+from consensus.scenarios.disaster.config import DisasterConfig
+from consensus.settings import FlatParams, LLMParams, RobotBaseConfig, RunParams
+
+DRIFTED = [("llm_concurrency", 0), ("llm_temperature", 9.0), ("llm_max_tokens", 0), ("parse_retries", -3),
+           ("llm_max_retries", 11), ("llm_port", 0), ("llm_timeout_s", -1.0), ("llm_backend", "magic")]
+
+
+@pytest.mark.parametrize("cls", [AggregationConfig, DisasterConfig, RobotBaseConfig])
+@pytest.mark.parametrize("key, value", DRIFTED)
+def test_every_scenario_rejects_the_same_bad_llm_values(cls, key, value):
+    with pytest.raises(ConfigError, match=key):
+        cls.from_dict({key: value})
+
+
+@pytest.mark.parametrize("cls", [AggregationConfig, DisasterConfig])
+@pytest.mark.parametrize("key, value", [("v_max", 0.0), ("kp", -1.0), ("deadband", -0.1), ("odom_timeout_s", 0.0),
+                                        ("seed", -1), ("executor", "threads")])
+def test_every_scenario_rejects_the_same_bad_control_and_fleet_values(cls, key, value):
+    with pytest.raises(ConfigError, match=key):
+        cls.from_dict({key: value})
+
+
+def test_one_robot_is_a_valid_fleet_for_the_kernel_and_the_drones():
+    assert RobotBaseConfig.from_dict({"num_robots": 1}).num_robots == 1
+    assert DisasterConfig.from_dict({"num_robots": 1}).num_robots == 1
+    with pytest.raises(ConfigError, match="at least 2"):         # a gathering needs two
+        AggregationConfig.from_dict({"num_robots": 1})
+
+
+def test_scenario_defaults_override_group_defaults_but_keep_the_group_bounds():
+    assert DisasterConfig().llm_max_tokens == 256 and AggregationConfig().llm_max_tokens == 160
+    assert DisasterConfig().llm_timeout_s == 300.0 and AggregationConfig().llm_timeout_s == 60.0
+    with pytest.raises(ConfigError, match="llm_max_tokens"):
+        DisasterConfig.from_dict({"llm_max_tokens": 5000})
+
+
+def test_field_types_come_from_annotations_not_names():
+    @dataclass
+    class Probe(FlatParams, RunParams, LLMParams):
+        tags: list[str] = field(default_factory=list)
+        weights: list[float] = field(default_factory=list)
+        counts: list[int] = field(default_factory=list)
+        flag: bool = False
+
+    cfg = Probe.from_dict({"tags": "[a, 2]", "weights": [1, "2.5"], "counts": "[3, 4]", "flag": "yes"})
+    assert cfg.tags == ["a", "2"] and cfg.weights == [1.0, 2.5] and cfg.counts == [3, 4] and cfg.flag is True
+    with pytest.raises(ConfigError, match="counts"):
+        Probe.from_dict({"counts": [1.5]})
+    with pytest.raises(ConfigError, match="weights"):
+        Probe.from_dict({"weights": ["x"]})
+
+
+def test_unknown_keys_stay_a_clear_error_with_a_hint():
+    with pytest.raises(ConfigError, match="unknown parameter 'num_drones'.*num_robots"):
+        DisasterConfig.from_dict({"num_drones": 3})
