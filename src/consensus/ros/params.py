@@ -35,6 +35,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 
@@ -185,6 +186,16 @@ def publish_health(node: Node, health: Health | None = None, period_s: float = H
     node.create_timer(period_s, guarded(publish, f"{node.get_name()}.health", health))
     publish()
     return publish
+
+
+def decode_or_count(raw: bytes, msg_type, health: "Health", what: str):
+    """The message in the serialized bytes ``raw``, or None - counted as a bad message of ``what`` - when they do
+    not decode (the nodes' fast CDR paths in ``consensus.ros.cdr`` fall back to this)."""
+    try:
+        return deserialize_message(raw, msg_type)
+    except Exception:  # noqa: BLE001 - undecodable bytes are a bad message, not a callback error
+        health.count_bad_message(what)
+        return None
 
 
 def sum_health(records: Iterable[dict]) -> dict:

@@ -44,7 +44,6 @@ import numpy as np
 from geometry_msgs.msg import PointStamped, PoseArray, Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from consensus.settings import RobotBaseConfig
@@ -52,7 +51,7 @@ from consensus.control.controller import PController, UnicycleController, yaw_fr
 from consensus.control.safety import Geofence, is_stale
 from consensus.control.planner import Planner, PlanRequest, PlanResult
 from consensus.ros import qos
-from consensus.ros.params import HEALTH, MAX_ABS_VALUE, Health, guarded, sane
+from consensus.ros.params import HEALTH, MAX_ABS_VALUE, Health, decode_or_count, guarded, sane
 from consensus.ros.cdr import CdrTemplate, odom_pose, pose_array_xy
 from consensus.control.ticks import TickTimer
 
@@ -128,10 +127,8 @@ class RobotAgent:
             raw, self._odom_raw = self._odom_raw, None
             pose = odom_pose(raw)
             if pose is None:
-                try:
-                    msg = deserialize_message(raw, Odometry)
-                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message, not a tick error
-                    self.health.count_bad_message("odom")
+                msg = decode_or_count(raw, Odometry, self.health, "odom")
+                if msg is None:
                     self.odom_stamp = self._good_odom_stamp
                     return
                 self._on_odom(msg)
@@ -145,12 +142,10 @@ class RobotAgent:
             raw, self._neighbors_raw = self._neighbors_raw, None
             xy = pose_array_xy(raw)
             if xy is None:
-                try:
-                    poses = deserialize_message(raw, PoseArray).poses
-                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message, not a tick error
-                    self.health.count_bad_message("neighbors")
+                msg = decode_or_count(raw, PoseArray, self.health, "neighbors")
+                if msg is None:
                     return
-                xy = np.array([(p.position.x, p.position.y) for p in poses], dtype=float).reshape(-1, 2)
+                xy = np.array([(p.position.x, p.position.y) for p in msg.poses], dtype=float).reshape(-1, 2)
             xy = xy[:, : self.cfg.dim]
             with np.errstate(invalid="ignore"):
                 good = (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)        # False for NaN and +-inf too

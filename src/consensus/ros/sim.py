@@ -20,14 +20,14 @@ from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.serialization import deserialize_message
 from rosgraph_msgs.msg import Clock
 
 from consensus.control.kinematics import step_single_integrator, step_unicycle
 from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, twist_values
 from consensus.settings import RobotBaseConfig
-from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, sane, spin_node
+from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, publish_health, run_node,
+                                  sane, spin_node)
 from consensus.control.kinematics import initial_positions
 
 CMD_TIMEOUT_S = 0.5
@@ -73,10 +73,8 @@ class Simulator:
         def cb(raw: bytes) -> None:
             t = twist_values(raw)
             if t is None:
-                try:
-                    msg = deserialize_message(raw, Twist)
-                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message
-                    self.health.count_bad_message("sim.cmd_vel")
+                msg = decode_or_count(raw, Twist, self.health, "sim.cmd_vel")
+                if msg is None:
                     return
                 t = (msg.linear.x, msg.linear.y, 0.0, 0.0, 0.0, msg.angular.z)
             vals = (t[0], t[1], t[5])

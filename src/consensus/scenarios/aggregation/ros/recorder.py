@@ -23,15 +23,14 @@ import rclpy
 import rclpy.task
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from consensus.metrics.convergence import spread
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.ros.cdr import point_stamped_xy
-from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, declare_config, guarded, publish_health, run_node, sane,
-                                  spin_node, sum_health)
+from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, declare_config, decode_or_count, guarded,
+                                  publish_health, run_node, sane, spin_node, sum_health)
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 
 START_WAIT_S = 10.0
@@ -96,10 +95,8 @@ class Recorder:
         def cb(raw: bytes) -> None:
             p = point_stamped_xy(raw)
             if p is None:
-                try:
-                    msg = deserialize_message(raw, PointStamped)
-                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message
-                    self.health.count_bad_message(what)
+                msg = decode_or_count(raw, PointStamped, self.health, what)
+                if msg is None:
                     return
                 p = (msg.point.x, msg.point.y)
             self._store(store, i, p, what)

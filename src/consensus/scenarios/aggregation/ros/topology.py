@@ -26,7 +26,6 @@ from collections import deque
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, PoseArray
-from rclpy.serialization import deserialize_message
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -35,7 +34,8 @@ from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.ros.cdr import point_stamped_xy, pose_array_bytes
-from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, sane, spin_node
+from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, publish_health, run_node,
+                                  sane, spin_node)
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
 
@@ -78,10 +78,8 @@ class TopologyRelay:
         def cb(raw: bytes) -> None:
             p = point_stamped_xy(raw)
             if p is None:
-                try:
-                    msg = deserialize_message(raw, PointStamped)
-                except Exception:  # noqa: BLE001 - undecodable bytes are a bad message
-                    self.health.count_bad_message("topology.state")
+                msg = decode_or_count(raw, PointStamped, self.health, "topology.state")
+                if msg is None:
                     return
                 p = (msg.point.x, msg.point.y)
             if sane(*p):

@@ -56,7 +56,6 @@ import rclpy.task
 from geometry_msgs.msg import Point
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from std_msgs.msg import ColorRGBA, String
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -69,8 +68,8 @@ from consensus.ros.cdr import odom_pose
 from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCUSSION, HEARTBEAT_S, STATE, STATE_QOS,
                                                     declare_disaster_config, dumps, namespace, reply_from_dict)
 from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
-from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, guarded, publish_health, run_node, sane, spin_node,
-                                  sum_health)
+from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, decode_or_count, guarded, publish_health, run_node,
+                                  sane, spin_node, sum_health)
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
 
@@ -151,8 +150,10 @@ class DisasterGrid:
         def cb(raw: bytes) -> None:
             pose = odom_pose(raw)
             if pose is None:
-                p = deserialize_message(raw, Odometry).pose.pose.position
-                pose = (p.x, p.y)
+                msg = decode_or_count(raw, Odometry, self.health, "grid.odom")
+                if msg is None:
+                    return
+                pose = (msg.pose.pose.position.x, msg.pose.pose.position.y)
             if sane(pose[0], pose[1]):
                 self.pos[i] = pose[:2]
             else:
