@@ -58,6 +58,7 @@ bench: model
 	$(PY) benchmarks/bench_llm_throughput.py
 	$(PY) benchmarks/bench_disaster.py
 	$(PY) benchmarks/bench_disaster.py --embedded
+	$(PY) benchmarks/bench_naming_game.py
 
 clean:
 	rm -rf build *.egg-info src/*.egg-info .pytest_cache

@@ -33,6 +33,8 @@ setup(
         "matplotlib>=3.7",      # run plots (paper 1 Fig. 10a/b)
         "openai>=1.0",          # OpenAI-compatible chat client (OpenAI, vLLM, Ollama, llama.cpp server)
         "transforms3d>=0.4",    # quaternion <-> yaw for unicycle robots
+        "numba>=0.60",          # the naming game's simulation kernel (>= 50 M pair interactions/s)
+        "tqdm>=4.60",           # progress bars of long extractions and sweeps
     ],
     extras_require={
         # ROS 2 Kilted from PyPI wheels, for users without an apt ROS install (see requirements/ros-kilted.txt)

@@ -12,6 +12,10 @@ An action is one of:
 * ``str``              — reply with this text as the assistant message;
 * ``int``              — answer with this HTTP status (e.g. 500, 503, 429, 400) and an error body;
 * ``Reply(text, delay_s=...)``, ``Status(code, delay_s=..., retry_after=...)`` — the same with a delay;
+* ``Reply(text, logprobs=[[(token, logprob), ...], ...])`` — also return ``choices[0].logprobs`` in the OpenAI
+  format: one entry per generated token position, whose sampled token is the first pair and whose
+  ``top_logprobs`` are all the pairs (what ``logprobs=true, top_logprobs=k`` asks for); without ``logprobs``
+  the reply has no logprobs, like a server that does not support them;
 * ``Close(delay_s=...)`` — close the connection without answering;
 * ``Delay(seconds, then)`` — wait, then perform ``then``.
 
@@ -53,6 +57,7 @@ class Reply:
     delay_s: float = 0.0
     model: str = "fake-model"
     finish_reason: str = "stop"
+    logprobs: Any = None      # [[(token, logprob), ...] per position] -> choices[0].logprobs (see module docstring)
 
 
 @dataclass(frozen=True)
@@ -281,16 +286,28 @@ def _completion(body: dict, reply: Reply) -> dict:
     """An OpenAI chat.completion object for ``reply`` (token counts are word counts)."""
     prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
     completion_words = len(reply.text.split())
+    choice: dict = {"index": 0, "message": {"role": "assistant", "content": reply.text},
+                    "finish_reason": reply.finish_reason}
+    if reply.logprobs is not None:
+        choice["logprobs"] = _logprobs(reply.logprobs)
     return {
         "id": f"chatcmpl-fake-{next(_counter)}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": reply.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text},
-                     "finish_reason": reply.finish_reason}],
+        "choices": [choice],
         "usage": {"prompt_tokens": prompt_words, "completion_tokens": completion_words,
                   "total_tokens": prompt_words + completion_words},
     }
+
+
+def _logprobs(positions) -> dict:
+    """OpenAI ``choices[0].logprobs`` for scripted positions ``[[(token, logprob), ...], ...]``."""
+    def entry(token: str, logprob: float) -> dict:
+        return {"token": token, "logprob": float(logprob), "bytes": list(token.encode("utf-8"))}
+
+    return {"content": [{**entry(*pairs[0]), "top_logprobs": [entry(*p) for p in pairs]} for pairs in positions],
+            "refusal": None}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,9 @@ Execution (chosen per sweep):
 * some trial uses an LLM (``Study.uses_llm``): all trials run on a thread pool of
   ``max(workers, llm.concurrency)`` threads (at most one per trial to run) sharing ONE client from
   ``make_client`` whose concurrency limit is ``llm.concurrency`` (requests in flight over the whole sweep);
-* CPU only and ``workers > 1`` (and ``fork`` available): a fork-based ``multiprocessing.Pool`` of
+* CPU only, ``workers > 1``, ``fork`` available and the study's trials are not parallel themselves
+  (``Study.parallel_trial``: a numba kernel already uses every core, and forking a process whose numba threads
+  are running can deadlock): a fork-based ``multiprocessing.Pool`` of
   ``min(workers, trials to run)`` processes; workers
   inherit the study and the trial list (nothing is re-imported, only indices and records cross the pipe),
   trials are handed out in chunks of ``min(64, n / (8 * workers))``;
@@ -464,7 +466,7 @@ def run_experiment(spec: ExperimentSpec, study: Study, out_dir: str | os.PathLik
         dropped = prune_transcripts(out / TRANSCRIPTS_FILE, done)
         if dropped:
             log.info("removed %d transcript records of unrecorded trials", dropped)
-    mode = "threads" if llm else ("processes" if spec.workers > 1 and len(todo) > 1
+    mode = "threads" if llm else ("processes" if spec.workers > 1 and len(todo) > 1 and not study.parallel_trial
                                   and "fork" in multiprocessing.get_all_start_methods() else "in-process")
     bar = Progress(spec.study, len(trials), len(trials) - len(todo), enabled=progress)
     t0 = time.monotonic()

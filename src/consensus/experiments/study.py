@@ -95,6 +95,7 @@ class Study:
     uses_llm: Callable[[dict], bool] = lambda params: False   # does a trial with these params call an LLM?
     validate: Callable[[dict], None] | None = None   # raise ConfigError for invalid parameter values
     llm_calls: Callable[[dict], int] | None = None   # most LLM requests one trial makes, retries aside (estimate)
+    parallel_trial: bool = False                 # a trial uses every core itself (numba threads): no process pool
 
 
 class StudyRegistry(Protocol):

@@ -1,0 +1,78 @@
+"""Paper 4: the LLM naming game at any group size (policies, simulation at scale, mean-field theory).
+
+``game`` (memory states, shift function, payoffs), ``policy`` (q tables: published, baselines, importers),
+``llm_policy`` (q tables from an LLM's logprobs), ``simulate`` (many seeded runs at once), ``meanfield`` (the rate
+equation, fixed points, stability), ``study`` (the paper's figures and Table S1).
+"""
+from __future__ import annotations
+
+from consensus.registry import Scenario, register
+from consensus.scenarios.naming_game.config import NamingGameConfig
+from consensus.scenarios.naming_game.robots import RobotsGameConfig
+
+
+def _run(cfg, out, **kwargs):
+    from consensus.scenarios.naming_game.runner import run
+
+    return run(cfg, out, **kwargs)
+
+
+def _result_line(summary: dict) -> str:
+    from consensus.scenarios.naming_game.runner import result_line
+
+    return result_line(summary)
+
+
+register(Scenario(
+    name="naming-game",
+    summary="the LLM naming game at any group size (paper 4)",
+    description="Many seeded populations of N agents playing the naming game with a q-table policy (published, "
+                "minimal-model or extracted from an LLM); writes a run directory.",
+    config_cls=NamingGameConfig,
+    config_file="naming_game.yaml",
+    runner=_run,
+    result_line=_result_line,
+    studies=("consensus.scenarios.naming_game.study",),
+))
+
+
+def _robots_run(cfg, out, **kwargs):
+    from consensus.scenarios.naming_game.robots import run
+
+    return run(cfg, out, **kwargs)
+
+
+def _robots_processes(cfg, **kwargs):
+    from consensus.scenarios.naming_game.robots import robot_processes
+
+    return robot_processes(cfg, **kwargs)
+
+
+def _robots_result_line(summary: dict) -> str:
+    from consensus.scenarios.naming_game.robots import result_line
+
+    return result_line(summary)
+
+
+register(Scenario(
+    name="naming-game-robots",
+    summary="the naming game played by a robot fleet through ROS 2 (paper 4, 'With robots')",
+    description="Robots meeting pairwise agree on one of two rendezvous points with a naming-game policy and drive "
+                "there; the ROS run says the same words as the headless reference of the same seed.",
+    config_cls=RobotsGameConfig,
+    config_file="naming_game_robots.yaml",
+    runner=_robots_run,
+    result_line=_robots_result_line,
+    processes=_robots_processes,
+    launch_args={
+        "memory": "H: interactions a robot remembers",
+        "policy": "memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1]",
+        "max_rounds": "population rounds at most",
+        "interaction_period_s": "one pair is announced this often [s]",
+        "answer_timeout_s": "a robot's word is due this long after its pair [s]",
+        "rendezvous": "[xA, yA, xB, yB]: the points of word 0 and word 1",
+        "arrival_timeout_s": "after the game, wait at most this long for the robots to arrive [s]",
+    },
+    executables={"naming_robot": "consensus.scenarios.naming_game.ros.robot",
+                 "naming_matchmaker": "consensus.scenarios.naming_game.ros.matchmaker"},
+))

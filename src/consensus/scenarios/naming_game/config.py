@@ -1,0 +1,84 @@
+"""Parameters of one naming-game run (paper 4): ``NamingGameConfig``, a ``/**:`` parameters file like every scenario's
+(``config/naming_game.yaml``).
+
+``policy`` says where each agent's q table comes from:
+
+================================ =====================================================================================
+``memory_invariant:P``           the SI's minimal naming game with a fixed bias P (``policy.memory_invariant``)
+``fixed_bias:P``                 every memory state says word 0 with probability P (never converges for 0 < P < 1)
+``table:PATH[#MODEL/W0,W1]``     a q-table file (our JSON, or the paper's ``q_dicts.zip``, read without executing
+                                 pickle code); with several tables, ``#model/word0,word1`` picks one
+``llm``                          extracted from the LLM of the ``llm_*`` settings (cached on disk, see ``llm_policy``)
+================================ =====================================================================================
+
+The game: ``num_robots`` agents (the population size N; any N ≥ 2), memory ``memory`` (H, 1-6), ``runs`` independent
+populations, at most ``max_rounds`` population rounds, converged when ≥ ``threshold`` of the last ``window_factor``·N
+interactions succeeded (paper: 0.98 of the last 3N; the exact counting is ``simulate``'s docstring).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from consensus.scenarios.naming_game.game import H_MAX, H_MIN
+from consensus.settings import FlatParams, LLMParams, RunParams, load_flat, need
+
+POLICY_KINDS = ("fixed_bias", "memory_invariant", "table", "llm")
+
+
+@dataclass
+class NamingGameConfig(FlatParams, RunParams, LLMParams):
+    """Parameters of a naming-game run (paper 4). The run and LLM groups are ``consensus.settings``'."""
+
+    num_robots: int = 24              # N: agents in the population (paper: 2 to 10^4)
+    memory: int = 5                   # H: interactions an agent remembers
+    words: str = "word_a,word_b"      # the two words (with policy: llm); a table brings its own
+    policy: str = "memory_invariant:0.5"   # memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1] | llm
+    runs: int = 100                   # independent populations
+    max_rounds: int = 1000            # population rounds (N interactions each) at most
+    threshold: float = 0.98           # converged: at least this share of the last window succeeded
+    window_factor: int = 3            # the window is window_factor * N interactions
+    trajectory: bool = True           # keep the frequency of word 0 per population round
+    llm_temperature: float = 0.5      # T of eq. 9 (the paper's 0.5)
+
+    def check(self) -> None:
+        need(2 <= self.num_robots <= 10 ** 6, f"num_robots (N) must be in [2, 1000000] (got {self.num_robots})")
+        need(H_MIN <= self.memory <= H_MAX, f"memory (H) must be in [{H_MIN}, {H_MAX}] (got {self.memory})")
+        need(1 <= self.runs <= 10 ** 6, f"runs must be in [1, 1000000] (got {self.runs})")
+        need(1 <= self.max_rounds <= 10 ** 6, f"max_rounds must be in [1, 1000000] (got {self.max_rounds})")
+        need(0.5 < self.threshold <= 1.0, f"threshold must be in (0.5, 1] (got {self.threshold})")
+        need(1 <= self.window_factor <= 100, f"window_factor must be in [1, 100] (got {self.window_factor})")
+        kind = self.policy_kind()
+        need(kind in POLICY_KINDS, f"unknown policy '{self.policy}'; valid: memory_invariant:P, fixed_bias:P, "
+                                   f"table:PATH, llm")
+        if kind in ("fixed_bias", "memory_invariant"):
+            try:
+                p = float(self.policy.split(":", 1)[1])
+            except (IndexError, ValueError):
+                p = float("nan")
+            need(0.0 <= p <= 1.0, f"policy {kind}:P needs P in [0, 1] (got '{self.policy}')")
+        if kind == "table":
+            need(bool(self.policy.split(":", 1)[1].split("#", 1)[0]), "policy table:PATH needs a path")
+        words = self.word_pair()
+        need(len(words) == 2 and all(words) and words[0] != words[1],
+             f"words must be two different words separated by a comma (got '{self.words}')")
+
+    def policy_kind(self) -> str:
+        return self.policy.split(":", 1)[0].strip()
+
+    def uses_llm(self) -> bool:
+        return self.policy_kind() == "llm"
+
+    def word_pair(self) -> tuple[str, ...]:
+        return tuple(w.strip() for w in self.words.split(","))
+
+    def table_source(self) -> tuple[Path, str]:
+        """``table:PATH#SELECT`` → (PATH, SELECT or "")."""
+        spec = self.policy.split(":", 1)[1]
+        path, _, select = spec.partition("#")
+        return Path(path).expanduser(), select.strip()
+
+
+def load_naming_game_config(path=None, **overrides: Any) -> NamingGameConfig:
+    return load_flat(NamingGameConfig, path, **overrides)
