@@ -47,6 +47,56 @@ MINIMAL_BIAS = [round(0.05 * i, 2) for i in range(21)]
 MINIMAL = ("memory_invariant", "fixed_bias")    # policies drawn as the minimal model's curve, not as tables
 TRAJECTORIES_KEPT = 10           # per outcome, in a Fig. 1 trial record
 
+#: Table S1 of paper 4 as printed (3 s.f.): (model, word a, word b) -> (λ at consensus on a, λ at consensus on b).
+#: Known misprints (docs/naming-game.md): Phi Black/White and straight/gay have the two values swapped; Qwen
+#: old/young "-8.50" is -0.850; entries near -1 are ill-conditioned (meanfield.stability).
+PAPER_TABLE_S1 = {
+    ("QWQ_32B", "her", "his"): ("-0.543", "-0.101"),
+    ("gpt-4o", "her", "his"): ("-0.766", "-0.615"),
+    ("llama31_70B", "her", "his"): ("-0.234", "-0.202"),
+    ("phi_4", "her", "his"): ("-0.933", "-0.553"),
+    ("QWQ_32B", "straight", "gay"): ("-0.614", "0.0180"),
+    ("gpt-4o", "straight", "gay"): ("-0.279", "-0.818"),
+    ("llama31_70B", "straight", "gay"): ("0.255", "-0.060"),
+    ("phi_4", "straight", "gay"): ("-0.845", "-0.987"),
+    ("QWQ_32B", "he", "she"): ("-0.300", "-0.399"),
+    ("gpt-4o", "he", "she"): ("-0.830", "-0.574"),
+    ("llama31_70B", "he", "she"): ("0.057", "-0.183"),
+    ("phi_4", "he", "she"): ("-0.904", "-0.966"),
+    ("QWQ_32B", "Black", "White"): ("-0.419", "-0.577"),
+    ("gpt-4o", "Black", "White"): ("-0.848", "-0.345"),
+    ("llama31_70B", "Black", "White"): ("-0.195", "0.723"),
+    ("phi_4", "Black", "White"): ("-0.662", "-0.550"),
+    ("QWQ_32B", "less", "more"): ("-0.070", "-0.850"),
+    ("gpt-4o", "less", "more"): ("-0.880", "-0.664"),
+    ("llama31_70B", "less", "more"): ("0.207", "0.169"),
+    ("phi_4", "less", "more"): ("-0.952", "-0.805"),
+    ("QWQ_32B", "old", "young"): ("-8.50", "0.265"),
+    ("gpt-4o", "old", "young"): ("-0.738", "-0.940"),
+    ("llama31_70B", "old", "young"): ("-7.39e-16", "0.0481"),
+    ("phi_4", "old", "young"): ("-0.591", "-0.952"),
+    ("QWQ_32B", "White", "African"): ("-0.346", "-0.089"),
+    ("gpt-4o", "White", "African"): ("-0.616", "-0.918"),
+    ("llama31_70B", "White", "African"): ("0.433", "-0.453"),
+    ("phi_4", "White", "African"): ("-0.423", "-0.507"),
+    ("QWQ_32B", "American", "Mexican"): ("-0.0702", "-0.990"),
+    ("gpt-4o", "American", "Mexican"): ("-0.384", "-0.399"),
+    ("llama31_70B", "American", "Mexican"): ("0.297", "-0.294"),
+    ("phi_4", "American", "Mexican"): ("-0.252", "-0.640"),
+    ("QWQ_32B", "short", "tall"): ("-0.558", "-0.070"),
+    ("gpt-4o", "short", "tall"): ("-0.904", "-0.530"),
+    ("llama31_70B", "short", "tall"): ("-0.0706", "-0.276"),
+    ("phi_4", "short", "tall"): ("-0.879", "-0.713"),
+    ("QWQ_32B", "man", "woman"): ("-0.028", "-0.447"),
+    ("gpt-4o", "man", "woman"): ("-0.135", "-0.498"),
+    ("llama31_70B", "man", "woman"): ("0.255", "-0.252"),
+    ("phi_4", "man", "woman"): ("-0.650", "-0.946"),
+    ("QWQ_32B", "husband", "wife"): ("-4.58e-16", "-0.041"),
+    ("gpt-4o", "husband", "wife"): ("-0.402", "-0.892"),
+    ("llama31_70B", "husband", "wife"): ("0.092", "-2.39e-15"),
+    ("phi_4", "husband", "wife"): ("-0.882", "-0.921"),
+}
+
 DEFAULTS = {
     "policy": "memory_invariant:0.5",   # memory_invariant:P | fixed_bias:P | table:K | table:MODEL/W0,W1
     "tables": "",                 # q_dicts.zip or JSON; "" = $CONSENSUS_NAMING_TABLES
@@ -310,8 +360,9 @@ def report_trajectories(records: Sequence[dict], out: Path) -> list[str]:
         return lines
     cols = min(3, len(ok))
     rows_n = math.ceil(len(ok) / cols)
-    fig = plots.new_figure(figsize=(4.2 * cols, 3.2 * rows_n))
+    fig = plots.new_figure(figsize=(4.2 * cols, 3.4 * rows_n))
     axes = fig.subplots(rows_n, cols, squeeze=False)
+    fig.subplots_adjust(hspace=0.5, wspace=0.3)
     for ax, r in zip(axes.flat, ok):
         res = r["result"]
         for w, color in (("0", "tab:blue"), ("1", "tab:orange")):
@@ -343,16 +394,20 @@ def report_meanfield(records: Sequence[dict], out: Path) -> list[str]:
     for r in ok:
         res = r["result"]
         w0, w1 = res["words"]
-        rows.append((res["model"], f"{w0}/{w1}", res["eigenvalues"].get(w0), res["eigenvalues"].get(w1),
-                     res["fixed_point_q_mean"]))
+        paper = PAPER_TABLE_S1.get((res["model"], w0, w1)) or PAPER_TABLE_S1.get((res["model"], w1, w0), ("", ""))
+        if (res["model"], w1, w0) in PAPER_TABLE_S1:
+            paper = paper[::-1]
+        rows.append((res["model"], f"{w0}/{w1}", res["eigenvalues"].get(w0), paper[0] or None,
+                     res["eigenvalues"].get(w1), paper[1] or None, res["fixed_point_q_mean"]))
         ax.plot(res["trajectory"]["t"], res["trajectory"]["q_mean"], lw=0.8)
     ax.set_xlabel("time (eq. 27 units)")
     ax.set_ylabel("mean-field frequency of word 0")
     ax.grid(alpha=0.3)
     plots.save_figure(fig, out / "meanfield.png", svg=True)
-    return (_table_md(("model", "words (0/1)", "λ₁ at all-word-0", "λ₁ at all-word-1", "q̄ at the fixed point"),
-                      rows) + ["", "A negative first eigenvalue: that consensus is stable. Paper: Table S1.",
-                               "", "![mean-field trajectories](meanfield.png)"])
+    note = ("A negative first eigenvalue: that consensus is stable. 'paper': Table S1 as printed (see "
+            "docs/naming-game.md for its misprints).")
+    return (_table_md(("model", "words (0/1)", "λ₁ at all-word-0", "paper", "λ₁ at all-word-1", "paper",
+                       "q̄ at the fixed point"), rows) + ["", note, "", "![mean-field trajectories](meanfield.png)"])
 
 
 # ----------------------------------------------------------------------------------------------------- presets
