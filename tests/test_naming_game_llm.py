@@ -262,7 +262,8 @@ def test_interrupted_extraction_resumes_where_it_stopped(tmp_path):
                            progress=False)
         (cache,) = tmp_path.glob("*.jsonl")
         done = len(cache.read_text().splitlines()) - 1                 # minus the header line
-        assert done in (7, 8)             # the 7 answers before the failure (+ one already in flight is kept)
+        # the 7 answers before the failure, plus those a worker finished before the failure reached the caller
+        assert 7 <= done < 42
         with open(cache, "a") as fh:
             fh.write('{"state": "01", "ord')                          # a killed writer's cut line
         before = len(srv.requests)

@@ -85,3 +85,24 @@ def memory_space(H: int) -> MemorySpace:
 
 def payoff(own: int, partner: int) -> int:
     return PAYOFF_SUCCESS if own == partner else PAYOFF_FAILURE
+
+
+def check_q(q, H: int, label: str = "q") -> np.ndarray:
+    """q as a read-only float64 array with one probability per memory state of H; one ConfigError naming the first
+    bad state otherwise (the policy tables and the simulation check their input with this)."""
+    H = check_memory(H)
+    try:
+        arr = np.array(q, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{label}: q must be an array of numbers (probabilities; {exc})") from None
+    n = state_count(H)
+    if arr.shape != (n,):
+        raise ConfigError(f"{label}: q must have one entry per memory state, {n} for H = {H} (got shape {arr.shape})")
+    bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0.0) | (arr > 1.0))
+    if bad.size:
+        i = int(bad[0])
+        what = "is not finite (non-finite)" if not np.isfinite(arr[i]) else "is outside [0, 1]"
+        more = f" ({bad.size} bad states in all)" if bad.size > 1 else ""
+        raise ConfigError(f"{label}: q[{memory_space(H).keys[i]!r}] (state {i}) = {float(arr[i])!r} {what}{more}")
+    arr.setflags(write=False)
+    return arr

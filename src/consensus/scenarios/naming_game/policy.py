@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from consensus.errors import ConfigError
-from consensus.scenarios.naming_game.game import check_memory, memory_space, state_count
+from consensus.scenarios.naming_game.game import check_memory, check_q, memory_space, state_count
 
 DEFAULT_WORDS = ("π1", "π2")
 NEUTRAL_TOLERANCE = 0.005
@@ -102,7 +102,7 @@ class Policy:
             raise ConfigError(f"{label}: meta must be a mapping (got {type(self.meta).__name__})")
         object.__setattr__(self, "H", H)
         object.__setattr__(self, "words", words)
-        object.__setattr__(self, "q", _check_q(self.q, H, label))
+        object.__setattr__(self, "q", check_q(self.q, H, label))
         object.__setattr__(self, "meta", dict(self.meta))
 
     @classmethod
@@ -163,24 +163,6 @@ def _check_words(words: Any, label: str) -> tuple[str, str]:
     if w0 == w1:
         raise ConfigError(f"{label}: the two words must differ (both are {w0!r})")
     return (w0, w1)
-
-
-def _check_q(q: Any, H: int, label: str) -> np.ndarray:
-    try:
-        arr = np.array(q, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{label}: q must be an array of numbers ({exc})") from None
-    n = state_count(H)
-    if arr.shape != (n,):
-        raise ConfigError(f"{label}: q must have one entry per memory state, {n} for H = {H} (got shape {arr.shape})")
-    bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0.0) | (arr > 1.0))
-    if bad.size:
-        i = int(bad[0])
-        what = "is not finite" if not np.isfinite(arr[i]) else "is outside [0, 1]"
-        more = f" ({bad.size} bad states in all)" if bad.size > 1 else ""
-        raise ConfigError(f"{label}: q[{memory_space(H).keys[i]!r}] (state {i}) = {float(arr[i])!r} {what}{more}")
-    arr.setflags(write=False)
-    return arr
 
 
 # ------------------------------------------------------------------------------------------------ baselines, bias

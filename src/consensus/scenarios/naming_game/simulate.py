@@ -43,7 +43,7 @@ import numba
 from numba import njit, prange
 
 from consensus.errors import ConfigError
-from consensus.scenarios.naming_game.game import check_memory, memory_space, state_count
+from consensus.scenarios.naming_game.game import check_memory, check_q, memory_space
 
 TWO32 = 2.0 ** 32
 N_MAX = 10 ** 8
@@ -230,23 +230,6 @@ def _int_arg(name: str, value, lo: int, hi: int | None = None) -> int:
         rng = f"≥ {lo}" if hi is None else f"in [{lo}, {hi}]"
         raise ConfigError(f"{name} must be {rng} (got {value})")
     return int(value)
-
-
-def check_q(q, H: int) -> np.ndarray:
-    """q as a float64 array of one probability per memory state of H; ConfigError otherwise."""
-    H = check_memory(H)
-    try:
-        arr = np.asarray(q, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"q must be an array of probabilities ({exc})") from None
-    n = state_count(H)
-    if arr.shape != (n,):
-        raise ConfigError(f"q must have one entry per memory state: {n} for H = {H} (got shape {arr.shape})")
-    if not np.all(np.isfinite(arr)):
-        raise ConfigError(f"q has {int((~np.isfinite(arr)).sum())} non-finite entries")
-    if arr.min() < 0.0 or arr.max() > 1.0:
-        raise ConfigError(f"q must lie in [0, 1] (got min {arr.min():.6g}, max {arr.max():.6g})")
-    return arr
 
 
 def run_seeds(seed: int, runs: int) -> np.ndarray:
