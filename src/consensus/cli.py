@@ -139,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
     summary = sc.runner(cfg, out, headless=args.headless, use_sim_time=args.use_sim_time, echo=say)
     if sc.result_line is not None:
         print(sc.result_line(summary))
-    out = Path(summary.get("output_dir") or out).resolve()
+    out = Path(out).resolve()
     print(f"results: {out}")
     for plot in summary.get("plots", []):
         print(f"  plot: {out / plot}")

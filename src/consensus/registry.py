@@ -55,6 +55,18 @@ _SCENARIOS: dict[str, Scenario] = {}
 _LOADED = False
 
 
+def lazy(target: str) -> Callable:
+    """``"package.module:function"`` as a callable that imports the module on its first call, so that registering
+    a scenario (``Scenario.runner=lazy("...runner:run")``) imports none of its heavy modules."""
+    module, _, name = target.partition(":")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = target
+    return call
+
+
 def register(scenario: Scenario) -> Scenario:
     """Called by a scenario package's ``__init__``."""
     _SCENARIOS[scenario.name] = scenario

@@ -170,11 +170,13 @@ class LLMParams:
         if self.llm_backend == "replay" and self.uses_llm():
             need(bool(self.replay_path), "llm_backend 'replay' needs replay_path (a transcripts.jsonl)")
 
-    def embedded_model_name(self) -> str:
-        """The model name a manifest records."""
+    def manifest_llm(self) -> dict[str, str]:
+        """The ``backend`` and ``model`` a run's manifest records ("none" and "" when the run calls no LLM; the
+        pinned model's name for the embedded backend without ``llm_model``)."""
         if not self.uses_llm():
-            return ""
-        return self.llm_model or (DEFAULT_MODEL_NAME if self.llm_backend == "embedded" else "")
+            return {"backend": "none", "model": ""}
+        return {"backend": self.llm_backend,
+                "model": self.llm_model or (DEFAULT_MODEL_NAME if self.llm_backend == "embedded" else "")}
 
 
 @dataclass

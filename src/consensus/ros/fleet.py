@@ -27,8 +27,8 @@ from rclpy.parameter import Parameter
 from consensus.errors import ConfigError
 from consensus.llm.from_config import client_from_config
 from consensus.ros.params import make_executor, on_stop, run_node, spin
+from consensus.runs.processes import ROBOT_NODE
 
-ROBOT_NODE = "agent"      # the per-robot node name: /robot_<i>/agent
 
 
 def namespace(robot_id: int) -> str:

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from consensus.runs.rundir import new_run_dir, write_manifest
+from consensus.settings import RobotBaseConfig
+
+FLEET_NODE = "fleet"      # the node of a process that runs every robot (root namespace)
+ROBOT_NODE = "agent"      # a robot's node: /robot_<i>/agent
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,32 @@ def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None =
     params = out / "params.yaml"
     params.write_text(cfg.to_ros_params_yaml())
     write_manifest(out, scenario=scenario, config=cfg.to_dict(), seed=cfg.seed,
-                   backend=cfg.llm_backend if cfg.uses_llm() else "none", model=cfg.embedded_model_name(),
+                   **cfg.manifest_llm(),
                    mode="ros", extra={"params_file": str(params), **(extra or {})})
     return cfg, params
+
+
+def robot_specs(executable: str, cfg, params: dict, num_robots: int | None = None) -> list[ProcessSpec]:
+    """The robots' processes of a run: one ``/fleet`` process running them all (``cfg.fleet``), or one
+    ``/robot_<i>/agent`` process per robot (``robot_id`` i), each with ``params`` (``consensus.ros.fleet``)."""
+    n = cfg.num_robots if num_robots is None else num_robots
+    if cfg.fleet:
+        return [ProcessSpec(executable, FLEET_NODE, params=params)]
+    return [ProcessSpec(executable, ROBOT_NODE, namespace=f"robot_{i}", params={**params, "robot_id": i})
+            for i in range(n)]
+
+
+def robot_base_overrides(cfg, settings: dict[str, Any], *, values=None, exclude: tuple[str, ...] = (),
+                         source: str = "robot base settings") -> tuple[RobotBaseConfig, dict[str, Any]]:
+    """The ``RobotBaseConfig`` a kernel robot node (the robot base, ``sim``, ``llm_server``) runs with in a run of
+    the scenario config ``cfg``, and the parameters such a node must get on top of the run's params file.
+
+    The node reads the file's values of the fields ``cfg`` shares with ``RobotBaseConfig`` (taken from ``values``
+    when given, e.g. a baseline-resolved copy; ``exclude``: shared names whose meaning differs) and its own defaults
+    for the rest; ``settings`` go on top. Validated here (ConfigError naming ``source``). The overrides are
+    ``settings`` and every other field whose value differs from what the node would read from the file."""
+    names = [n for n in RobotBaseConfig.field_names() if n in cfg.field_names()]
+    shared = {n: getattr(values or cfg, n) for n in names if n not in exclude}
+    base = RobotBaseConfig.from_dict({**shared, **settings}, source=source)
+    seen = {**RobotBaseConfig().to_dict(), **{n: getattr(cfg, n) for n in names}}
+    return base, {k: v for k, v in base.to_dict().items() if k in settings or v != seen[k]}

@@ -24,6 +24,15 @@ from consensus.runs.processes import ProcessSpec
 LLM_READY_TIMEOUT_S = 600.0     # first start assembles and hashes the 1.1 GB model
 
 
+RESULTS_PREFIX = "RESULTS "      # the line a run's last process prints when its run directory is complete
+
+
+def announce_results(out: Path) -> None:
+    """Called by the process that ends a run (recorder, grid, matchmaker) once summary.json is written: one line
+    that says where the run directory is, in the process's log and in the output of ``ros2 launch``."""
+    print(f"{RESULTS_PREFIX}{Path(out).resolve()}", flush=True)
+
+
 def executable_command(exe: str) -> list[str]:
     """The installed node executable (lib/consensus/<exe>, as ros2 launch runs it) or the module as a fallback."""
     installed = Path(sys.prefix) / "lib" / "consensus" / exe
@@ -57,7 +66,6 @@ class _Proc:
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                       start_new_session=True, env=os.environ.copy())
         self.echo = echo
-        self.result_dir: str | None = None
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
 
@@ -67,8 +75,6 @@ class _Proc:
             self.log.write(line)
             if self.echo and ("progress" in line or "done:" in line or "error" in line.lower()):
                 self.echo(line.rstrip())
-            if line.startswith("RESULTS "):
-                self.result_dir = line.split(" ", 1)[1].strip()
         self.log.flush()
 
     def tail(self, n: int = 15) -> str:

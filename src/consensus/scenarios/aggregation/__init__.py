@@ -6,27 +6,9 @@ processes), ``study`` and ``strategies`` (paper 1's consensus studies), ``ros/``
 """
 from __future__ import annotations
 
-from consensus.registry import Scenario, register
+from consensus.registry import Scenario, lazy, register
 from consensus.scenarios.aggregation.config import PERSONALITIES, PLANNERS, AggregationConfig
 from consensus.graphs.topology import TOPOLOGIES
-
-
-def _run(cfg, out, **kwargs):
-    from consensus.scenarios.aggregation.runner import run
-
-    return run(cfg, out, **kwargs)
-
-
-def _result_line(summary: dict) -> str:
-    from consensus.scenarios.aggregation.runner import result_line
-
-    return result_line(summary)
-
-
-def _processes(cfg, **kwargs):
-    from consensus.scenarios.aggregation.processes import aggregation_processes
-
-    return aggregation_processes(cfg, **kwargs)
 
 
 register(Scenario(
@@ -47,9 +29,9 @@ register(Scenario(
         ("--rounds", "max_rounds", dict(type=int, help="stop planning after this many rounds (a ROS run ends "
                                                        "one planning period later)")),
     ),
-    runner=_run,
-    result_line=_result_line,
-    processes=_processes,
+    runner=lazy("consensus.scenarios.aggregation.runner:run"),
+    result_line=lazy("consensus.scenarios.aggregation.runner:result_line"),
+    processes=lazy("consensus.scenarios.aggregation.processes:aggregation_processes"),
     launch_args={
         "topology": "complete | ring | star | line | leader_follower | random | custom",
         "planner": "llm | average | average_no_self | stubborn | suggestible",

@@ -4,7 +4,7 @@ Read by ``launch/aggregation.launch.py`` and by ``consensus run aggregation`` (`
 """
 from __future__ import annotations
 
-from consensus.runs.processes import ProcessSpec
+from consensus.runs.processes import ProcessSpec, robot_specs
 from consensus.scenarios.aggregation.config import AggregationConfig
 
 
@@ -15,10 +15,6 @@ def aggregation_processes(cfg: AggregationConfig, *, use_sim_time: bool = False)
         specs.append(ProcessSpec("llm_server", "llm_server", params={"use_sim_time": False}))
     specs.append(ProcessSpec("sim", "sim", params={"use_sim_time": False, "publish_clock": bool(use_sim_time)}))
     specs.append(ProcessSpec("topology", "topology", params=sim_time))
-    if cfg.fleet:
-        specs.append(ProcessSpec("robot", "fleet", params=sim_time))
-    else:
-        specs += [ProcessSpec("robot", "agent", namespace=f"robot_{i}", params={**sim_time, "robot_id": i})
-                  for i in range(cfg.num_robots)]
+    specs += robot_specs("robot", cfg, sim_time)
     specs.append(ProcessSpec("recorder", "recorder", params=sim_time, ends_run=True))
     return specs

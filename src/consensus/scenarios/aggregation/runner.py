@@ -25,7 +25,7 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
     out = new_run_dir(out_dir)
     cfg = cfg.replace(output_dir=str(out))
     write_manifest(out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
-                   backend=cfg.llm_backend if cfg.uses_llm() else "none", model=cfg.embedded_model_name(),
+                   **cfg.manifest_llm(),
                    mode="headless")
     client, close = client_from_config(cfg, out / "transcripts.jsonl")
     try:

@@ -14,21 +14,9 @@ The exact rules and formulas are in each module docstring and in ``docs/disaster
 """
 from __future__ import annotations
 
-from consensus.registry import Scenario, register
+from consensus.registry import Scenario, lazy, register
 from consensus.scenarios.disaster import cli as _cli
 from consensus.scenarios.disaster.config import DisasterConfig
-
-
-def _processes(cfg, **kwargs):
-    from consensus.scenarios.disaster.processes import disaster_processes
-
-    return disaster_processes(cfg, **kwargs)
-
-
-def _prepare(cfg, out):
-    from consensus.scenarios.disaster.runner import prepare_disaster_run
-
-    return prepare_disaster_run(cfg, out)
 
 
 register(Scenario(
@@ -41,8 +29,8 @@ register(Scenario(
     cli_flags=_cli.cli_flags(),
     runner=_cli.run,
     result_line=_cli.result_line,
-    processes=_processes,
-    prepare=_prepare,
+    processes=lazy("consensus.scenarios.disaster.processes:disaster_processes"),
+    prepare=lazy("consensus.scenarios.disaster.runner:prepare_disaster_run"),
     launch_args={
         "planner": "heuristic | llm | random",
         "mode": "implicit (own choices) | explicit (one collective cell)",

@@ -119,7 +119,7 @@ def run_disaster_headless(cfg: DisasterConfig, client: LLMClient | None = None, 
     run = cfg.resolved()
     if out is not None:
         write_manifest(out, scenario="disaster", config=cfg.to_dict(), seed=cfg.seed,
-                       backend=cfg.llm_backend if run.uses_llm() else "none", model=cfg.llm_model, mode="headless",
+                       **cfg.manifest_llm(), mode="headless",
                        extra={"resolved": {k: v for k, v in run.to_dict().items() if cfg.to_dict()[k] != v}})
         (out / "params.yaml").write_text(cfg.to_ros_params_yaml())
     with ExitStack() as stack:

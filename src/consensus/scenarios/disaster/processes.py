@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from consensus.runs.processes import ProcessSpec
+from consensus.runs.processes import ProcessSpec, robot_base_overrides, robot_specs
 from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import start_cells
@@ -42,14 +42,10 @@ def controller_config(cfg: DisasterConfig, **settings: Any) -> tuple[RobotBaseCo
     grid world: 2-D, geofence = the grid, the round clock as the planner (status every ``STATUS_PERIOD_S``),
     ``num_robots`` = the (baseline-resolved) number of drones. The config is validated here (ConfigError); the
     overrides are the settings above and every other field whose value differs from what the node would read."""
-    run = cfg.resolved()
-    shared = {name: getattr(run, name) for name in RobotBaseConfig.field_names() if name in cfg.field_names()}
     wanted = dict(dim=2, planner_period_s=max(STATUS_PERIOD_S, cfg.control_period_s), workspace=grid_bounds(cfg),
                   sim_rate_hz=SIM_RATE_HZ)
-    wanted.update(settings)
-    base = RobotBaseConfig.from_dict({**shared, **wanted}, source="disaster run (controller/sim settings)")
-    seen = {**RobotBaseConfig().to_dict(), **{k: getattr(cfg, k) for k in shared}}
-    return base, {k: v for k, v in base.to_dict().items() if k in wanted or v != seen[k]}
+    return robot_base_overrides(cfg, {**wanted, **settings}, values=cfg.resolved(),
+                                source="disaster run (controller/sim settings)")
 
 
 def sim_params(cfg: DisasterConfig, *, use_sim_time: bool = False) -> dict:
@@ -69,11 +65,7 @@ def disaster_processes(cfg: DisasterConfig, *, use_sim_time: bool = False) -> li
         _, llm = controller_config(cfg)
         specs.append(ProcessSpec("llm_server", "llm_server", params={**llm, "use_sim_time": False}))
     specs.append(ProcessSpec("sim", "sim", params=sim_params(cfg, use_sim_time=use_sim_time)))
-    if cfg.fleet:
-        specs.append(ProcessSpec("drone", "fleet", params=sim_time))
-    else:
-        specs += [ProcessSpec("drone", "agent", namespace=f"robot_{i}", params={**sim_time, "robot_id": i})
-                  for i in range(run.num_robots)]
+    specs += robot_specs("drone", cfg, sim_time, num_robots=run.num_robots)
     if run.mode == "explicit":
         specs.append(ProcessSpec("aggregator", "aggregator", params=sim_time))
     specs.append(ProcessSpec("disaster_grid", "disaster_grid", params=sim_time, ends_run=True))

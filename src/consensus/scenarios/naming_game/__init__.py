@@ -6,21 +6,9 @@ equation, fixed points, stability), ``study`` (the paper's figures and Table S1)
 """
 from __future__ import annotations
 
-from consensus.registry import Scenario, register
+from consensus.registry import Scenario, lazy, register
 from consensus.scenarios.naming_game.config import NamingGameConfig
 from consensus.scenarios.naming_game.robots import RobotsGameConfig
-
-
-def _run(cfg, out, **kwargs):
-    from consensus.scenarios.naming_game.runner import run
-
-    return run(cfg, out, **kwargs)
-
-
-def _result_line(summary: dict) -> str:
-    from consensus.scenarios.naming_game.runner import result_line
-
-    return result_line(summary)
 
 
 register(Scenario(
@@ -30,28 +18,10 @@ register(Scenario(
                 "minimal-model or extracted from an LLM); writes a run directory.",
     config_cls=NamingGameConfig,
     config_file="naming_game.yaml",
-    runner=_run,
-    result_line=_result_line,
+    runner=lazy("consensus.scenarios.naming_game.runner:run"),
+    result_line=lazy("consensus.scenarios.naming_game.runner:result_line"),
     studies=("consensus.scenarios.naming_game.study",),
 ))
-
-
-def _robots_run(cfg, out, **kwargs):
-    from consensus.scenarios.naming_game.robots import run
-
-    return run(cfg, out, **kwargs)
-
-
-def _robots_processes(cfg, **kwargs):
-    from consensus.scenarios.naming_game.robots import robot_processes
-
-    return robot_processes(cfg, **kwargs)
-
-
-def _robots_result_line(summary: dict) -> str:
-    from consensus.scenarios.naming_game.robots import result_line
-
-    return result_line(summary)
 
 
 register(Scenario(
@@ -61,9 +31,9 @@ register(Scenario(
                 "there; the ROS run says the same words as the headless reference of the same seed.",
     config_cls=RobotsGameConfig,
     config_file="naming_game_robots.yaml",
-    runner=_robots_run,
-    result_line=_robots_result_line,
-    processes=_robots_processes,
+    runner=lazy("consensus.scenarios.naming_game.robots:run"),
+    result_line=lazy("consensus.scenarios.naming_game.robots:result_line"),
+    processes=lazy("consensus.scenarios.naming_game.robots:robot_processes"),
     launch_args={
         "memory": "H: interactions a robot remembers",
         "policy": "memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1]",

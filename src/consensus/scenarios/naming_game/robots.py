@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from consensus.errors import ConfigError
+from consensus.runs.processes import robot_base_overrides
 from consensus.scenarios.naming_game.config import NamingGameConfig
 from consensus.scenarios.naming_game.game import memory_space
 from consensus.scenarios.naming_game.policy import Policy
@@ -120,30 +121,22 @@ def controller_config(cfg: RobotsGameConfig, **settings: Any) -> tuple[RobotBase
     2-D, the geofence ``WORKSPACE``, status every ``STATUS_PERIOD_S``, and ``settings``. Validated (ConfigError,
     e.g. for more than 1000 robots). The overrides are the settings above and every field whose value differs from
     what a node reading the params file would get."""
-    shared = {name: getattr(cfg, name) for name in RobotBaseConfig.field_names()
-              if name != "max_rounds" and name in cfg.field_names()}
     wanted: dict[str, Any] = dict(dim=2, workspace=list(WORKSPACE), max_rounds=0,
                                   planner_period_s=max(STATUS_PERIOD_S, cfg.control_period_s))
-    wanted.update(settings)
-    base = RobotBaseConfig.from_dict({**shared, **wanted}, source="naming-game fleet (controller/sim settings)")
-    seen = {**RobotBaseConfig().to_dict(), **shared}
-    return base, {k: v for k, v in base.to_dict().items() if k in wanted or v != seen[k]}
+    return robot_base_overrides(cfg, {**wanted, **settings}, exclude=("max_rounds",),
+                                source="naming-game fleet (controller/sim settings)")
 
 
 def robot_processes(cfg: RobotsGameConfig, *, use_sim_time: bool = False) -> list:
     """The ROS processes of a fleet run of ``cfg``: ``sim``, the robots (executable ``naming_robot``: one process
     ``/fleet``, or one ``/robot_<i>/agent`` per robot with ``fleet: false``) and ``naming_matchmaker``, which ends
     the run. Validates the controller settings first (ConfigError)."""
-    from consensus.runs.processes import ProcessSpec
+    from consensus.runs.processes import ProcessSpec, robot_specs
 
     _, sim_overrides = controller_config(cfg, publish_clock=bool(use_sim_time))
     sim_time = {"use_sim_time": bool(use_sim_time)}
     specs = [ProcessSpec("sim", "sim", params={**sim_overrides, "use_sim_time": False})]
-    if cfg.fleet:
-        specs.append(ProcessSpec("naming_robot", "fleet", params=sim_time))
-    else:
-        specs += [ProcessSpec("naming_robot", "agent", namespace=f"robot_{i}", params={**sim_time, "robot_id": i})
-                  for i in range(cfg.num_robots)]
+    specs += robot_specs("naming_robot", cfg, sim_time)
     specs.append(ProcessSpec("naming_matchmaker", "matchmaker", params=sim_time, ends_run=True))
     return specs
 

@@ -23,7 +23,7 @@ from consensus.runs.rundir import new_run_dir, write_json, write_manifest
 from consensus.scenarios.naming_game.config import NamingGameConfig
 
 
-def policy_of(cfg: NamingGameConfig, out: Path | None = None):
+def policy_of(cfg: NamingGameConfig):
     """The ``policy.Policy`` the config names (an LLM policy is extracted, cached, and recorded)."""
     from consensus.errors import ConfigError
     from consensus.scenarios.naming_game import policy as pol
@@ -63,9 +63,9 @@ def run(cfg: NamingGameConfig, out: str | Path, *, headless: bool = True, use_si
     out = new_run_dir(out)
     cfg = cfg.replace(output_dir=str(out))
     (out / "params.yaml").write_text(cfg.to_ros_params_yaml())
-    policy = policy_of(cfg, out)
+    policy = policy_of(cfg)
     write_manifest(out, scenario="naming_game", config=cfg.to_dict(), seed=cfg.seed,
-                   backend=cfg.llm_backend if cfg.uses_llm() else "none", model=cfg.embedded_model_name(),
+                   **cfg.manifest_llm(),
                    mode="headless", extra={"policy": {"name": policy.name, "source": policy.source,
                                                       "words": list(policy.words), "H": policy.H}})
     save_policies(out / "policy.json", [policy])

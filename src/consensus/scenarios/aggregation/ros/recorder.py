@@ -25,6 +25,7 @@ from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from consensus.runs.ros_runner import announce_results
 from consensus.metrics.convergence import spread
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
@@ -45,7 +46,7 @@ class Recorder:
         self.out.mkdir(parents=True, exist_ok=True)
         if not (self.out / "manifest.json").exists():
             write_manifest(self.out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
-                           backend=cfg.llm_backend if cfg.planner == "llm" else "none", model=cfg.llm_model,
+                           **cfg.manifest_llm(),
                            mode="ros")
         self.pos = np.full((n, 2), np.nan)
         self.tgt = np.full((n, 2), np.nan)
@@ -207,7 +208,7 @@ class Recorder:
         self.node.get_logger().info(
             f"done: converged={summary['converged']} final_spread={summary['final_spread_m']} m; "
             f"results in {self.out}")
-        print(f"RESULTS {self.out.resolve()}", flush=True)
+        announce_results(self.out)
         return summary
 
 

@@ -79,11 +79,10 @@ from consensus.scenarios.disaster.environment import Disaster, Observation, Repo
 from consensus.scenarios.disaster.rounds import inbox_for
 from consensus.scenarios.disaster.agents import DroneReply, InboxMessage
 from consensus.ros import qos
-from consensus.ros.fleet import namespace  # noqa: F401 - the drones' namespaces, used by grid and aggregator
 from consensus.ros.params import declare_config, guarded
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.disaster.environment import cell_centre
-from consensus.scenarios.disaster.round_clock import cell_list, timeout_reply  # noqa: F401 - re-exported
+from consensus.scenarios.disaster.round_clock import cell_list
 from consensus.scenarios.disaster.processes import controller_config
 
 log = logging.getLogger(__name__)

@@ -47,10 +47,11 @@ from consensus.llm.from_config import client_from_config
 from consensus.scenarios.disaster.agents import DroneReply, make_coordinator
 from consensus.scenarios.disaster.prompts import role_for
 from consensus.ros import qos
-from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUEST, VOTES, cell_list,
-                                                    cell_or_none, context_to_dict, declare_disaster_config, dumps,
-                                                    inbox_from_dict, namespace, observation_from_dict,
-                                                    reply_from_dict, timeout_reply)
+from consensus.ros.fleet import namespace
+from consensus.scenarios.disaster.round_clock import cell_list, timeout_reply
+from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUEST, VOTES, cell_or_none,
+                                                    context_to_dict, declare_disaster_config, dumps, inbox_from_dict,
+                                                    observation_from_dict, reply_from_dict)
 from consensus.ros.params import HEALTH, Health, guarded, on_stop, publish_health, run_node, spin_node
 
 log = logging.getLogger(__name__)

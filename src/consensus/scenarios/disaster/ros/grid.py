@@ -59,14 +59,16 @@ from rclpy.node import Node
 from std_msgs.msg import ColorRGBA, String
 from visualization_msgs.msg import Marker, MarkerArray
 
+from consensus.runs.ros_runner import announce_results
 from consensus.scenarios.disaster import metrics
 from consensus.scenarios.disaster.environment import DisasterEnv
 from consensus.scenarios.disaster.plots import plot_run
 from consensus.scenarios.disaster.round_clock import COUNTERS, RoundClock, Step
 from consensus.ros import qos
 from consensus.ros.cdr import odom_pose
+from consensus.ros.fleet import namespace
 from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCUSSION, HEARTBEAT_S, STATE, STATE_QOS,
-                                                    declare_disaster_config, dumps, namespace, reply_from_dict)
+                                                    declare_disaster_config, dumps, reply_from_dict)
 from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
 from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, decode_or_count, guarded, publish_health, run_node,
                                   sane, spin_node, sum_health)
@@ -100,7 +102,7 @@ class DisasterGrid:
         self.out.mkdir(parents=True, exist_ok=True)
         if not (self.out / "manifest.json").exists():
             write_manifest(self.out, scenario="disaster", config=raw.to_dict(), seed=raw.seed,
-                           backend=raw.llm_backend if raw.uses_llm() else "none", model=raw.llm_model, mode="ros")
+                           **raw.manifest_llm(), mode="ros")
         self.env = DisasterEnv(cfg.env_config(), seed=cfg.seed)
         self.pos = np.full((self.n, 2), np.nan)
         self.targets = np.full((self.n, 2), np.nan)
@@ -367,7 +369,7 @@ class DisasterGrid:
         self.node.get_logger().info(
             f"done: {len(self.outcomes)} rounds, coverage_rate={summary['coverage_rate']} "
             f"net_reward={summary['net_reward']}; results in {self.out}")
-        print(f"RESULTS {self.out.resolve()}", flush=True)
+        announce_results(self.out)
         return summary
 
 

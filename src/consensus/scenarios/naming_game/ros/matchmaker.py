@@ -29,6 +29,7 @@ import rclpy.task
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from consensus.runs.ros_runner import announce_results
 from consensus.errors import ConsensusError
 from consensus.ros import qos
 from consensus.ros.fleet import namespace
@@ -274,7 +275,7 @@ class Matchmaker:
                    if self.tally.converged else f"not converged after {self.round} rounds")
         log.info("done: %s; %d interactions, %d skipped, reference match %s; results in %s", verdict,
                  len(self.records), summary["skipped"], summary["reference_match"], self.out)
-        print(f"RESULTS {self.out.resolve()}", flush=True)
+        announce_results(self.out)
         return summary
 
 
