@@ -40,6 +40,7 @@ from consensus.llm.embedded import DEFAULT_MODEL_NAME
 BACKENDS = ("embedded", "openai", "replay")
 KINEMATICS = ("single_integrator", "unicycle")
 EXECUTORS = ("events", "single")
+SIMS = ("builtin", "turtlesim", "gazebo", "none")   # who moves the robots: our simulator, turtlesim, gz sim, hardware
 
 
 def need(cond: bool, msg: str) -> None:
@@ -191,6 +192,8 @@ class ControlParams:
     deadband: float = 0.02            # [m] closer than this to the target: stop
     odom_timeout_s: float = 0.5       # stale odometry -> zero velocity
     target_timeout_s: float = 30.0    # no planner round completed for this long -> zero velocity
+    estop_topic: str = "/estop"       # std_msgs/Bool: true stops every robot of the fleet until false (latched)
+    dry_run: bool = False             # log the velocity commands instead of publishing them
 
     def _check_control(self) -> None:
         need(self.kinematics in KINEMATICS, f"unknown kinematics '{self.kinematics}'; valid: {', '.join(KINEMATICS)}")
@@ -227,11 +230,17 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
     state_rate_hz: float = 5.0        # rate at which robots broadcast their state
     publish_clock: bool = False       # the simulator publishes /clock (use with use_sim_time)
     cmd_vel_best_effort: bool = False  # best-effort cmd_vel (faster; only if every robot driver accepts it)
+    sim: str = "builtin"              # builtin | turtlesim | gazebo | none (real robots or another driver)
+    robots_file: str = ""             # YAML `robots:` map (real robots: name, namespace, preset, pose, enabled)
+    markers: bool = True              # publish visualization_msgs/MarkerArray (+ TF where tf2_msgs is installed)
+    bag: bool = True                  # record the run's topics into an MCAP bag in the run directory
+    robot_timeout_s: float = 5.0      # a robot silent this long is dropped from the fleet's state (lost robot)
 
     def _check_robot_base(self) -> None:
         need(self.dim in (1, 2), f"dim must be 1 or 2 (got {self.dim})")
         need(not (self.kinematics == "unicycle" and self.dim != 2), "unicycle kinematics needs dim 2")
-        need_positive(self, "planner_period_s", "sim_rate_hz", "state_rate_hz", "init_radius")
+        need_positive(self, "planner_period_s", "sim_rate_hz", "state_rate_hz", "init_radius", "robot_timeout_s")
+        need(self.sim in SIMS, f"unknown sim '{self.sim}'; valid: {', '.join(SIMS)}")
         need(self.control_period_s <= self.planner_period_s,
              "control_period_s must not exceed planner_period_s (the controller is the fast loop)")
         need(self.max_rounds >= 0, f"max_rounds must be >= 0 (got {self.max_rounds})")
