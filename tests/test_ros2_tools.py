@@ -1,0 +1,121 @@
+"""The package under the real ROS 2 tools, as a user drives it: `ros2 launch consensus <file>` to completion with
+launch arguments, and `ros2 node|topic|param` against the running nodes (see tests/ros2_tools.py for where the
+tools come from and when these tests skip)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ros2_tools import ros2, ros2_daemon, start_ros2, stop_group, wait_until  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.ros
+
+LAUNCH_RUNS = {
+    "aggregation": dict(planner="average", num_robots=3, topology="ring", duration_s=6, fleet="false", seed=3),
+    "disaster": dict(planner="heuristic", num_robots=3, rounds=3, volatility="high", seed=2),
+    "naming_game_robots": dict(num_robots=4, max_rounds=3, policy="fixed_bias:0.9", interaction_period_s=0.2,
+                               seed=1),
+}
+
+
+def launch_args(**args) -> list[str]:
+    return [f"{k}:={str(v).lower() if isinstance(v, bool) else v}" for k, v in args.items()]
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCH_RUNS))
+def test_ros2_launch_runs_each_launch_file_to_completion(name, tmp_path):
+    out = tmp_path / "run"
+    result = ros2("launch", "consensus", f"{name}.launch.py",
+                  *launch_args(output_dir=out, **LAUNCH_RUNS[name]), timeout=150)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Traceback" not in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    params = yaml.safe_load((out / "params.yaml").read_text())["/**"]["ros__parameters"]
+    for key, value in LAUNCH_RUNS[name].items():           # every launch argument reached the one params file
+        expected = {"true": True, "false": False}.get(value, value) if isinstance(value, str) else value
+        assert params[key] == expected, key
+    assert json.loads((out / "manifest.json").read_text())["seed"] == LAUNCH_RUNS[name]["seed"]
+    assert summary.get("callback_errors", 0) == 0
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("aggregation", dict(num_robots=1), "num_robots must be at least 2"),
+    ("aggregation", dict(out="elsewhere"), "unknown launch argument(s) out"),   # ros2 launch alone ignores it
+    ("aggregation", dict(topology="hexagon"), "unknown topology 'hexagon'"),
+    ("disaster", dict(mode="explicit", strategy="single"), "unknown strategy 'single'"),
+    ("disaster", dict(volatility="extreme"), "unknown volatility 'extreme'"),
+    ("naming_game_robots", dict(policy="table:/nonexistent.json"), "nonexistent.json"),
+])
+def test_ros2_launch_refuses_bad_arguments_with_one_line_before_starting_anything(name, args, message, tmp_path):
+    out = tmp_path / "run"
+    result = ros2("launch", "consensus", f"{name}.launch.py", *launch_args(output_dir=out, **args), timeout=60)
+    assert result.returncode != 0
+    errors = [ln for ln in result.stdout.splitlines() if "[ERROR]" in ln]
+    assert len(errors) == 1 and message in errors[0], result.stdout
+    assert "Traceback" not in result.stdout
+    assert not out.exists()                                    # nothing started, no run directory
+
+
+def test_ros2_cli_sees_and_drives_a_running_aggregation(ros2_daemon, tmp_path):
+    out = tmp_path / "run"
+    launch = start_ros2("launch", "consensus", "aggregation.launch.py",
+                        *launch_args(planner="average", num_robots=3, duration_s=60, output_dir=out),
+                        log=tmp_path / "launch.log")
+    try:
+        expected = {"/sim", "/topology", "/recorder", "/fleet", "/robot_0/agent", "/robot_1/agent", "/robot_2/agent"}
+        nodes = wait_until(lambda: expected <= set(ros2("node", "list", timeout=20).stdout.split()) or None, 40)
+        assert nodes, ros2("node", "list").stdout + (tmp_path / "launch.log").read_text()[-2000:]
+
+        echo = ros2("topic", "echo", "--once", "/robot_0/cmd_vel", timeout=20)
+        twist = yaml.safe_load(echo.stdout.split("---")[0])
+        assert set(twist) == {"linear", "angular"} and abs(twist["linear"]["x"]) <= 1.0 + 1e-9   # v_max
+
+        hz = ros2("topic", "hz", "/robot_0/cmd_vel", "--window", "20", timeout=8)
+        rates = [float(r) for r in re.findall(r"average rate: ([0-9.]+)", hz.stdout)]
+        assert rates and 8.0 <= rates[-1] <= 12.0, hz.stdout        # the controller's ΔTc = 0.1 s
+
+        ok = ros2("param", "set", "/topology", "topology", "ring", timeout=20)
+        assert "Set parameter successful" in ok.stdout, ok.stdout
+        assert "ring" in ros2("param", "get", "/topology", "topology", timeout=20).stdout
+        graph = ros2("topic", "echo", "--once", "--qos-durability", "transient_local", "--qos-reliability",
+                     "reliable", "--field", "data", "/topology/graph", timeout=30).stdout
+        assert json.loads(graph.split("\n---")[0])["name"] == "ring", graph        # the latched graph follows
+
+        bad = ros2("param", "set", "/topology", "topology", "hexagon", timeout=20)
+        assert "Setting parameter failed" in bad.stdout and "unknown topology 'hexagon'" in bad.stdout, bad.stdout
+        assert "ring" in ros2("param", "get", "/topology", "topology", timeout=20).stdout   # unchanged
+    finally:
+        code = stop_group(launch)
+    log = (tmp_path / "launch.log").read_text()
+    assert "Traceback" not in log, log[-3000:]
+    assert code == 0, log[-3000:]
+    assert (out / "summary.json").is_file(), log[-3000:]      # Ctrl-C still leaves the run's results
+
+
+def test_ros2_launch_fails_when_the_process_that_ends_the_run_dies(tmp_path):
+    import os
+    import signal
+    import subprocess
+
+    out = tmp_path / "run"
+    launch = start_ros2("launch", "consensus", "aggregation.launch.py",
+                        *launch_args(planner="average", num_robots=2, duration_s=60, output_dir=out),
+                        log=tmp_path / "launch.log")
+    try:
+        def recorder_pid():
+            ps = subprocess.run(["pgrep", "-f", f"lib/consensus/recorder .*{out}"], capture_output=True, text=True)
+            return [int(p) for p in ps.stdout.split()]
+
+        pids = wait_until(recorder_pid, 40)
+        assert pids, (tmp_path / "launch.log").read_text()[-2000:]
+        os.kill(pids[0], signal.SIGKILL)
+        code = launch.wait(timeout=40)
+    finally:
+        stop_group(launch)
+    log = (tmp_path / "launch.log").read_text()
+    assert code != 0, log[-2000:]
+    assert "recorder ended the run with exit code -9" in log, log[-2000:]
