@@ -122,3 +122,56 @@ def ros2_daemon():
     ros2("daemon", "start", timeout=30, check=True)
     yield
     ros2("daemon", "stop", timeout=20)
+
+
+def launch_actions(launch_file: str | Path, monkeypatch, **args) -> list:
+    """The actions the real ``launch`` gets from ``launch_file`` for the launch arguments ``args`` (strings as on
+    the command line, defaults for the rest): the file's OpaqueFunction executed in a real ``LaunchContext`` - what
+    ``ros2 launch`` does before it starts any process. Nodes come back with their substitutions performed."""
+    import importlib.util as iu
+
+    need_launch()
+    from launch import LaunchContext
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+    from launch_ros.actions import Node
+
+    monkeypatch.setenv("AMENT_PREFIX_PATH", tool_env()["AMENT_PREFIX_PATH"])
+    path = ROOT / "launch" / launch_file
+    spec = iu.spec_from_file_location(path.stem.replace(".", "_"), path)
+    module = iu.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    context = LaunchContext()
+    for entity in description.entities:
+        if isinstance(entity, DeclareLaunchArgument):
+            context.launch_configurations[entity.name] = "".join(s.perform(context) for s in entity.default_value)
+    context.launch_configurations.update({k: str(v) for k, v in args.items()})
+    actions = []
+    for entity in description.entities:
+        if isinstance(entity, OpaqueFunction):
+            actions += entity.execute(context) or []
+    for action in actions:
+        if isinstance(action, Node):
+            action._perform_substitutions(context)
+    return actions
+
+
+def node_info(node) -> dict:
+    """executable, fully qualified name, namespace and the parameters (files merged in order) of a performed
+    ``launch_ros`` Node."""
+    params: dict = {}
+    files = [path for path, is_file in node._Node__expanded_parameter_arguments if is_file]
+    import yaml
+
+    class Loader(yaml.SafeLoader):      # launch_ros writes a node's own parameters with !!python/tuple lists,
+        pass                            # which the nodes' YAML parser (rcl) reads as plain sequences
+
+    Loader.add_constructor("tag:yaml.org,2002:python/tuple", lambda loader, n: loader.construct_sequence(n))
+    for path in files:
+        for section in (yaml.load(Path(path).read_text(), Loader=Loader) or {}).values():
+            params.update(section.get("ros__parameters", {}))
+    namespace = node.expanded_node_namespace
+    name = node.node_name.replace("<node_namespace_unspecified>", "")   # the root namespace, as ros2 node list says
+    return {"executable": node.node_executable, "package": node.node_package, "name": name,
+            "namespace": "" if "unspecified" in namespace else namespace, "params_file": files[0] if files else None,
+            "params": params}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -60,7 +59,8 @@ def test_ros2_launch_refuses_bad_arguments_with_one_line_before_starting_anythin
     assert not out.exists()                                    # nothing started, no run directory
 
 
-def test_ros2_cli_sees_and_drives_a_running_aggregation(ros2_daemon, tmp_path):
+@pytest.mark.usefixtures("ros2_daemon")
+def test_ros2_cli_sees_and_drives_a_running_aggregation(tmp_path):
     out = tmp_path / "run"
     launch = start_ros2("launch", "consensus", "aggregation.launch.py",
                         *launch_args(planner="average", num_robots=3, duration_s=60, output_dir=out),
