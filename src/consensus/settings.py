@@ -234,7 +234,7 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
     robots_file: str = ""             # YAML `robots:` map (real robots: name, namespace, preset, pose, enabled)
     markers: bool = True              # publish visualization_msgs/MarkerArray (+ TF where tf2_msgs is installed)
     bag: bool = True                  # record the run's topics into an MCAP bag in the run directory
-    robot_timeout_s: float = 5.0      # a robot silent this long is dropped from the fleet's state (lost robot)
+    robot_timeout_s: float = 2.0      # a robot whose state is older than this is dropped (lost robot, stale link)
 
     def _check_robot_base(self) -> None:
         need(self.dim in (1, 2), f"dim must be 1 or 2 (got {self.dim})")

@@ -26,6 +26,7 @@ class ProcessSpec:
     namespace: str = ""
     params: dict = field(default_factory=dict)   # per-process parameters on top of the run's params file
     ends_run: bool = False        # the run is over when this process exits
+    expendable: bool = False      # one robot of many: if it dies, the run goes on without it (a lost robot)
 
 
 def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None = None):
@@ -48,12 +49,13 @@ def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None =
 
 def robot_specs(executable: str, cfg, params: dict, num_robots: int | None = None) -> list[ProcessSpec]:
     """The robots' processes of a run: one ``/fleet`` process running them all (``cfg.fleet``), or one
-    ``/robot_<i>/agent`` process per robot (``robot_id`` i), each with ``params`` (``consensus.ros.fleet``)."""
+    ``/robot_<i>/agent`` process per robot (``robot_id`` i), each with ``params`` (``consensus.ros.fleet``); a
+    robot's own process is expendable: the run goes on if it dies."""
     n = cfg.num_robots if num_robots is None else num_robots
     if cfg.fleet:
         return [ProcessSpec(executable, FLEET_NODE, params=params)]
-    return [ProcessSpec(executable, ROBOT_NODE, namespace=f"robot_{i}", params={**params, "robot_id": i})
-            for i in range(n)]
+    return [ProcessSpec(executable, ROBOT_NODE, namespace=f"robot_{i}", params={**params, "robot_id": i},
+                        expendable=n > 1) for i in range(n)]
 
 
 def robot_base_overrides(cfg, settings: dict[str, Any], *, values=None, exclude: tuple[str, ...] = (),

@@ -61,7 +61,7 @@ class _Proc:
     def __init__(self, spec: ProcessSpec, params_file: Path, log_dir: Path, echo: Callable[[str], None] | None):
         self.spec = spec
         self.log_path = log_dir / f"{spec.namespace + '_' if spec.namespace else ''}{spec.name}.log"
-        self.log = self.log_path.open("w")
+        self.log = self.log_path.open("w", buffering=1)      # line by line: `tail -f RUN/logs/<name>.log` works
         self.popen = subprocess.Popen(executable_command(spec.executable) + ros_args(spec, params_file),
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                       start_new_session=True, env=os.environ.copy())
@@ -130,7 +130,8 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
     """Start ``specs`` in order with ``params_file`` (waiting for an ``llm_server`` to answer), run until the
     process marked ``ends_run`` exits, stop every process, and return ``out/summary.json``'s content.
 
-    A process that dies with an error stops the run with its log tail; Ctrl-C or SIGTERM of the caller stops the
+    A process that dies with an error stops the run with its log tail - except an ``expendable`` one (one robot's
+    own process): the run goes on without that robot; Ctrl-C or SIGTERM of the caller stops the
     children too; one log per process in ``out/logs``."""
     log_dir = out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -149,12 +150,19 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
                     echo("starting the embedded LLM (the first start assembles and verifies the model) ...")
                 _wait_llm_ready(llm_base_url, proc, LLM_READY_TIMEOUT_S)
         last = next(p for p in procs if p.spec.ends_run)
+        lost: set[int] = set()
         while last.popen.poll() is None:
-            for p in procs:
+            for k, p in enumerate(procs):
                 code = p.popen.poll()
-                if code is not None and code != 0 and not p.spec.ends_run:
+                if code is None or code == 0 or p.spec.ends_run or k in lost:
+                    continue
+                if not p.spec.expendable:
                     raise ConsensusError(f"process '{p.spec.namespace}/{p.spec.name}' exited with code {code}:\n"
                                          f"{p.tail()}")
+                lost.add(k)          # one robot of many: the others go on (the recorder notes the loss)
+                if echo:
+                    echo(f"warning: robot process '/{p.spec.namespace}/{p.spec.name}' died (exit code {code}); "
+                         f"the run goes on without it (log: {p.log_path})")
             time.sleep(0.2)
         if last.popen.returncode != 0:
             raise ConsensusError(f"the {last.spec.name} process failed (code {last.popen.returncode}):\n"

@@ -50,6 +50,9 @@ class Recorder:
                            **cfg.manifest_llm(),
                            mode="ros")
         self.pos = np.full((n, 2), np.nan)
+        self.last_seen = np.full(n, np.nan)               # when each robot's state last arrived
+        self.lost: dict[int, float] = {}                  # robot -> run time it was declared lost (lost robots)
+        self.losses: list[dict] = []                      # every loss and return, in order
         self.tgt = np.full((n, 2), np.nan)
         self.status: dict[int, dict] = {}
         self.times: list[float] = []
@@ -61,7 +64,8 @@ class Recorder:
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
         for i in range(n):
             node.create_subscription(PointStamped, f"/robot_{i}/state",
-                                     g(self._raw_point(i, self.pos, "recorder.state"), "recorder.state"),
+                                     g(self._raw_point(i, self.pos, "recorder.state", self.last_seen),
+                                       "recorder.state"),
                                      qos.STREAM, raw=True)
             node.create_subscription(PointStamped, f"/robot_{i}/target",
                                      g(self._point(i, self.tgt, "recorder.target"), "recorder.target"), qos.EVENTS)
@@ -93,8 +97,10 @@ class Recorder:
             self._store(store, i, (msg.point.x, msg.point.y), what)
         return cb
 
-    def _raw_point(self, i: int, store: np.ndarray, what: str):
+    def _raw_point(self, i: int, store: np.ndarray, what: str, seen: np.ndarray | None = None):
         def cb(raw: bytes) -> None:
+            if seen is not None:
+                seen[i] = self._now()
             p = point_stamped_xy(raw)
             if p is None:
                 msg = decode_or_count(raw, PointStamped, self.health, what)
@@ -155,25 +161,43 @@ class Recorder:
             self.node.get_logger().info(f"recording {self.cfg.num_robots} robots for {self.cfg.duration_s:.0f} s "
                                         f"into {self.out}")
         t = now - self.t0
+        self._note_losses(now, t)
         self.times.append(t)
-        self.positions.append(self.pos.copy())
+        pos = self.pos.copy()
+        pos[list(self.lost)] = np.nan                     # a lost robot's last position is not part of the fleet
+        self.positions.append(pos)
         self.targets.append(self.tgt.copy())
         if t - self.last_progress >= self.cfg.planner_period_s:
             self.last_progress = t
             c = self.counters()
-            valid = self.pos[~np.isnan(self.pos).any(axis=1)]
+            valid = pos[~np.isnan(pos).any(axis=1)]
             sp = spread(valid) if len(valid) > 1 else float("nan")
             self.node.get_logger().info(
                 f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s round={c['rounds_max']} spread={sp:.3f} m "
                 f"llm_calls={c['llm_calls']} fallbacks={c['llm_fallbacks']}")
         if (self.cfg.max_rounds and self.t_all_planned is None
-                and (self.rounds_planned >= self.cfg.max_rounds).all()):
+                and all(r >= self.cfg.max_rounds for i, r in enumerate(self.rounds_planned) if i not in self.lost)):
             self.t_all_planned = t
         # the run ends at duration_s, or one planning period after every robot made its last round (max_rounds),
         # so the robots can fly to their final targets
         settled = self.t_all_planned is not None and t >= self.t_all_planned + self.cfg.planner_period_s
         if (t >= self.cfg.duration_s or settled) and not self.done.done():
             self.done.set_result(True)
+
+    def _note_losses(self, now: float, t: float) -> None:
+        """A robot whose state is older than robot_timeout_s is lost (its process died, its link failed): it leaves
+        the spread and the convergence from then on, and ``summary.json`` lists it (``lost_robots``, ``losses``)."""
+        for i, seen in enumerate(self.last_seen):
+            silent = not np.isnan(seen) and now - seen > self.cfg.robot_timeout_s
+            if silent and i not in self.lost:
+                self.lost[i] = t
+                self.losses.append({"robot": i, "event": "lost", "t_s": round(t, 3),
+                                    "last_state_s": round(seen - self.t0, 3) if self.t0 is not None else None})
+                self.node.get_logger().warning(f"robot_{i} lost at t={t:.1f} s (no state for "
+                                               f"{self.cfg.robot_timeout_s:g} s); the run goes on without it")
+            elif not silent and not np.isnan(seen) and i in self.lost:
+                del self.lost[i]
+                self.losses.append({"robot": i, "event": "back", "t_s": round(t, 3)})
 
     def counters(self) -> dict:
         keys = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops")
@@ -205,7 +229,8 @@ class Recorder:
                            workspace=self.cfg.workspace,
                            extra={"planner": self.cfg.planner, "topology": self.cfg.topology,
                                   "num_robots": n, "duration_s": float(times[-1]) if len(times) else 0.0,
-                                  "per_robot": [self.status.get(i, {}) for i in range(n)]})
+                                  "per_robot": [self.status.get(i, {}) for i in range(n)],
+                                  "lost_robots": sorted(self.lost), "losses": self.losses})
         self.node.get_logger().info(
             f"done: converged={summary['converged']} final_spread={summary['final_spread_m']} m; "
             f"results in {self.out}")

@@ -5,7 +5,9 @@ Subscribes ``/robot_<j>/state`` (PointStamped) of every robot and publishes, at 
 j with adjacency[i][j] = 1), in ascending index order, as delivered over each link. A robot never receives a
 non-neighbour's state. Per link: a delivery delay (``link_delay_s``: the state delivered is the newest one at least
 that old) and a seeded drop probability (``link_drop_prob``: the link keeps its previous delivery). A neighbour
-whose delivered state is older than ``max(1 s, 5 / state_rate_hz) + link_delay_s`` is left out. States are read
+whose delivered state is older than ``robot_timeout_s + link_delay_s`` is left out: a robot whose process died
+(or whose link failed) drops out of everybody's neighbours, the others go on among themselves, and the node logs
+the loss (and a return, should the robot come back). States are read
 and the neighbour arrays written as serialized bytes (``consensus.ros.cdr``): at 100 robots on a complete graph a
 relay is 100 messages of 99 poses.
 
@@ -52,7 +54,8 @@ class TopologyRelay:
         self.history: list[deque] = [deque(maxlen=keep) for _ in range(n)]   # (recv_time, (x, y)) per robot
         self.delivered: dict[tuple[int, int], tuple[float, tuple[float, float]]] = {}
         self.rng = np.random.default_rng(cfg.seed + 7919)
-        self.max_age = max(1.0, 5.0 / cfg.state_rate_hz) + cfg.link_delay_s
+        self.max_age = cfg.robot_timeout_s + cfg.link_delay_s
+        self.lost: set[int] = set()
         for j in range(n):
             node.create_subscription(PointStamped, f"/robot_{j}/state",
                                      guarded(self._on_state(j), "topology.state", self.health),
@@ -96,8 +99,20 @@ class TopologyRelay:
                 return t, p
         return None
 
+    def _note_losses(self, now: float) -> None:
+        for j, hist in enumerate(self.history):
+            silent = not hist or now - hist[-1][0] > self.cfg.robot_timeout_s
+            if silent and hist and j not in self.lost:
+                self.lost.add(j)
+                self.node.get_logger().warning(f"robot_{j} lost: no state for {self.cfg.robot_timeout_s:g} s; "
+                                               f"the others go on without it")
+            elif not silent and j in self.lost:
+                self.lost.discard(j)
+                self.node.get_logger().info(f"robot_{j} is back")
+
     def relay(self) -> None:
         now = self._now()
+        self._note_losses(now)
         stamp_ns = self.node.get_clock().now().nanoseconds
         adj = self.graph.adj
         for i, pub in enumerate(self.pubs):
