@@ -76,6 +76,19 @@ def test_pose_becomes_workspace_odometry_and_commands_go_back_in_turtle_units():
             ts.odom_from_pose(m, bad, ty, 0.0, 0.0, 0.0)
 
 
+def test_a_silent_robots_turtle_is_stopped_once_before_turtlesims_own_timeout():
+    hold = ts.CommandHold(2)
+    hold.sent(0, (0.3, 0.0, 0.1), now=10.0)
+    hold.sent(1, (0.0, 0.0, 0.0), now=10.0)           # already standing: nothing to stop
+    assert hold.due(10.0 + 0.9 * ts.CMD_HOLD_S) == []
+    assert hold.due(10.0 + 1.1 * ts.CMD_HOLD_S) == [0]
+    assert hold.due(10.0 + 2 * ts.CMD_HOLD_S) == []   # one zero command, not a stream of them
+    hold.sent(0, (0.3, 0.0, 0.0), now=20.0)            # commanding again: held again
+    assert hold.due(20.1) == [] and hold.due(20.0 + 1.1 * ts.CMD_HOLD_S) == [0]
+    # every held command is still live in turtlesim (it drops a command 1 s old)
+    assert ts.CMD_HOLD_S < ts.TURTLESIM_CMD_TIMEOUT_S
+
+
 def test_turtles_and_pens():
     assert [ts.turtle_name(i) for i in range(3)] == ["turtle1", "turtle2", "turtle3"]
     pens = [ts.pen(i) for i in range(len(ts.PEN_COLOURS))]

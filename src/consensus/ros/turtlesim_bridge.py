@@ -39,7 +39,7 @@ from consensus.errors import ConsensusError
 from consensus.ros import qos
 from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, sane, spin_node
 from consensus.settings import RobotBaseConfig
-from consensus.sims.turtlesim import CMD_HOLD_S, WindowMap, odom_from_pose, pen, turtle_name
+from consensus.sims.turtlesim import CommandHold, WindowMap, odom_from_pose, pen, turtle_name
 
 SPAWN_WAIT_S = 30.0       # turtlesim's window may take a while to come up on a busy machine
 CALL_TIMEOUT_S = 10.0
@@ -55,8 +55,7 @@ class TurtlesimBridge:
         n = cfg.num_robots
         self.pose: list[tuple | None] = [None] * n          # latest turtle pose, workspace coordinates
         self.fresh = [False] * n
-        self.cmd_time = [-math.inf] * n
-        self.moving = [False] * n                            # the turtle's last command was not zero
+        self.hold = CommandHold(n)
         self.t0 = time.monotonic()
         self.odom_pubs, self.turtle_pubs = [], []
         for i in range(n):
@@ -127,21 +126,19 @@ class TurtlesimBridge:
             if not sane(*vals):
                 self.health.count_bad_message("bridge.cmd_vel")
                 return                       # ignored: the turtle keeps its last valid command until it times out
-            self.cmd_time[i] = time.monotonic()
-            self._send(i, *self.map.cmd_to_turtle(*vals))
+            cmd = self.map.cmd_to_turtle(*vals)
+            self._send(i, *cmd)
+            self.hold.sent(i, cmd, time.monotonic())
         return cb
 
     def _send(self, i: int, vx: float, vy: float, wz: float) -> None:
         out = Twist()
         out.linear.x, out.linear.y, out.angular.z = float(vx), float(vy), float(wz)
         self.turtle_pubs[i].publish(out)
-        self.moving[i] = (vx, vy, wz) != (0.0, 0.0, 0.0)
 
     def stop_silent(self) -> None:
-        now = time.monotonic()
-        for i, t in enumerate(self.cmd_time):
-            if self.moving[i] and now - t > CMD_HOLD_S:
-                self._send(i, 0.0, 0.0, 0.0)
+        for i in self.hold.due(time.monotonic()):
+            self._send(i, 0.0, 0.0, 0.0)
 
     def publish_odom(self) -> None:
         if self.clock_pub is not None:

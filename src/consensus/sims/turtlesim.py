@@ -89,6 +89,27 @@ def odom_from_pose(m: WindowMap, x: float, y: float, theta: float, v: float, w: 
     return wx, wy, yaw, v / m.scale, w
 
 
+class CommandHold:
+    """Which turtles to stop: a turtle that moves and whose robot sent nothing for ``hold_s`` gets one zero
+    command (module docstring). ``sent(i, cmd, now)`` after every command forwarded to turtle ``i``; ``due(now)``
+    the turtles to stop now (each once)."""
+
+    def __init__(self, n: int, hold_s: float = CMD_HOLD_S) -> None:
+        self.hold_s = hold_s
+        self.last = [-math.inf] * n
+        self.moving = [False] * n
+
+    def sent(self, i: int, cmd: tuple[float, ...], now: float) -> None:
+        self.last[i] = now
+        self.moving[i] = any(v != 0.0 for v in cmd)
+
+    def due(self, now: float) -> list[int]:
+        out = [i for i, t in enumerate(self.last) if self.moving[i] and now - t > self.hold_s]
+        for i in out:
+            self.moving[i] = False
+        return out
+
+
 def turtle_name(robot: int) -> str:
     return f"turtle{robot + 1}"
 
