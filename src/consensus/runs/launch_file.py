@@ -4,6 +4,9 @@
     def generate_launch_description():
         return launch_description("aggregation")
 
+(``launch/turtlesim.launch.py`` is the aggregation's with the ``sim`` argument defaulting to ``turtlesim``:
+``launch_description("aggregation", sim="turtlesim")``.)
+
 The launch arguments are the same in every launch file for the same ideas (``COMMON_ARGS``: ``config``,
 ``use_sim_time``, ``output_dir``, ``seed``, ``num_robots``, ``fleet``, ``llm_backend``, ``llm_model``,
 ``llm_base_url``), plus the scenario's own (``Scenario.launch_args``); every argument but ``config`` and
@@ -34,9 +37,10 @@ COMMON_ARGS = {
 
 
 def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
-    """One ``launch_ros.actions.Node`` per spec (the run's parameters file, then the spec's own parameters); the
-    whole launch shuts down when the process marked ``ends_run`` exits - with an error (``ros2 launch`` exits 1,
-    one line naming the process) when it failed, so a failed run is never reported as a success."""
+    """One ``launch_ros.actions.Node`` per spec (the run's parameters file, then the spec's own parameters; another
+    package's node only its own); the whole launch shuts down when the process marked ``ends_run`` exits - with an
+    error (``ros2 launch`` exits 1, one line naming the process) when it failed, so a failed run is never reported
+    as a success."""
     from launch.actions import EmitEvent, RegisterEventHandler
     from launch.event_handlers import OnProcessExit
     from launch.events import Shutdown
@@ -51,8 +55,9 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
 
     actions = []
     for spec in specs:
-        node = Node(package="consensus", executable=spec.executable, name=spec.name,
-                    namespace=spec.namespace or None, parameters=[str(params_file), spec.params],
+        node = Node(package=spec.package, executable=spec.executable, name=spec.name,
+                    namespace=spec.namespace or None,
+                    parameters=[str(params_file), spec.params] if spec.ours else [spec.params],
                     output="screen", emulate_tty=True)
         actions.append(node)
         if spec.ends_run:
@@ -68,8 +73,9 @@ def launch_arguments(name: str) -> dict[str, str]:
     return {**COMMON_ARGS, **scenario(name).launch_args}
 
 
-def launch_description(name: str):
-    """The ``LaunchDescription`` of scenario ``name`` (module docstring)."""
+def launch_description(name: str, **defaults: str):
+    """The ``LaunchDescription`` of scenario ``name`` (module docstring); ``defaults``: launch arguments whose
+    default is not empty (e.g. ``sim="turtlesim"`` in launch/turtlesim.launch.py)."""
     import os
 
     from ament_index_python.packages import get_package_share_directory
@@ -84,7 +90,11 @@ def launch_description(name: str):
     args = [DeclareLaunchArgument("config", default_value=default_config, description="the /**: parameters file"),
             DeclareLaunchArgument("use_sim_time", default_value="false",
                                   description="the sim publishes /clock and all other nodes follow it")]
-    args += [DeclareLaunchArgument(arg, default_value="", description=desc) for arg, desc in fields.items()]
+    unknown = sorted(set(defaults) - set(fields))
+    if unknown:
+        raise ValueError(f"launch_description('{name}'): no launch argument(s) {', '.join(unknown)}")
+    args += [DeclareLaunchArgument(arg, default_value=str(defaults.get(arg, "")), description=desc)
+             for arg, desc in fields.items()]
     declared = {"config", "use_sim_time", *fields}
     return LaunchDescription(args + [OpaqueFunction(function=functools.partial(_setup, name=name, declared=declared))])
 

@@ -21,12 +21,17 @@ ROBOT_NODE = "agent"      # a robot's node: /robot_<i>/agent
 
 @dataclass(frozen=True)
 class ProcessSpec:
-    executable: str               # name under lib/consensus
+    executable: str               # name under lib/<package>
     name: str                     # node name
     namespace: str = ""
     params: dict = field(default_factory=dict)   # per-process parameters on top of the run's params file
     ends_run: bool = False        # the run is over when this process exits
     expendable: bool = False      # one robot of many: if it dies, the run goes on without it (a lost robot)
+    package: str = "consensus"    # another package's node (e.g. turtlesim) gets only ``params``, not the run's file
+
+    @property
+    def ours(self) -> bool:
+        return self.package == "consensus"
 
 
 def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None = None):

@@ -1,6 +1,7 @@
 """Start a run's ROS processes without ``ros2 launch`` (for pip installs): the same executables, the same params.
 
-Each process gets ``--ros-args -r __node:=NAME [-r __ns:=/NS] --params-file RUN/params.yaml -p k:=v``, its output
+Each process gets ``--ros-args -r __node:=NAME [-r __ns:=/NS] --params-file RUN/params.yaml -p k:=v`` (another
+package's node, e.g. ``turtlesim_node``, found through the ament index, gets no params file), its output
 goes to ``RUN/logs/<name>.log``, the recorder's progress lines are echoed, and the run ends when the recorder exits
 (then every other process gets SIGINT, then SIGTERM, then SIGKILL: nothing is left behind).
 """
@@ -33,8 +34,19 @@ def announce_results(out: Path) -> None:
     print(f"{RESULTS_PREFIX}{Path(out).resolve()}", flush=True)
 
 
-def executable_command(exe: str) -> list[str]:
-    """The installed node executable (lib/consensus/<exe>, as ros2 launch runs it) or the module as a fallback."""
+def executable_command(exe: str, package: str = "consensus") -> list[str]:
+    """The installed node executable (lib/consensus/<exe>, as ros2 launch runs it) or the module as a fallback;
+    another package's executable is found through the ament index (lib/<package>/<exe> under its prefix)."""
+    if package != "consensus":
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+
+        try:
+            path = Path(get_package_prefix(package)) / "lib" / package / exe
+        except (PackageNotFoundError, ValueError):
+            raise ConsensusError(f"ROS package '{package}' not found (AMENT_PREFIX_PATH)") from None
+        if not path.is_file():
+            raise ConsensusError(f"{path} not found")
+        return [str(path)]
     installed = Path(sys.prefix) / "lib" / "consensus" / exe
     if installed.is_file():
         return [sys.executable, str(installed)]
@@ -50,7 +62,8 @@ def ros_args(spec: ProcessSpec, params_file: Path) -> list[str]:
     args = ["--ros-args", "-r", f"__node:={spec.name}"]
     if spec.namespace:
         args += ["-r", f"__ns:=/{spec.namespace}"]
-    args += ["--params-file", str(params_file)]
+    if spec.ours:
+        args += ["--params-file", str(params_file)]
     for key, value in spec.params.items():
         val = str(value).lower() if isinstance(value, bool) else str(value)
         args += ["-p", f"{key}:={val}"]
@@ -62,7 +75,7 @@ class _Proc:
         self.spec = spec
         self.log_path = log_dir / f"{spec.namespace + '_' if spec.namespace else ''}{spec.name}.log"
         self.log = self.log_path.open("w", buffering=1)      # line by line: `tail -f RUN/logs/<name>.log` works
-        self.popen = subprocess.Popen(executable_command(spec.executable) + ros_args(spec, params_file),
+        self.popen = subprocess.Popen(executable_command(spec.executable, spec.package) + ros_args(spec, params_file),
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                       start_new_session=True, env=os.environ.copy())
         self.echo = echo

@@ -9,6 +9,7 @@ from __future__ import annotations
 from consensus.registry import Scenario, lazy, register
 from consensus.scenarios.aggregation.config import PERSONALITIES, PLANNERS, AggregationConfig
 from consensus.graphs.topology import TOPOLOGIES
+from consensus.settings import SIMS
 
 
 register(Scenario(
@@ -28,15 +29,18 @@ register(Scenario(
         ("--duration", "duration_s", dict(type=float, help="run length [s]")),
         ("--rounds", "max_rounds", dict(type=int, help="stop planning after this many rounds (a ROS run ends "
                                                        "one planning period later)")),
+        ("--sim", "sim", dict(choices=SIMS, help="who moves the robots (turtlesim: docs/turtlesim.md)")),
     ),
     runner=lazy("consensus.scenarios.aggregation.runner:run"),
     result_line=lazy("consensus.scenarios.aggregation.runner:result_line"),
     processes=lazy("consensus.scenarios.aggregation.processes:aggregation_processes"),
+    prepare=lazy("consensus.scenarios.aggregation.runner:prepare_aggregation_run"),
     launch_args={
         "topology": "complete | ring | star | line | leader_follower | random | custom",
         "planner": "llm | average | average_no_self | stubborn | suggestible",
         "duration_s": "run length in seconds",
         "max_rounds": "stop planning after this many rounds (0 = until duration_s)",
+        "sim": "builtin | turtlesim | gazebo | none: who moves the robots",
     },
     executables={
         "robot": "consensus.scenarios.aggregation.ros.robot",

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
+from consensus.errors import ConfigError
 from consensus.llm.from_config import client_from_config
 from consensus.runs.processes import prepare_run
 from consensus.runs.rundir import finalize, new_run_dir, write_manifest
@@ -18,6 +19,7 @@ from consensus.runs.ros_runner import run_processes
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.headless import run_headless
 from consensus.scenarios.aggregation.processes import aggregation_processes
+from consensus.sims import turtlesim
 
 
 def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
@@ -45,12 +47,21 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
                     extra={"planner": cfg.planner, "topology": cfg.topology, "num_robots": cfg.num_robots})
 
 
+def prepare_aggregation_run(cfg: AggregationConfig, out_dir: str | Path) -> tuple[AggregationConfig, Path]:
+    """``consensus.runs.processes.prepare_run`` after the simulator's checks and settings (``sim: turtlesim``:
+    ``consensus.sims.turtlesim.prepare``; what it changed is recorded in the manifest as ``sim_changes``)."""
+    extra = {}
+    if cfg.sim == "turtlesim":
+        cfg, extra["sim_changes"] = turtlesim.prepare(cfg)
+    return prepare_run(cfg, out_dir, scenario="aggregation", extra=extra)
+
+
 def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool = False,
             echo: Callable[[str], None] | None = print) -> dict:
     """Run an aggregation through real ROS 2 processes; return summary.json's content."""
     if use_sim_time:
         cfg = cfg.replace(publish_clock=True)
-    cfg, params_file = prepare_run(cfg, out_dir, scenario="aggregation")
+    cfg, params_file = prepare_aggregation_run(cfg, out_dir)
     return run_processes(aggregation_processes(cfg, use_sim_time=use_sim_time), params_file, Path(cfg.output_dir),
                          llm_base_url=cfg.llm_base_url, echo=echo)
 
@@ -58,6 +69,8 @@ def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool =
 def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_sim_time: bool = False,
         echo: Callable[[str], None] = print) -> dict:
     """The registered runner of ``consensus run aggregation``."""
+    if headless and cfg.sim == "turtlesim":
+        raise ConfigError("sim 'turtlesim' runs the robots as ROS 2 nodes: drop --headless")
     ok, msg = cfg.graph().consensus_check()
     if not ok:
         logging.warning(msg)

@@ -1,0 +1,178 @@
+"""``turtlesim_bridge``: turtlesim as the robots' simulator (``sim: turtlesim``; docs/turtlesim.md).
+
+At start it waits for turtlesim's ``/spawn`` (``SPAWN_WAIT_S``), then puts robot ``i`` on ``turtle<i+1>`` at its
+initial position (``consensus.control.kinematics.initial_positions``, mapped into the window by
+``consensus.sims.turtlesim.WindowMap``; yaw 0): ``turtle1`` is turtlesim's own, the others are spawned (a turtle
+of that name that already exists is reused). Each is moved with its pen up (``teleport_absolute``), then gets its
+robot's pen (``set_pen``). Then, like the built-in ``sim``:
+
+* ``/turtle<i+1>/pose`` (turtlesim/msg/Pose) -> ``/robot_<i>/odom`` (nav_msgs/Odometry, frame ``world``, workspace
+  coordinates, ``consensus.sims.turtlesim.odom_from_pose``), published at ``sim_rate_hz`` when a new pose came in
+  (turtlesim publishes ~62 Hz); a robot whose turtle stops publishing gets no odometry (its own stale-odometry
+  rule stops it);
+* ``/robot_<i>/cmd_vel`` (geometry_msgs/Twist, body frame) -> ``/turtle<i+1>/cmd_vel`` in turtle units, forwarded
+  as it arrives; a turtle whose robot has been silent for ``CMD_HOLD_S`` gets one zero command (turtlesim's own
+  timeout, 1 s, is the backstop when the bridge is gone); nothing re-sends an old command;
+* ``/clock`` from the wall clock when ``publish_clock`` is true.
+
+turtlesim's message types are imported here only, i.e. only when a run uses this simulator. A non-finite or absurd
+pose or command is dropped and counted (``bad_messages``), as is every callback exception (``callback_errors``);
+the health record goes out on ``/health`` every second.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rosgraph_msgs.msg import Clock
+from turtlesim.msg import Pose
+from turtlesim.srv import SetPen, Spawn, TeleportAbsolute
+
+import rclpy
+
+from consensus.control.kinematics import initial_positions
+from consensus.errors import ConsensusError
+from consensus.ros import qos
+from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, sane, spin_node
+from consensus.settings import RobotBaseConfig
+from consensus.sims.turtlesim import CommandHold, WindowMap, odom_from_pose, pen, turtle_name
+
+SPAWN_WAIT_S = 30.0       # turtlesim's window may take a while to come up on a busy machine
+CALL_TIMEOUT_S = 10.0
+CHECK_HZ = 10.0           # how often silent robots are looked for
+
+
+class TurtlesimBridge:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.cfg = cfg = declare_config(node, RobotBaseConfig)
+        self.health = Health(parent=HEALTH)
+        self.map = WindowMap.for_workspace(cfg.workspace)
+        n = cfg.num_robots
+        self.pose: list[tuple | None] = [None] * n          # latest turtle pose, workspace coordinates
+        self.fresh = [False] * n
+        self.hold = CommandHold(n)
+        self.t0 = time.monotonic()
+        self.odom_pubs, self.turtle_pubs = [], []
+        for i in range(n):
+            turtle = turtle_name(i)
+            node.create_subscription(Pose, f"/{turtle}/pose", guarded(self._on_pose(i), "bridge.pose", self.health),
+                                     qos.STREAM)
+            node.create_subscription(Twist, f"/robot_{i}/cmd_vel",
+                                     guarded(self._on_cmd(i), "bridge.cmd_vel", self.health), qos.COMMAND_SUB)
+            self.odom_pubs.append(node.create_publisher(Odometry, f"/robot_{i}/odom", qos.STREAM))
+            self.turtle_pubs.append(node.create_publisher(Twist, f"/{turtle}/cmd_vel", qos.command(False)))
+        self.clock_pub = node.create_publisher(Clock, "/clock", qos.STREAM) if cfg.publish_clock else None
+
+    # ------------------------------------------------------------------ set-up (before spinning)
+    def _call(self, client, request, what: str):
+        future = client.call_async(request)
+        rclpy.spin_until_future_complete(self.node, future, timeout_sec=CALL_TIMEOUT_S)
+        if not future.done() or future.result() is None:
+            raise ConsensusError(f"turtlesim did not answer {what} within {CALL_TIMEOUT_S:.0f} s")
+        return future.result()
+
+    def place_turtles(self) -> None:
+        """Spawn (or reuse) one turtle per robot at its mapped initial position, each with its robot's pen."""
+        spawn = self.node.create_client(Spawn, "/spawn")
+        if not spawn.wait_for_service(timeout_sec=SPAWN_WAIT_S):
+            raise ConsensusError(f"turtlesim's /spawn did not appear within {SPAWN_WAIT_S:.0f} s "
+                                 "(is turtlesim_node running, with a display?)")
+        for i, (x, y) in enumerate(initial_positions(self.cfg)):
+            turtle = turtle_name(i)
+            tx, ty = self.map.to_turtle(float(x), float(y))
+            if i > 0:
+                got = self._call(spawn, Spawn.Request(x=tx, y=ty, theta=0.0, name=turtle), f"/spawn {turtle}")
+                if got.name != turtle:
+                    self.node.get_logger().info(f"{turtle} exists already: reusing it")
+            set_pen = self.node.create_client(SetPen, f"/{turtle}/set_pen")
+            teleport = self.node.create_client(TeleportAbsolute, f"/{turtle}/teleport_absolute")
+            for client in (set_pen, teleport):
+                if not client.wait_for_service(timeout_sec=CALL_TIMEOUT_S):
+                    raise ConsensusError(f"turtlesim offers no {client.srv_name}")
+            self._call(set_pen, SetPen.Request(off=1), f"{turtle}/set_pen")          # move without drawing
+            self._call(teleport, TeleportAbsolute.Request(x=tx, y=ty, theta=0.0), f"{turtle}/teleport_absolute")
+            r, g, b, width = pen(i)
+            self._call(set_pen, SetPen.Request(r=r, g=g, b=b, width=width, off=0), f"{turtle}/set_pen")
+        self.node.get_logger().info(f"{self.cfg.num_robots} turtles placed (1 workspace m = "
+                                    f"{self.map.scale:.3f} turtle m)")
+
+    def start(self) -> None:
+        self.node.create_timer(1.0 / self.cfg.sim_rate_hz, guarded(self.publish_odom, "bridge.odom", self.health))
+        self.node.create_timer(1.0 / CHECK_HZ, guarded(self.stop_silent, "bridge.stop", self.health))
+        self.publish_health = publish_health(self.node, self.health)
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_pose(self, i: int):
+        def cb(msg: Pose) -> None:
+            try:
+                odom = odom_from_pose(self.map, msg.x, msg.y, msg.theta, msg.linear_velocity, msg.angular_velocity)
+            except ValueError:
+                odom = None
+            if odom is None or not sane(*odom):
+                self.health.count_bad_message("bridge.pose")
+                return
+            self.pose[i] = odom
+            self.fresh[i] = True
+        return cb
+
+    def _on_cmd(self, i: int):
+        def cb(msg: Twist) -> None:
+            vals = (msg.linear.x, msg.linear.y, msg.angular.z)
+            if not sane(*vals):
+                self.health.count_bad_message("bridge.cmd_vel")
+                return                       # ignored: the turtle keeps its last valid command until it times out
+            cmd = self.map.cmd_to_turtle(*vals)
+            self._send(i, *cmd)
+            self.hold.sent(i, cmd, time.monotonic())
+        return cb
+
+    def _send(self, i: int, vx: float, vy: float, wz: float) -> None:
+        out = Twist()
+        out.linear.x, out.linear.y, out.angular.z = float(vx), float(vy), float(wz)
+        self.turtle_pubs[i].publish(out)
+
+    def stop_silent(self) -> None:
+        for i in self.hold.due(time.monotonic()):
+            self._send(i, 0.0, 0.0, 0.0)
+
+    def publish_odom(self) -> None:
+        if self.clock_pub is not None:
+            sim_ns = int((time.monotonic() - self.t0) * 1e9)
+            clock = Clock()
+            clock.clock.sec, clock.clock.nanosec = divmod(sim_ns, 1_000_000_000)
+            self.clock_pub.publish(clock)
+            stamp = clock.clock
+        else:
+            stamp = self.node.get_clock().now().to_msg()
+        for i, pub in enumerate(self.odom_pubs):
+            if not self.fresh[i]:
+                continue
+            self.fresh[i] = False
+            x, y, yaw, v, w = self.pose[i]
+            msg = Odometry()
+            msg.header.stamp = stamp
+            msg.header.frame_id = "world"
+            msg.child_frame_id = f"robot_{i}/base_link"
+            msg.pose.pose.position.x, msg.pose.pose.position.y = x, y
+            msg.pose.pose.orientation.z, msg.pose.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
+            msg.twist.twist.linear.x, msg.twist.twist.angular.z = v, w
+            pub.publish(msg)
+
+
+def _body(_args: list[str]) -> None:
+    node = Node("turtlesim_bridge")
+    # like the built-in sim, the bridge is the source of /clock: it never waits for sim time itself
+    node.set_parameters([Parameter("use_sim_time", value=False)])
+    bridge = TurtlesimBridge(node)
+    bridge.place_turtles()
+    bridge.start()
+    spin_node(node, bridge.cfg.executor)
+
+
+def main() -> int:
+    return run_node(_body, "turtlesim_bridge")
