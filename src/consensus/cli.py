@@ -6,6 +6,7 @@
     consensus experiment consensus-1d --trials 50 --out runs/fig4
     consensus report runs/fig4
     consensus model path            # assemble + verify the embedded model, print its path
+    consensus gazebo-world --robots 4 --out DIR     # gz sim world.sdf + ros_gz bridge.yaml (docs/gazebo.md)
 
 ``consensus run <scenario>`` exists for every registered scenario with a runner (``consensus.registry``). Every
 one takes the same common flags (``COMMON_FLAGS``: ``--config``, ``--robots``, ``--seed``, ``--backend``,
@@ -125,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     experiments_cli.register(sub)
     model = sub.add_parser("model", help="the embedded LLM's weights")
     model.add_argument("action", choices=("path", "verify"), help="assemble + verify the pinned model, print path")
+    # gz sim: the world and ros_gz bridge of a run (docs/gazebo.md)
+    from consensus.sims import gazebo
+    gazebo.add_arguments(sub.add_parser("gazebo-world", help="write a gz sim world + ros_gz bridge config"))
     return parser
 
 
@@ -188,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
             from consensus.llm.embedded import ensure_default_model
             print(ensure_default_model())
             return 0
+        if args.command == "gazebo-world":
+            from consensus.sims.gazebo import command
+            return command(args, _default_config)
         parser.error("unknown command")
         return EXIT_BAD_INPUT
 
