@@ -13,7 +13,8 @@ def aggregation_processes(cfg: AggregationConfig, *, use_sim_time: bool = False)
     specs: list[ProcessSpec] = []
     if cfg.uses_llm() and cfg.llm_backend == "embedded":
         specs.append(ProcessSpec("llm_server", "llm_server", params={"use_sim_time": False}))
-    specs.append(ProcessSpec("sim", "sim", params={"use_sim_time": False, "publish_clock": bool(use_sim_time)}))
+    if cfg.sim != "none":                 # none: real robots (robots_file), their drivers move them
+        specs.append(ProcessSpec("sim", "sim", params={"use_sim_time": False, "publish_clock": bool(use_sim_time)}))
     specs.append(ProcessSpec("topology", "topology", params=sim_time))
     specs += robot_specs("robot", cfg, sim_time)
     specs.append(ProcessSpec("recorder", "recorder", params=sim_time, ends_run=True))

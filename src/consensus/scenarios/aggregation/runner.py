@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from consensus.llm.from_config import client_from_config
+from consensus.robots.map import apply_robots_file
 from consensus.runs.processes import prepare_run
 from consensus.runs.rundir import finalize, new_run_dir, write_manifest
 from consensus.runs.ros_runner import run_processes
@@ -48,6 +49,7 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
 def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool = False,
             echo: Callable[[str], None] | None = print) -> dict:
     """Run an aggregation through real ROS 2 processes; return summary.json's content."""
+    cfg = apply_robots_file(cfg)
     if use_sim_time:
         cfg = cfg.replace(publish_clock=True)
     cfg, params_file = prepare_run(cfg, out_dir, scenario="aggregation")
@@ -58,6 +60,7 @@ def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool =
 def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_sim_time: bool = False,
         echo: Callable[[str], None] = print) -> dict:
     """The registered runner of ``consensus run aggregation``."""
+    cfg = apply_robots_file(cfg)          # real robots: refused here, before anything starts, when the map is bad
     ok, msg = cfg.graph().consensus_check()
     if not ok:
         logging.warning(msg)
