@@ -202,3 +202,204 @@ def test_dry_run_flag_sets_the_config(tmp_path):
     args = parser.parse_args(["run", "aggregation", "--dry-run", "--robots-file", str(EXAMPLE)])
     cfg = cli.config_from_args(scenario("aggregation"), args)
     assert cfg.dry_run is True and cfg.robots_file == str(EXAMPLE)
+
+
+# --------------------------------------------------------------------------- ROS: against our sim and fake drivers
+def _ros_cfg(**kw):
+    base = dict(num_robots=3, planner="average", planner_period_s=1.0, state_rate_hz=5.0, llm_backend="openai",
+                seed=3, v_max=0.2, duration_s=20.0, bag=False)
+    base.update(kw)
+    return load_config(None, **base)
+
+
+def _start(cfg, out, result):
+    from consensus.scenarios.aggregation.runner import run_ros
+
+    t = threading.Thread(target=lambda: result.update(run_ros(cfg, out, echo=None)))
+    t.start()
+    return t
+
+
+def _spin(ex, seconds: float, every=None) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if every is not None:
+            every()
+        ex.spin_once(timeout_sec=0.02)
+
+
+@pytest.mark.ros
+def test_estop_stops_every_robot_within_a_control_period_and_holds_until_released(tmp_path):
+    import rclpy
+    from geometry_msgs.msg import Twist
+    from nav_msgs.msg import Odometry
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from std_msgs.msg import Bool
+
+    from consensus.ros.qos import LATCHED, STREAM
+
+    cfg = _ros_cfg()
+    n, tol = cfg.num_robots, 0.3                  # tolerance for delivery on a loaded 2-core machine
+    result: dict = {}
+    runner = _start(cfg, tmp_path / "run", result)
+    rclpy.init()
+    node = Node("estop_probe")
+    cmds: dict[int, list] = {i: [] for i in range(n)}
+    pos: dict[int, np.ndarray] = {}
+    for i in range(n):
+        node.create_subscription(Twist, f"/robot_{i}/cmd_vel", lambda m, i=i: cmds[i].append(
+            (time.monotonic(), m.linear.x, m.linear.y, m.angular.z)), STREAM)
+        node.create_subscription(Odometry, f"/robot_{i}/odom", lambda m, i=i: pos.__setitem__(
+            i, np.array([m.pose.pose.position.x, m.pose.pose.position.y])), STREAM)
+    estop = node.create_publisher(Bool, cfg.estop_topic, LATCHED)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+
+    def moving(since: float) -> bool:
+        return all(any(c[0] > since and abs(c[1]) + abs(c[2]) > 1e-3 for c in cmds[i]) for i in range(n))
+
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (moving(0.0) and len(pos) == n):
+            ex.spin_once(timeout_sec=0.05)
+        assert moving(0.0), "the robots never moved before the e-stop"
+        t0 = time.monotonic()
+        estop.publish(Bool(data=True))
+        _spin(ex, cfg.control_period_s + tol)
+        held = {i: pos[i].copy() for i in range(n)}
+        _spin(ex, 2.0)
+        for i in range(n):
+            after = [c for c in cmds[i] if c[0] > t0]
+            assert after and after[0][0] <= t0 + cfg.control_period_s + tol, f"robot {i}: no command after e-stop"
+            late = [c for c in after if c[0] > t0 + cfg.control_period_s + tol]
+            assert late and all(c[1:] == (0.0, 0.0, 0.0) for c in late), f"robot {i} moved during the e-stop"
+            assert np.linalg.norm(pos[i] - held[i]) < 0.01, f"robot {i} drifted {pos[i] - held[i]} while stopped"
+        t1 = time.monotonic()
+        estop.publish(Bool(data=False))
+        _spin(ex, 2.0)
+        assert moving(t1), "released robots must move again"
+        assert all(np.linalg.norm(pos[i] - held[i]) > 0.05 for i in range(n))
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        runner.join(timeout=60)
+    assert [st.get("estops") for st in result["per_robot"]] == [1] * n
+    assert all(st.get("estopped") is False for st in result["per_robot"])
+    assert result["callback_errors"] == 0
+
+
+@pytest.mark.ros
+def test_dry_run_publishes_nothing_and_records_what_it_would_send(tmp_path):
+    import rclpy
+    from rclpy.node import Node
+
+    cfg = _ros_cfg(dry_run=True, duration_s=8.0)
+    result: dict = {}
+    runner = _start(cfg, tmp_path / "run", result)
+    rclpy.init()
+    node = Node("dry_probe")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and node.count_publishers("/robot_0/state") == 0:
+            time.sleep(0.2)
+        assert node.count_publishers("/robot_0/state") == 1, "the robots never came up"
+        time.sleep(2.0)
+        assert [node.count_publishers(f"/robot_{i}/cmd_vel") for i in range(3)] == [0, 0, 0]
+        assert node.count_subscribers("/robot_0/cmd_vel") == 1                 # the sim listens; nobody talks
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        runner.join(timeout=60)
+    records = [json.loads(line) for line in (tmp_path / "run" / "dry_run.jsonl").read_text().splitlines()]
+    assert {r["robot"] for r in records} == {0, 1, 2}
+    assert {(r["robot"], r["topic"], r["type"]) for r in records} == {
+        (i, f"/robot_{i}/cmd_vel", TWIST) for i in range(3)}
+    assert any(abs(r["linear"][0]) > 0.01 for r in records)                   # commands that would move them
+    assert result["final_spread_m"] == pytest.approx(result["initial_spread_m"], abs=1e-3)   # nobody moved
+
+
+class _FakeDriver:
+    """One robot's driver: takes the preset's command type on its topic, integrates the body-frame velocity and
+    publishes the preset's pose type (odometry from its own start, or a world-frame PoseStamped)."""
+
+    def __init__(self, node, entry):
+        from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
+        from nav_msgs.msg import Odometry
+
+        self.entry, self.got = entry, []
+        self.world = entry.pose_source != "odom"
+        self.state = np.array(entry.initial_pose if self.world else (0.0, 0.0, 0.0), dtype=float)
+        self.cmd = np.zeros(3)
+        cmd_type = TwistStamped if entry.stamped else Twist
+        node.create_subscription(cmd_type, entry.cmd_topic, self.on_cmd, 10)
+        self.pose_msg = PoseStamped if entry.pose_type == POSE_STAMPED else Odometry
+        self.pub = node.create_publisher(self.pose_msg, entry.pose_topic_name, 10)
+
+    def on_cmd(self, msg):
+        self.got.append(msg)
+        t = msg.twist if hasattr(msg, "twist") else msg
+        self.cmd = np.array([t.linear.x, t.linear.y, t.angular.z])
+
+    def step(self, dt: float) -> None:
+        x, y, yaw = self.state
+        vx, vy, wz = self.cmd
+        self.state = np.array([x + dt * (math.cos(yaw) * vx - math.sin(yaw) * vy),
+                               y + dt * (math.sin(yaw) * vx + math.cos(yaw) * vy), yaw + dt * wz])
+        msg = self.pose_msg()
+        msg.header.frame_id = self.entry.frame if self.world else "odom"
+        pose = msg.pose if self.world else msg.pose.pose
+        pose.position.x, pose.position.y = float(self.state[0]), float(self.state[1])
+        pose.orientation.z, pose.orientation.w = math.sin(self.state[2] / 2), math.cos(self.state[2] / 2)
+        self.pub.publish(msg)
+
+
+@pytest.mark.ros
+def test_every_preset_drives_its_fake_driver_in_one_shared_frame(tmp_path):
+    """TurtleBot 3 and 4, a generic robot and a Crazyflie (motion-capture pose) with no simulator: each robot
+    publishes its preset's type on its driver topic, reads its preset's pose and the fleet gathers."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    robots = {"tb3_a": {"preset": "turtlebot3", "initial_pose": [-1.5, -1.5, 0.0]},
+              "tb4_1": {"preset": "turtlebot4", "initial_pose": [1.5, -1.5, 1.5708]},
+              "rover": {"preset": "generic", "initial_pose": [1.5, 1.5, 3.1416]},
+              "cf1": {"preset": "crazyflie", "initial_pose": [-1.5, 1.5]},
+              "cf2": {"preset": "crazyflie", "initial_pose": [0.0, 0.0], "enabled": False}}
+    path = tmp_path / "robots.yaml"
+    path.write_text(json.dumps({"frame": "world", "robots": robots}))
+    cfg = _ros_cfg(robots_file=str(path), duration_s=14.0, v_max=1.0)
+    entries = load_robots(path).enabled
+    result: dict = {}
+    runner = _start(cfg, tmp_path / "run", result)
+    rclpy.init()
+    node = Node("fake_drivers")
+    drivers = [_FakeDriver(node, e) for e in entries]
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    last = [time.monotonic()]
+
+    def step() -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.05:
+            for d in drivers:
+                d.step(now - last[0])
+            last[0] = now
+
+    try:
+        _spin(ex, 14.0, step)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        runner.join(timeout=60)
+    assert result["num_robots"] == 4 and result["bad_messages"] == 0 and result["callback_errors"] == 0
+    for d in drivers:
+        assert d.got, f"{d.entry.name}: no command on {d.entry.cmd_topic}"
+    tb4 = drivers[1].got
+    assert all(m.header.frame_id == "base_link" and m.header.stamp.sec > 0 for m in tb4)
+    tb = [m.twist if hasattr(m, "twist") else m for d in drivers[:2] for m in d.got]
+    assert max(abs(t.linear.y) for t in tb) == 0.0                           # diff-drive: never sideways
+    assert max(t.linear.x for t in tb) <= 0.306 + 1e-9                      # the robots' own speed caps
+    assert max(abs(m.linear.x) for m in drivers[0].got) <= 0.22 + 1e-9
+    assert result["final_spread_m"] < 0.6 * result["initial_spread_m"]      # one frame: they gather
