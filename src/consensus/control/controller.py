@@ -118,6 +118,13 @@ class UnicycleController:
         return v, w
 
 
+def make_controller(kinematics: str, *, kp: float, v_max: float, w_max: float, deadband: float):
+    """The fast-loop controller of one robot: ``UnicycleController`` or ``PController`` (``w_max`` unused)."""
+    if kinematics == "unicycle":
+        return UnicycleController(k_v=kp, v_max=v_max, w_max=w_max, deadband=deadband)
+    return PController(kp=kp, v_max=v_max, deadband=deadband)
+
+
 def yaw_from_quaternion(x: float, y: float, z: float, w: float) -> float:
     """Yaw [rad] in (-π, π] of a ROS-order quaternion (x, y, z, w); it need not be normalised."""
     q = np.array([w, x, y, z], dtype=float)

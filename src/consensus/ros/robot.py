@@ -9,6 +9,8 @@ topic                     type                                   meaning
 ``neighbors`` (sub)       geometry_msgs/PoseArray                states of the robots this one may hear,
                                                                  delivered by the topology node
 ``cmd_vel`` (pub)         geometry_msgs/Twist                    velocity command (body frame)
+``estop_topic`` (sub)     std_msgs/Bool, reliable, transient     fleet e-stop (``/estop``): true stops the robot
+                          local                                  at once and holds zero until false
 ``state`` (pub)           geometry_msgs/PointStamped             own position, broadcast at ``state_rate_hz``
 ``target`` (pub)          geometry_msgs/PointStamped             planner output (after geofence clamping)
 ``planner/reasoning``     std_msgs/String, JSON                  one record per planning round (schema below)
@@ -33,27 +35,45 @@ The planner never runs on the executor thread: an LLM plan is submitted to a thr
 up the finished result, so a slow or dead endpoint cannot delay ``cmd_vel``. Safety layer in the control tick:
 stale odometry (``odom_timeout_s``) or no completed planning round for ``target_timeout_s`` → zero velocity; the
 target is clamped into the workspace geofence; the speed is saturated at ``v_max``.
+
+Real robots (``robots_file``, ``consensus.robots``): robot ``i`` is the ``i``-th enabled entry of the map. Its own
+topics stay as above; the command goes to the entry's driver topic with the preset's type (Twist, or TwistStamped
+with ``header.stamp`` and the preset's body ``frame_id``) and the pose comes from the entry's pose topic (Odometry
+or PoseStamped; a PoseStamped in another frame than the map's ``frame`` is a bad message), brought into the shared
+frame (``RobotEntry.to_shared``). The preset's kinematics and speed caps apply on top of the run's; a single
+integrator's world-frame velocity is rotated into the robot's body frame by its measured yaw.
+
+E-stop: every robot subscribes ``estop_topic``. ``true`` publishes a zero command from the callback (no wait for
+the next tick) and every tick publishes zero until ``false``; the planner keeps planning. Counted in the status
+(``estops``: engagements, ``estopped``: now, state ``"estopped"``). Geofence, speed limit and the stale-input
+stops are untouched by it.
+
+Dry run (``dry_run: true``): no command publisher is created; each command the robot would send is written, with
+its topic and type, to ``<output_dir>/dry_run.jsonl`` and logged (at most once a second per robot).
 """
 from __future__ import annotations
 
 import json
 import logging
+import math
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
-from geometry_msgs.msg import PointStamped, PoseArray, Twist
+from geometry_msgs.msg import PointStamped, PoseArray, PoseStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from std_msgs.msg import String
+from std_msgs.msg import Bool, String
 
 from consensus.settings import RobotBaseConfig
-from consensus.control.controller import PController, UnicycleController, yaw_from_quaternion
+from consensus.control.controller import make_controller, yaw_from_quaternion
 from consensus.control.safety import Geofence, is_stale
 from consensus.control.planner import Planner, PlanRequest, PlanResult
 from consensus.ros import qos
 from consensus.ros.params import HEALTH, MAX_ABS_VALUE, Health, decode_or_count, guarded, sane
 from consensus.ros.cdr import CdrTemplate, odom_pose, pose_array_xy
 from consensus.control.ticks import TickTimer
+from consensus.robots.map import robot_entry
+from consensus.robots.presets import ODOMETRY, TWIST
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +86,14 @@ class RobotAgent:
         self.pool = pool                      # None: plan inline (cheap classical planners)
         self.llm_status = llm_status          # callable returning the LLM client's status dict, or None
         self.geofence = Geofence.from_bounds(cfg.workspace)
-        if cfg.kinematics == "unicycle":
-            self.ctrl = UnicycleController(k_v=cfg.kp, v_max=cfg.v_max, w_max=cfg.w_max, deadband=cfg.deadband)
-        else:
-            self.ctrl = PController(kp=cfg.kp, v_max=cfg.v_max, deadband=cfg.deadband)
+        self.entry = entry = robot_entry(cfg, robot_id)        # None: no robots_file (our sims)
+        self.kinematics = entry.kinematics(cfg.kinematics) if entry else cfg.kinematics
+        v_max, w_max = entry.limits(cfg.v_max, cfg.w_max) if entry else (cfg.v_max, cfg.w_max)
+        self.ctrl = make_controller(self.kinematics, kp=cfg.kp, v_max=v_max, w_max=w_max, deadband=cfg.deadband)
+        self.cmd_topic = entry.cmd_topic if entry else node.resolve_topic_name("cmd_vel")
+        self.cmd_type = entry.cmd_type if entry else TWIST
+        self.pose_type = entry.pose_type if entry else ODOMETRY
+        self.estopped = False
 
         self.pos: np.ndarray | None = None
         self.yaw = 0.0
@@ -81,7 +105,7 @@ class RobotAgent:
         self.round = 0
         self.pending: Future | None = None
         self.counters = {"llm_calls": 0, "llm_fallbacks": 0, "clamped": 0, "overruns": 0, "planner_errors": 0,
-                         "stale_stops": 0}
+                         "stale_stops": 0, "estops": 0}
         self.timing = TickTimer(cfg.control_period_s)
         self.health = Health(parent=HEALTH)   # this robot's share of the process's health counters
         self.state_every = max(1, round(1.0 / (cfg.state_rate_hz * cfg.control_period_s)))
@@ -90,13 +114,29 @@ class RobotAgent:
         # tick, neighbours at the planning tick — which keeps ~100 robots in one process on time
         self._odom_raw: bytes | None = None
         self._neighbors_raw: bytes | None = None
-        node.create_subscription(Odometry, "odom", self._on_odom_raw, qos.STREAM, raw=True)
+        node.create_subscription(Odometry if self.pose_type == ODOMETRY else PoseStamped,
+                                 entry.pose_topic_name if entry else "odom", self._on_odom_raw, qos.STREAM, raw=True)
         node.create_subscription(PoseArray, "neighbors", self._on_neighbors_raw, qos.STREAM, raw=True)
         # (the raw callbacks above only store bytes; the timers below never let an exception escape)
-        self.pub_cmd = node.create_publisher(Twist, "cmd_vel", qos.command(cfg.cmd_vel_best_effort))
+        node.create_subscription(Bool, cfg.estop_topic, guarded(self._on_estop, f"robot_{robot_id}.estop", self.health),
+                                 qos.LATCHED)
         # cmd_vel and state are published as pre-serialized bytes (10 Hz x N robots; see consensus.ros.cdr)
-        self._cmd_tpl = CdrTemplate(Twist(), {"vx": "linear.x", "vy": "linear.y", "wz": "angular.z"},
-                                    stamped=False)
+        if self.cmd_type == TWIST:
+            self._cmd_tpl = CdrTemplate(Twist(), {"vx": "linear.x", "vy": "linear.y", "wz": "angular.z"},
+                                        stamped=False)
+        else:
+            cmd = TwistStamped()
+            cmd.header.frame_id = entry.preset.cmd_frame
+            self._cmd_tpl = CdrTemplate(cmd, {"vx": "twist.linear.x", "vy": "twist.linear.y",
+                                              "wz": "twist.angular.z"}, stamped=True)
+        self._dry_log = None
+        if cfg.dry_run:
+            self.pub_cmd = None               # nothing is published: not even a publisher to match
+            if cfg.output_dir:
+                self._dry_log = open(f"{cfg.output_dir}/dry_run.jsonl", "a", buffering=1, encoding="utf-8")
+        else:
+            self.pub_cmd = node.create_publisher(Twist if self.cmd_type == TWIST else TwistStamped, self.cmd_topic,
+                                                 qos.command(cfg.cmd_vel_best_effort))
         state = PointStamped()
         state.header.frame_id = "world"
         self._state_tpl = CdrTemplate(state, {"x": "point.x", "y": "point.y"}, stamped=True)
@@ -125,6 +165,9 @@ class RobotAgent:
     def _decode_inputs(self) -> None:
         if self._odom_raw is not None:
             raw, self._odom_raw = self._odom_raw, None
+            if self.pose_type != ODOMETRY:
+                self._on_pose_stamped(raw)
+                return
             pose = odom_pose(raw)
             if pose is None:
                 msg = decode_or_count(raw, Odometry, self.health, "odom")
@@ -134,6 +177,18 @@ class RobotAgent:
                 self._on_odom(msg)
             else:
                 self._set_pose(pose[0], pose[1], pose[3:])
+
+    def _on_pose_stamped(self, raw: bytes) -> None:
+        """A motion-capture pose: it must be in the map's shared frame (else a bad message: the robot goes stale)."""
+        msg = decode_or_count(raw, PoseStamped, self.health, "odom")
+        if msg is not None and msg.header.frame_id.lstrip("/") != self.entry.frame:
+            self.health.count_bad_message("odom")
+            msg = None
+        if msg is None:
+            self.odom_stamp = self._good_odom_stamp
+            return
+        p, q = msg.pose.position, msg.pose.orientation
+        self._set_pose(p.x, p.y, (q.x, q.y, q.z, q.w))
 
     def _decode_neighbors(self) -> None:
         """The newest ``neighbors`` message: every pose with a non-finite or absurd (``|v| > MAX_ABS_VALUE``)
@@ -161,15 +216,20 @@ class RobotAgent:
         bad message and the robot goes stale)."""
         vals = (x, y)[: self.cfg.dim]
         ok = sane(*vals)
-        if ok and self.cfg.kinematics == "unicycle":
+        yaw = self.yaw
+        if ok and (self.kinematics == "unicycle" or self.entry is not None):
             try:
-                self.yaw = yaw_from_quaternion(*quat)
+                yaw = yaw_from_quaternion(*quat)
             except ValueError:
                 ok = False
         if not ok:
             self.health.count_bad_message("odom")
             self.odom_stamp = self._good_odom_stamp
             return
+        if self.entry is not None:
+            x, y, yaw = self.entry.to_shared(x, y, yaw)
+            vals = (x, y)
+        self.yaw = yaw
         self.pos = np.array(vals, dtype=float)
         self._good_odom_stamp = self.odom_stamp
 
@@ -244,14 +304,16 @@ class RobotAgent:
         self._collect_plan()
         now = self._now()
         vx = vy = wz = 0.0
-        if is_stale(self.odom_stamp, now, self.cfg.odom_timeout_s):
+        if self.estopped:
+            pass                              # e-stop: zero until released
+        elif is_stale(self.odom_stamp, now, self.cfg.odom_timeout_s):
             if self.odom_stamp is not None:
                 self.counters["stale_stops"] += 1
         elif self.target is None:
             pass                              # no plan yet: stand still
         elif is_stale(self.last_round_done, now, self.cfg.target_timeout_s):
             self.counters["stale_stops"] += 1
-        elif self.cfg.kinematics == "unicycle":
+        elif self.kinematics == "unicycle":
             pose = np.array([self.pos[0], self.pos[1], self.yaw])
             v, w = self.ctrl.compute(pose, self.target)
             vx, wz = float(v), float(w)
@@ -260,12 +322,41 @@ class RobotAgent:
             vx = float(vel[0])
             if self.cfg.dim > 1:
                 vy = float(vel[1])
-        self.pub_cmd.publish(self._cmd_tpl.pack(vx=vx, vy=vy, wz=wz))
+            if self.entry is not None and self.yaw:     # world-frame velocity -> the robot's body frame
+                c, s = math.cos(self.yaw), math.sin(self.yaw)
+                vx, vy = c * vx + s * vy, -s * vx + c * vy
+        self.send(vx, vy, wz, now)
         if self.pos is not None and self.timing.ticks % self.state_every == 0:
             y = float(self.pos[1]) if self.cfg.dim > 1 else 0.0
             self.pub_state.publish(self._state_tpl.pack(int(now * 1e9), x=float(self.pos[0]), y=y))
 
     # ------------------------------------------------------------------ outputs
+    def _on_estop(self, msg: Bool) -> None:
+        engage = bool(msg.data)
+        if engage and not self.estopped:
+            self.counters["estops"] += 1
+            self.node.get_logger().warning(f"robot {self.id}: e-stop engaged ({self.cfg.estop_topic})")
+        elif self.estopped and not engage:
+            self.node.get_logger().warning(f"robot {self.id}: e-stop released")
+        self.estopped = engage
+        if engage:
+            self.send(0.0, 0.0, 0.0)          # at once, not at the next tick
+
+    def send(self, vx: float, vy: float, wz: float, now: float | None = None) -> None:
+        """Publish one velocity command (or, in a dry run, record it)."""
+        now = self._now() if now is None else now
+        if self.pub_cmd is not None:
+            self.pub_cmd.publish(self._cmd_tpl.pack(int(now * 1e9), vx=vx, vy=vy, wz=wz))
+            return
+        rec = {"robot": self.id, "stamp": now, "topic": self.cmd_topic, "type": self.cmd_type,
+               "linear": [vx, vy, 0.0], "angular": [0.0, 0.0, wz]}
+        if self.cmd_type != TWIST:
+            rec["frame_id"] = self.entry.preset.cmd_frame
+        line = json.dumps(rec)
+        if self._dry_log is not None:
+            self._dry_log.write(line + "\n")
+        self.node.get_logger().info(f"dry run: {line}", throttle_duration_sec=1.0)
+
     def _publish_point(self, pub, p: np.ndarray) -> None:
         msg = PointStamped()
         msg.header.stamp = self.node.get_clock().now().to_msg()
@@ -276,14 +367,16 @@ class RobotAgent:
 
     def status(self) -> dict:
         llm = self.llm_status() if self.llm_status else None
-        if self.pos is None:
+        if self.estopped:
+            state = "estopped"
+        elif self.pos is None:
             state = "waiting"
         elif self.counters["stale_stops"] and is_stale(self.last_round_done, self._now(), self.cfg.target_timeout_s):
             state = "stopped"
         else:
             state = "degraded" if llm and llm.get("state") in ("retrying", "down") else "ok"
         out = {"robot": self.id, "round": self.round, "state": state, **self.counters, **self.health.counts(),
-               "control": self.timing.as_dict()}
+               "estopped": self.estopped, "control": self.timing.as_dict()}
         if llm is not None:
             out["llm"] = llm
         return out
@@ -293,4 +386,7 @@ class RobotAgent:
 
     def stop(self) -> None:
         """Send one zero command (used on shutdown so a real robot does not keep its last velocity)."""
-        self.pub_cmd.publish(self._cmd_tpl.pack(vx=0.0, vy=0.0, wz=0.0))
+        self.send(0.0, 0.0, 0.0)
+        if self._dry_log is not None:
+            self._dry_log.close()
+            self._dry_log = None

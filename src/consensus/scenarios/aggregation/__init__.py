@@ -30,6 +30,9 @@ register(Scenario(
         ("--rounds", "max_rounds", dict(type=int, help="stop planning after this many rounds (a ROS run ends "
                                                        "one planning period later)")),
         ("--sim", "sim", dict(choices=SIMS, help="who moves the robots (turtlesim: docs/turtlesim.md)")),
+        ("--robots-file", "robots_file", dict(help="YAML robots: map of real robots (docs/real-robots.md)")),
+        ("--dry-run", "dry_run", dict(action="store_true", default=None,
+                                      help="log the velocity commands (RUN/dry_run.jsonl) instead of publishing them")),
     ),
     runner=lazy("consensus.scenarios.aggregation.runner:run"),
     result_line=lazy("consensus.scenarios.aggregation.runner:result_line"),

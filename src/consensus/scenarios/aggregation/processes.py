@@ -17,7 +17,7 @@ def aggregation_processes(cfg: AggregationConfig, *, use_sim_time: bool = False)
         specs.append(ProcessSpec("llm_server", "llm_server", params={"use_sim_time": False}))
     if cfg.sim == "turtlesim":
         specs += turtlesim.processes(cfg, use_sim_time=use_sim_time)
-    else:
+    elif cfg.sim != "none":               # none: real robots (robots_file), their drivers move them
         specs.append(ProcessSpec("sim", "sim", params={"use_sim_time": False, "publish_clock": bool(use_sim_time)}))
     specs.append(ProcessSpec("topology", "topology", params=sim_time))
     specs += robot_specs("robot", cfg, sim_time)

@@ -13,6 +13,7 @@ from typing import Callable
 
 from consensus.errors import ConfigError
 from consensus.llm.from_config import client_from_config
+from consensus.robots.map import apply_robots_file
 from consensus.runs.processes import prepare_run
 from consensus.runs.rundir import finalize, new_run_dir, write_manifest
 from consensus.runs.ros_runner import run_processes
@@ -59,6 +60,7 @@ def prepare_aggregation_run(cfg: AggregationConfig, out_dir: str | Path) -> tupl
 def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool = False,
             echo: Callable[[str], None] | None = print) -> dict:
     """Run an aggregation through real ROS 2 processes; return summary.json's content."""
+    cfg = apply_robots_file(cfg)
     if use_sim_time:
         cfg = cfg.replace(publish_clock=True)
     cfg, params_file = prepare_aggregation_run(cfg, out_dir)
@@ -71,6 +73,7 @@ def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_
     """The registered runner of ``consensus run aggregation``."""
     if headless and cfg.sim == "turtlesim":
         raise ConfigError("sim 'turtlesim' runs the robots as ROS 2 nodes: drop --headless")
+    cfg = apply_robots_file(cfg)          # real robots: refused here, before anything starts, when the map is bad
     ok, msg = cfg.graph().consensus_check()
     if not ok:
         logging.warning(msg)
