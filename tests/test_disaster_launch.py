@@ -37,7 +37,8 @@ def test_launch_arguments_reach_the_one_params_file_and_the_sim_starts_on_the_st
     actions = _launch(monkeypatch, num_robots=4, planner="random", volatility="high", rounds=7, seed=5,
                       fleet="false", output_dir=tmp_path / "run")
     nodes = [a for a in actions if isinstance(a, Node)]
-    assert [n.kwargs["executable"] for n in nodes] == ["sim", "drone", "drone", "drone", "drone", "disaster_grid"]
+    assert [n.kwargs["executable"] for n in nodes] == ["sim", "drone", "drone", "drone", "drone", "disaster_grid",
+                                                        "bag_recorder"]
     assert [n.kwargs["namespace"] for n in nodes if n.kwargs["executable"] == "drone"] == \
         ["robot_0", "robot_1", "robot_2", "robot_3"]
     assert {n.kwargs["name"] for n in nodes if n.kwargs["executable"] == "drone"} == {"agent"}   # /robot_i/agent
@@ -54,7 +55,7 @@ def test_launch_arguments_reach_the_one_params_file_and_the_sim_starts_on_the_st
     assert sim["initial_positions"] == centres and sim.get("num_robots", params["num_robots"]) == 4
     assert sim["workspace"] == [0.0, 10.0, 0.0, 10.0]
     handlers = [a for a in actions if isinstance(a, RegisterEventHandler)]
-    assert len(handlers) == 1 and handlers[0].args[0].kwargs["target_action"] is nodes[-1]   # the grid ends the run
+    assert len(handlers) == 1 and handlers[0].args[0].kwargs["target_action"] is nodes[-2]   # the grid ends the run
     assert (tmp_path / "run" / "manifest.json").is_file()
 
 
@@ -62,7 +63,7 @@ def test_launch_llm_explicit_fleet_adds_server_and_aggregator(monkeypatch, tmp_p
     actions = _launch(monkeypatch, planner="llm", llm_backend="embedded", mode="explicit",
                       strategy="spoke_wheel", output_dir=tmp_path / "run")
     exes = [a.kwargs["executable"] for a in actions if isinstance(a, Node)]
-    assert exes == ["llm_server", "sim", "drone", "aggregator", "disaster_grid"]
+    assert exes == ["llm_server", "sim", "drone", "aggregator", "disaster_grid", "bag_recorder"]
     fleet = next(a for a in actions if isinstance(a, Node) and a.kwargs["executable"] == "drone")
     assert fleet.kwargs["name"] == "fleet" and fleet.kwargs["namespace"] is None
     params = _params(tmp_path / "run" / "params.yaml")
@@ -73,7 +74,7 @@ def test_single_llm_baseline_flies_one_drone_and_the_sim_one_robot(monkeypatch, 
     actions = _launch(monkeypatch, planner="llm", llm_backend="openai", baseline="single_llm",
                       output_dir=tmp_path / "run")
     nodes = [a for a in actions if isinstance(a, Node)]
-    assert [n.kwargs["executable"] for n in nodes] == ["sim", "drone", "disaster_grid"]   # no embedded server
+    assert [n.kwargs["executable"] for n in nodes] == ["sim", "drone", "disaster_grid", "bag_recorder"]  # no LLM server
     sim = nodes[0].kwargs["parameters"][1]
     assert sim["num_robots"] == 1 and len(sim["initial_positions"]) == 2      # one drone is a valid fleet
 

@@ -106,7 +106,8 @@ def test_launch_starts_the_runner_nodes_with_one_merged_params_file(monkeypatch,
     actions = _launch(monkeypatch, num_robots=3, planner="average", topology="ring", fleet="false",
                       output_dir=tmp_path / "run")
     nodes = [a for a in actions if isinstance(a, Node)]
-    assert [n.kwargs["executable"] for n in nodes] == ["sim", "topology", "robot", "robot", "robot", "recorder"]
+    assert [n.kwargs["executable"] for n in nodes] == ["sim", "topology", "robot", "robot", "robot", "recorder",
+                                                        "bag_recorder"]
     assert [n.kwargs["namespace"] for n in nodes if n.kwargs["executable"] == "robot"] == \
         ["robot_0", "robot_1", "robot_2"]
     params_file = Path(nodes[0].kwargs["parameters"][0])
@@ -114,14 +115,14 @@ def test_launch_starts_the_runner_nodes_with_one_merged_params_file(monkeypatch,
     assert params["num_robots"] == 3 and params["topology"] == "ring" and params["planner"] == "average"
     assert all(Path(n.kwargs["parameters"][0]) == params_file for n in nodes)
     handlers = [a for a in actions if isinstance(a, RegisterEventHandler)]
-    assert len(handlers) == 1 and handlers[0].args[0].kwargs["target_action"] is nodes[-1]   # recorder ends the run
+    assert len(handlers) == 1 and handlers[0].args[0].kwargs["target_action"] is nodes[-2]   # recorder ends the run
     assert (tmp_path / "run" / "manifest.json").is_file()
 
 
 def test_launch_embedded_backend_adds_the_llm_server(monkeypatch, tmp_path):
     actions = _launch(monkeypatch, planner="llm", llm_backend="embedded", output_dir=tmp_path / "run")
     exes = [a.kwargs["executable"] for a in actions if isinstance(a, Node)]
-    assert exes == ["llm_server", "sim", "topology", "robot", "recorder"]
+    assert exes == ["llm_server", "sim", "topology", "robot", "recorder", "bag_recorder"]
     params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
     assert params["llm_base_url"] == "http://127.0.0.1:18080/v1"
 

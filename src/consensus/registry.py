@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 SCENARIO_PACKAGE = "consensus.scenarios"
 
 #: kernel ROS executables (any scenario may start them): executable -> module with main()
-KERNEL_EXECUTABLES = {"sim": "consensus.ros.sim", "llm_server": "consensus.ros.llm_server"}
+KERNEL_EXECUTABLES = {"sim": "consensus.ros.sim", "llm_server": "consensus.ros.llm_server",
+                      "bag_recorder": "consensus.ros.bag_recorder"}
 
 
 @dataclass(frozen=True)
