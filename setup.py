@@ -24,7 +24,8 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", sorted(glob("launch/*.launch.py"))),
-        ("share/" + PACKAGE + "/config", sorted(glob("config/*.yaml"))),
+        ("share/" + PACKAGE + "/config",                  # params files, the RViz2 config, the Foxglove layout
+         sorted(glob("config/*.yaml") + glob("config/*.rviz") + glob("config/*.json"))),
         ("lib/" + PACKAGE, sorted(glob("scripts/*"))),
     ],
     install_requires=[
@@ -35,6 +36,8 @@ setup(
         "transforms3d>=0.4",    # quaternion <-> yaw for unicycle robots
         "numba>=0.60",          # the naming game's simulation kernel (>= 50 M pair interactions/s)
         "tqdm>=4.60",           # progress bars of long extractions and sweeps
+        "mcap>=1.1",            # the run's MCAP bag (writer and reader)
+        "mcap-ros2-support>=0.5",   # decodes the bag's CDR messages without ROS (`consensus plot BAG`)
     ],
     extras_require={
         # ROS 2 Kilted from PyPI wheels, for users without an apt ROS install (see requirements/ros-kilted.txt)

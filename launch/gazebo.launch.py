@@ -8,7 +8,8 @@ Needs ros_gz (sudo apt install ros-kilted-ros-gz); without it the launch stops w
 Arguments and checks: ``consensus.runs.launch_file``; generation: ``consensus.sims.gazebo``; docs/gazebo.md.
 """
 from consensus.runs.launch_file import launch_description
+from consensus.sims.gazebo import GAZEBO
 
 
 def generate_launch_description():
-    return launch_description("aggregation", gazebo=True)
+    return launch_description("aggregation", variant=GAZEBO)

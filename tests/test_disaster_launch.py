@@ -29,7 +29,8 @@ def test_launch_arguments_reach_the_one_params_file_and_the_sim_starts_on_the_st
 
     actions, nodes = _launch(monkeypatch, num_robots=4, planner="random", volatility="high", rounds=7, seed=5,
                              fleet="false", output_dir=tmp_path / "run")
-    assert [n["executable"] for n in nodes] == ["sim", "drone", "drone", "drone", "drone", "disaster_grid"]
+    assert [n["executable"] for n in nodes] == ["sim", "drone", "drone", "drone", "drone", "disaster_grid",
+                                                "bag_recorder"]
     assert [n["name"] for n in nodes if n["executable"] == "drone"] == [f"/robot_{i}/agent" for i in range(4)]
     assert [n["params"]["robot_id"] for n in nodes if n["executable"] == "drone"] == [0, 1, 2, 3]
     params_file = Path(nodes[0]["params_file"])
@@ -51,7 +52,8 @@ def test_launch_arguments_reach_the_one_params_file_and_the_sim_starts_on_the_st
 def test_launch_llm_explicit_fleet_adds_server_and_aggregator(monkeypatch, tmp_path):
     _, nodes = _launch(monkeypatch, planner="llm", llm_backend="embedded", mode="explicit",
                        strategy="spoke_wheel", output_dir=tmp_path / "run")
-    assert [n["executable"] for n in nodes] == ["llm_server", "sim", "drone", "aggregator", "disaster_grid"]
+    assert [n["executable"] for n in nodes] == ["llm_server", "sim", "drone", "aggregator", "disaster_grid",
+                                                "bag_recorder"]
     fleet = next(n for n in nodes if n["executable"] == "drone")
     assert fleet["name"] == "/fleet" and fleet["namespace"] == ""
     params = _params(tmp_path / "run" / "params.yaml")
@@ -61,7 +63,7 @@ def test_launch_llm_explicit_fleet_adds_server_and_aggregator(monkeypatch, tmp_p
 def test_single_llm_baseline_flies_one_drone_and_the_sim_one_robot(monkeypatch, tmp_path):
     _, nodes = _launch(monkeypatch, planner="llm", llm_backend="openai", baseline="single_llm",
                        output_dir=tmp_path / "run")
-    assert [n["executable"] for n in nodes] == ["sim", "drone", "disaster_grid"]   # no embedded server
+    assert [n["executable"] for n in nodes] == ["sim", "drone", "disaster_grid", "bag_recorder"]   # no LLM server
     sim = nodes[0]["params"]
     assert sim["num_robots"] == 1 and len(sim["initial_positions"]) == 2      # one drone is a valid fleet
 

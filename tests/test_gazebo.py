@@ -127,18 +127,11 @@ def test_missing_gz_is_one_clear_message_naming_what_to_install(monkeypatch):
 
 # --- launch/gazebo.launch.py under the real `launch` (a ROS 2 install; here the PyPI wheels of launch/launch_ros)
 
-def _real_launch():
-    if importlib.util.find_spec("launch") is None or importlib.util.find_spec("launch_ros") is None:
-        if REQUIRE_ALL:
-            pytest.fail("launch / launch_ros not installed")
-        pytest.skip("launch / launch_ros not installed (a ROS 2 install or the ros2 tools wheels)")
-    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-    try:
-        get_package_share_directory("consensus")
-    except PackageNotFoundError:
-        if REQUIRE_ALL:
-            raise
-        pytest.skip("package not installed in the ament index (make install)")
+def _real_launch(monkeypatch):
+    from ros2_tools import need_launch, tool_env
+
+    need_launch()
+    monkeypatch.setenv("AMENT_PREFIX_PATH", tool_env()["AMENT_PREFIX_PATH"])   # this venv's install of the package
 
 
 def _visit(**args):
@@ -160,7 +153,7 @@ def _visit(**args):
 
 
 def test_launch_without_gz_stops_with_one_message_before_making_the_run(monkeypatch, tmp_path):
-    _real_launch()
+    _real_launch(monkeypatch)
     monkeypatch.setattr(gazebo.shutil, "which", lambda name: None)
     with pytest.raises(ConfigError, match="sudo apt install ros-kilted-ros-gz"):
         _visit(output_dir=tmp_path / "run")
@@ -168,7 +161,7 @@ def test_launch_without_gz_stops_with_one_message_before_making_the_run(monkeypa
 
 
 def test_launch_starts_gz_the_bridge_and_the_run_without_the_builtin_sim(monkeypatch, tmp_path):
-    _real_launch()
+    _real_launch(monkeypatch)
     from launch.actions import ExecuteProcess
     from launch.utilities import perform_substitutions
     from launch_ros.actions import Node
@@ -184,7 +177,7 @@ def test_launch_starts_gz_the_bridge_and_the_run_without_the_builtin_sim(monkeyp
     nodes = [a for a in processes if isinstance(a, Node)]
     assert [(n.node_package, n.node_executable) for n in nodes] == \
         [("ros_gz_bridge", "parameter_bridge"), ("consensus", "topology")] + [("consensus", "robot")] * 3 + \
-        [("consensus", "recorder")]
+        [("consensus", "recorder"), ("consensus", "bag_recorder")]
     run = tmp_path / "run"
     bridge = yaml.safe_load((run / "bridge.yaml").read_text())
     assert {e["ros_topic_name"] for e in bridge} == {"/clock"} | {f"/robot_{i}/{t}" for i in range(3)

@@ -24,7 +24,8 @@ def test_launch_starts_the_runner_nodes_with_one_merged_params_file(monkeypatch,
 
     actions, nodes = _launch(monkeypatch, num_robots=3, planner="average", topology="ring", fleet="false",
                              output_dir=tmp_path / "run")
-    assert [n["executable"] for n in nodes] == ["sim", "topology", "robot", "robot", "robot", "recorder"]
+    assert [n["executable"] for n in nodes] == ["sim", "topology", "robot", "robot", "robot", "recorder",
+                                                "bag_recorder"]
     assert [n["name"] for n in nodes if n["executable"] == "robot"] == \
         ["/robot_0/agent", "/robot_1/agent", "/robot_2/agent"]
     params_file = Path(nodes[0]["params_file"])
@@ -40,7 +41,7 @@ def test_launch_starts_the_runner_nodes_with_one_merged_params_file(monkeypatch,
 def test_launch_embedded_backend_adds_the_llm_server(monkeypatch, tmp_path):
     _, nodes = _launch(monkeypatch, planner="llm", llm_backend="embedded", output_dir=tmp_path / "run")
     exes = [n["executable"] for n in nodes]
-    assert exes == ["llm_server", "sim", "topology", "robot", "recorder"]
+    assert exes == ["llm_server", "sim", "topology", "robot", "recorder", "bag_recorder"]
     params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
     assert params["llm_base_url"] == "http://127.0.0.1:18080/v1"
 

@@ -128,11 +128,12 @@ def test_settings_and_processes():
     assert overrides["max_rounds"] == 0
     specs = robot_processes(cfg, use_sim_time=True)
     assert [(s.executable, s.name, s.namespace) for s in specs] == [
-        ("sim", "sim", ""), ("naming_robot", "fleet", ""), ("naming_matchmaker", "matchmaker", "")]
+        ("sim", "sim", ""), ("naming_robot", "fleet", ""), ("naming_matchmaker", "matchmaker", ""),
+        ("bag_recorder", "bag_recorder", "")]
     assert specs[0].params["publish_clock"] is True and specs[0].params["use_sim_time"] is False
-    assert [s.ends_run for s in specs] == [False, False, True]
+    assert [s.ends_run for s in specs] == [False, False, True, False]
     per_robot = robot_processes(_cfg(fleet=False))
-    assert [(s.name, s.namespace, s.params.get("robot_id")) for s in per_robot[1:-1]] == [
+    assert [(s.name, s.namespace, s.params.get("robot_id")) for s in per_robot[1:-2]] == [
         ("agent", f"robot_{i}", i) for i in range(4)]
     with pytest.raises(ConfigError, match="num_robots"):
         robot_processes(_cfg(num_robots=2000))

@@ -179,26 +179,28 @@ def test_another_packages_node_gets_its_own_parameters_only(fake_turtlesim, tmp_
 
 
 def test_turtlesim_launch_file_is_the_aggregation_on_turtlesim(fake_turtlesim, monkeypatch, tmp_path):
-    import test_launch_file as tl
+    from launch.actions import DeclareLaunchArgument
+    from launch_ros.actions import Node
 
-    tl._install_standins(monkeypatch)
-    ament = sys.modules["ament_index_python.packages"]          # the stand-in: add what find_turtlesim asks
-    ament.PackageNotFoundError = KeyError
-    ament.get_package_prefix = lambda pkg: str(fake_turtlesim.parents[2])
+    from consensus.runs.launch_file import launch_arguments
+    from ros2_tools import launch_actions, need_launch, node_info, tool_env
+
+    need_launch()
+    monkeypatch.setenv("AMENT_PREFIX_PATH", tool_env()["AMENT_PREFIX_PATH"])   # the package and the fake turtlesim
     spec = importlib.util.spec_from_file_location("turtlesim_launch", ROOT / "launch" / "turtlesim.launch.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    entities = module.generate_launch_description().args[0]
-    declared = {e.args[0]: e.kwargs["default_value"] for e in entities if isinstance(e, tl.DeclareLaunchArgument)}
-    from consensus.runs.launch_file import launch_arguments
+    declared = {e.name: e for e in module.generate_launch_description().entities
+                if isinstance(e, DeclareLaunchArgument)}
     assert set(declared) == {"config", "use_sim_time", *launch_arguments("aggregation")}
-    assert declared["sim"] == "turtlesim"
-    context = {**declared, "num_robots": "3", "planner": "average", "output_dir": str(tmp_path / "run")}
-    (opaque,) = [e for e in entities if isinstance(e, tl.OpaqueFunction)]
-    nodes = [a for a in opaque.kwargs["function"](context) if isinstance(a, tl.Node)]
-    assert [(n.kwargs["package"], n.kwargs["executable"]) for n in nodes[:2]] == \
+    assert declared["sim"].default_value[0].text == "turtlesim"
+    actions = launch_actions("turtlesim.launch.py", monkeypatch, num_robots=3, planner="average",
+                             output_dir=tmp_path / "run")
+    nodes = [node_info(a) for a in actions if isinstance(a, Node)]
+    assert [(n["package"], n["executable"]) for n in nodes[:2]] == \
         [("turtlesim", "turtlesim_node"), ("consensus", "turtlesim_bridge")]
-    assert nodes[0].kwargs["parameters"] == [{"use_sim_time": False}]      # not our params file
+    assert nodes[0]["params_file"] != str(tmp_path / "run" / "params.yaml")   # not our params file
+    assert nodes[1]["params_file"] == str(tmp_path / "run" / "params.yaml")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["config"]["kinematics"] == "unicycle" and manifest["sim_changes"]["kinematics"]
 

@@ -7,6 +7,7 @@
     consensus report runs/fig4
     consensus model path            # assemble + verify the embedded model, print its path
     consensus gazebo-world --robots 4 --out DIR     # gz sim world.sdf + ros_gz bridge.yaml (docs/gazebo.md)
+    consensus plot runs/demo/bag     # redraw a run's figures from its MCAP bag
 
 ``consensus run <scenario>`` exists for every registered scenario with a runner (``consensus.registry``). Every
 one takes the same common flags (``COMMON_FLAGS``: ``--config``, ``--robots``, ``--seed``, ``--backend``,
@@ -129,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     # gz sim: the world and ros_gz bridge of a run (docs/gazebo.md)
     from consensus.sims import gazebo
     gazebo.add_arguments(sub.add_parser("gazebo-world", help="write a gz sim world + ros_gz bridge config"))
+    # `consensus plot BAG`: a run's figures redrawn from its MCAP bag (consensus.runs.bag)
+    plot = sub.add_parser("plot", help="redraw a run's figures from its MCAP bag",
+                          description="Redraw the trajectories (paths, planned vs actual) and the spread over time "
+                                      "from a run's bag: RUN/bag (the bag directory) or its .mcap file.")
+    plot.add_argument("bag", type=Path, help="bag directory (with metadata.yaml) or .mcap file")
+    plot.add_argument("--out", type=Path, default=None, help="output folder (default: plots/ beside the bag)")
     return parser
 
 
@@ -188,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("experiment", "report"):
             from consensus.experiments import cli as experiments_cli
             return experiments_cli.run(args)
+        if args.command == "plot":
+            from consensus.runs.bag import plot_bag
+            for png in plot_bag(args.bag, args.out):
+                print(f"plot: {png}")
+            return 0
         if args.command == "model":
             from consensus.llm.embedded import ensure_default_model
             print(ensure_default_model())

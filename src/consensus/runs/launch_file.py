@@ -15,7 +15,7 @@ validated before any process starts, and an argument the launch file does not de
 message (``ros2 launch`` itself would ignore it silently). The processes are the scenario's ``processes(cfg)`` -
 the same list ``consensus run <scenario>`` starts - as ``launch_ros.actions.Node`` actions; the launch shuts down
 when the process marked ``ends_run`` exits. ``launch/gazebo.launch.py`` is the aggregation with gz sim in place of
-the builtin ``sim`` (``gazebo_actions``).
+the builtin ``sim`` (a ``LaunchVariant``: ``consensus.sims.gazebo.GAZEBO``).
 
 ``launch`` and ``launch_ros`` come with a ROS 2 install (they are not on PyPI), so they are imported only here.
 """
@@ -74,11 +74,10 @@ def launch_arguments(name: str) -> dict[str, str]:
     return {**COMMON_ARGS, **scenario(name).launch_args}
 
 
-def launch_description(name: str, *, gazebo: bool = False, **defaults: str):
+def launch_description(name: str, *, variant: LaunchVariant | None = None, **defaults: str):
     """The ``LaunchDescription`` of scenario ``name`` (module docstring); ``defaults``: launch arguments whose
-    default is not empty (e.g. ``sim="turtlesim"`` in launch/turtlesim.launch.py). ``gazebo``: gz sim moves the
-    robots instead of the builtin ``sim`` (``gazebo_actions``); ``use_sim_time`` then defaults to true and the
-    arguments ``kinematics`` (default unicycle: diff-drive robots) and ``gz_args`` are added."""
+    default is not empty (e.g. ``sim="turtlesim"`` in launch/turtlesim.launch.py); ``variant``: another world
+    for the same scenario (``LaunchVariant``, e.g. gz sim in launch/gazebo.launch.py)."""
     import os
 
     from ament_index_python.packages import get_package_share_directory
@@ -91,49 +90,38 @@ def launch_description(name: str, *, gazebo: bool = False, **defaults: str):
     fields = launch_arguments(name)
     default_config = os.path.join(get_package_share_directory("consensus"), "config", sc.config_file)
     args = [DeclareLaunchArgument("config", default_value=default_config, description="the /**: parameters file"),
-            DeclareLaunchArgument("use_sim_time", default_value=str(gazebo).lower(),
+            DeclareLaunchArgument("use_sim_time", default_value=str(bool(variant and variant.use_sim_time)).lower(),
                                   description="the sim publishes /clock and all other nodes follow it")]
     unknown = sorted(set(defaults) - set(fields))
     if unknown:
         raise ValueError(f"launch_description('{name}'): no launch argument(s) {', '.join(unknown)}")
     args += [DeclareLaunchArgument(arg, default_value=str(defaults.get(arg, "")), description=desc)
              for arg, desc in fields.items()]
-    if gazebo:
-        args += [DeclareLaunchArgument(arg, default_value=default, description=desc)
-                 for arg, (default, desc) in GAZEBO_ARGS.items()]
-    declared = {"config", "use_sim_time", *fields, *(GAZEBO_ARGS if gazebo else ())}
+    variant = variant or LaunchVariant()
+    args += [DeclareLaunchArgument(arg, default_value=default, description=desc)
+             for arg, (default, desc) in variant.args.items()]
+    declared = {"config", "use_sim_time", *fields, *variant.args}
     return LaunchDescription(args + [OpaqueFunction(function=functools.partial(_setup, name=name, declared=declared,
-                                                                               gazebo=gazebo))])
+                                                                               variant=variant))])
 
 
-#: the extra arguments of a gazebo launch: argument -> (default, description)
-GAZEBO_ARGS = {"kinematics": ("unicycle", "unicycle: diff-drive robots | single_integrator: velocity-controlled "
-                                          "bodies at a fixed height"),
-               "gz_args": ("-r", "arguments of `gz sim` before the world file, e.g. '-r -s' (no GUI)")}
+class LaunchVariant:
+    """A launch file that runs a scenario in another world (e.g. ``consensus.sims.gazebo.GAZEBO``): its extra
+    launch arguments (name -> (default, description)), the default of ``use_sim_time``, the config overrides it
+    needs (``overrides(context)``; may check what must be installed) and the actions it starts in place of the
+    plain node list (``actions(cfg, specs, params_file, context)``)."""
+
+    args: dict[str, tuple[str, str]] = {}
+    use_sim_time: bool = False
+
+    def overrides(self, context) -> dict:
+        return {}
+
+    def actions(self, cfg, specs: list[ProcessSpec], params_file: Path, context) -> list:
+        return node_actions(specs, params_file)
 
 
-def gazebo_actions(cfg, specs: list[ProcessSpec], params_file: Path, gz_args: str = "-r") -> list:
-    """``gz sim`` on the run's generated world, the ros_gz bridge, and the run's processes but the builtin ``sim``
-    (``consensus.sims.gazebo``); the launch shuts down when gz sim exits."""
-    import shlex
-
-    from launch.actions import EmitEvent, ExecuteProcess, RegisterEventHandler
-    from launch.event_handlers import OnProcessExit
-    from launch.events import Shutdown
-    from launch_ros.actions import Node
-
-    from consensus.sims.gazebo import write_files
-
-    world, bridge = write_files(cfg, specs, cfg.output_dir)
-    gz = ExecuteProcess(cmd=["gz", "sim", *shlex.split(gz_args), str(world)], name="gz_sim", output="screen")
-    return [gz, RegisterEventHandler(OnProcessExit(target_action=gz, on_exit=[EmitEvent(event=Shutdown(
-                reason="gz sim exited"))])),
-            Node(package="ros_gz_bridge", executable="parameter_bridge", name="gz_bridge", output="screen",
-                 parameters=[{"config_file": str(bridge)}]),
-            *node_actions([s for s in specs if s.executable != "sim"], params_file)]
-
-
-def _setup(context, name: str, declared: set[str], gazebo: bool = False):
+def _setup(context, name: str, declared: set[str], variant: LaunchVariant):
     from launch.substitutions import LaunchConfiguration
 
     from consensus.errors import ConfigError
@@ -152,11 +140,7 @@ def _setup(context, name: str, declared: set[str], gazebo: bool = False):
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
     overrides = {arg: LaunchConfiguration(arg).perform(context) for arg in launch_arguments(name)}
     overrides = {k: v for k, v in overrides.items() if v != ""}
-    if gazebo:
-        from consensus.sims.gazebo import require
-
-        require()           # gz and ros_gz_bridge, before the run directory is made
-        overrides.update(sim="gazebo", kinematics=LaunchConfiguration("kinematics").perform(context))
+    overrides.update(variant.overrides(context))        # e.g. checks that gz is installed, before anything starts
     # validated here, before any process starts: a bad value stops the launch with one clear message
     cfg = load_flat(sc.config_cls, config_file or None, **overrides)
     out = cfg.output_dir or default_run_dir(name)
@@ -164,7 +148,4 @@ def _setup(context, name: str, declared: set[str], gazebo: bool = False):
         cfg, params_file = sc.prepare(cfg, out)
     else:
         cfg, params_file = prepare_run(cfg, out, scenario=name)
-    specs = sc.processes(cfg, use_sim_time=use_sim_time)
-    if gazebo:
-        return gazebo_actions(cfg, specs, params_file, LaunchConfiguration("gz_args").perform(context))
-    return node_actions(specs, params_file)
+    return variant.actions(cfg, sc.processes(cfg, use_sim_time=use_sim_time), params_file, context)

@@ -20,7 +20,7 @@ from matplotlib.patches import Rectangle
 
 from consensus.control.safety import Geofence
 from consensus.graphs.topology import Graph
-from consensus.metrics.convergence import consensus_point
+from consensus.metrics.convergence import consensus_point, spread_series
 
 #: robots get one legend entry each up to this many; beyond, only the marker meanings are listed
 MAX_LEGEND_ROBOTS = 10
@@ -250,3 +250,26 @@ def plot_1d_rounds(rounds: Sequence[int] | np.ndarray, values: np.ndarray, out_p
     """Write ``rounds_figure`` to ``out_png``; returns the PNG path."""
     return save_figure(rounds_figure(rounds, values, title=title, labels=labels, ylabel=ylabel), out_png, svg)
 
+
+
+def spread_figure(times: np.ndarray, positions: np.ndarray, *, title: str = "", tol: float | None = None) -> Figure:
+    """The fleet's spread (``consensus.metrics.convergence.spread``) over time; ``tol`` as a dotted line."""
+    positions = _check_traj(positions)
+    fig = new_figure(figsize=(7, 3.2))
+    ax = fig.subplots()
+    ax.plot(np.asarray(times, dtype=float), spread_series(positions), "-", color="C0", lw=1.5)
+    if tol is not None:
+        ax.axhline(tol, color="0.4", ls=":", lw=1.0, label=f"tolerance {tol:g} m")
+        ax.legend(loc="upper right", fontsize="small")
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel("spread [m]")
+    ax.grid(True, alpha=0.3)
+    ax.set_title(f"{title or 'Spread over time'} (N={positions.shape[1]})")
+    fig.tight_layout()
+    return fig
+
+
+def plot_spread(times: np.ndarray, positions: np.ndarray, out_png: str | Path, *, title: str = "",
+                tol: float | None = None, svg: bool = False) -> Path:
+    """Write ``spread_figure`` to ``out_png``; returns the PNG path."""
+    return save_figure(spread_figure(times, positions, title=title, tol=tol), out_png, svg)

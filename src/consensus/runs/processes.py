@@ -77,3 +77,9 @@ def robot_base_overrides(cfg, settings: dict[str, Any], *, values=None, exclude:
     base = RobotBaseConfig.from_dict({**shared, **settings}, source=source)
     seen = {**RobotBaseConfig().to_dict(), **{n: getattr(cfg, n) for n in names}}
     return base, {k: v for k, v in base.to_dict().items() if k in settings or v != seen[k]}
+
+
+def bag_specs(cfg, params: dict) -> list[ProcessSpec]:
+    """The ``bag_recorder`` process (``consensus.ros.bag_recorder``: every topic into ``RUN/bag``) with ``params``,
+    unless the config's ``bag`` switch is off. A config without that switch always records."""
+    return [ProcessSpec("bag_recorder", "bag_recorder", params=params)] if getattr(cfg, "bag", True) else []

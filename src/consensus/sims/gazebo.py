@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from consensus.errors import ConfigError
+from consensus.runs.launch_file import LaunchVariant, node_actions
 from consensus.settings import RobotBaseConfig
 
 ROS_DISTRO, GZ_RELEASE = "kilted", "ionic"
@@ -237,3 +238,41 @@ def command(args: argparse.Namespace, default_config: Callable[[str], Path | Non
     for path in write_files(cfg, sc.processes(cfg), args.out, args.height):
         print(path)
     return 0
+
+
+class GazeboLaunch(LaunchVariant):
+    """launch/gazebo.launch.py: the scenario's processes but the builtin ``sim`` in gz sim (module docstring)."""
+
+    use_sim_time = True
+    args = {"kinematics": ("unicycle", "unicycle: diff-drive robots | single_integrator: velocity-controlled "
+                                       "bodies at a fixed height"),
+            "gz_args": ("-r", "arguments of `gz sim` before the world file, e.g. '-r -s' (no GUI)")}
+
+    def overrides(self, context) -> dict:
+        from launch.substitutions import LaunchConfiguration
+
+        require()           # gz and ros_gz_bridge, before the run directory is made
+        return {"sim": "gazebo", "kinematics": LaunchConfiguration("kinematics").perform(context)}
+
+    def actions(self, cfg, specs, params_file, context) -> list:
+        """``gz sim`` on the run's generated world, the ros_gz bridge, and the run's processes but the builtin
+        ``sim``; the launch shuts down when gz sim exits."""
+        import shlex
+
+        from launch.actions import EmitEvent, ExecuteProcess, RegisterEventHandler
+        from launch.event_handlers import OnProcessExit
+        from launch.events import Shutdown
+        from launch.substitutions import LaunchConfiguration
+        from launch_ros.actions import Node
+
+        world, bridge = write_files(cfg, specs, cfg.output_dir)
+        gz_args = shlex.split(LaunchConfiguration("gz_args").perform(context))
+        gz = ExecuteProcess(cmd=["gz", "sim", *gz_args, str(world)], name="gz_sim", output="screen")
+        return [gz, RegisterEventHandler(OnProcessExit(target_action=gz, on_exit=[EmitEvent(event=Shutdown(
+                    reason="gz sim exited"))])),
+                Node(package="ros_gz_bridge", executable="parameter_bridge", name="gz_bridge", output="screen",
+                     parameters=[{"config_file": str(bridge)}]),
+                *node_actions([s for s in specs if s.executable != "sim"], params_file)]
+
+
+GAZEBO = GazeboLaunch()

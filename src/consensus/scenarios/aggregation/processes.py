@@ -5,7 +5,7 @@ Read by ``launch/aggregation.launch.py`` and by ``consensus run aggregation`` (`
 """
 from __future__ import annotations
 
-from consensus.runs.processes import ProcessSpec, robot_specs
+from consensus.runs.processes import ProcessSpec, bag_specs, robot_specs
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.sims import turtlesim
 
@@ -22,4 +22,5 @@ def aggregation_processes(cfg: AggregationConfig, *, use_sim_time: bool = False)
     specs.append(ProcessSpec("topology", "topology", params=sim_time))
     specs += robot_specs("robot", cfg, sim_time)
     specs.append(ProcessSpec("recorder", "recorder", params=sim_time, ends_run=True))
+    specs += bag_specs(cfg, sim_time)              # MCAP bag of the run (cfg.bag)
     return specs

@@ -73,6 +73,9 @@ def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_
     """The registered runner of ``consensus run aggregation``."""
     if headless and cfg.sim == "turtlesim":
         raise ConfigError("sim 'turtlesim' runs the robots as ROS 2 nodes: drop --headless")
+    if cfg.sim == "gazebo":
+        raise ConfigError("sim 'gazebo' starts with gz sim and its bridge: ros2 launch consensus gazebo.launch.py "
+                          "(docs/gazebo.md)")
     cfg = apply_robots_file(cfg)          # real robots: refused here, before anything starts, when the map is bad
     ok, msg = cfg.graph().consensus_check()
     if not ok:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from consensus.runs.processes import ProcessSpec, robot_base_overrides, robot_specs
+from consensus.runs.processes import ProcessSpec, bag_specs, robot_base_overrides, robot_specs
 from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import start_cells
@@ -69,4 +69,5 @@ def disaster_processes(cfg: DisasterConfig, *, use_sim_time: bool = False) -> li
     if run.mode == "explicit":
         specs.append(ProcessSpec("aggregator", "aggregator", params=sim_time))
     specs.append(ProcessSpec("disaster_grid", "disaster_grid", params=sim_time, ends_run=True))
+    specs += bag_specs(cfg, sim_time)              # MCAP bag of the run (always: DisasterConfig has no bag switch)
     return specs

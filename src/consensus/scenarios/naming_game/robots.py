@@ -132,13 +132,14 @@ def robot_processes(cfg: RobotsGameConfig, *, use_sim_time: bool = False) -> lis
     """The ROS processes of a fleet run of ``cfg``: ``sim``, the robots (executable ``naming_robot``: one process
     ``/fleet``, or one ``/robot_<i>/agent`` per robot with ``fleet: false``) and ``naming_matchmaker``, which ends
     the run. Validates the controller settings first (ConfigError)."""
-    from consensus.runs.processes import ProcessSpec, robot_specs
+    from consensus.runs.processes import ProcessSpec, bag_specs, robot_specs
 
     _, sim_overrides = controller_config(cfg, publish_clock=bool(use_sim_time))
     sim_time = {"use_sim_time": bool(use_sim_time)}
     specs = [ProcessSpec("sim", "sim", params={**sim_overrides, "use_sim_time": False})]
     specs += robot_specs("naming_robot", cfg, sim_time)
     specs.append(ProcessSpec("naming_matchmaker", "matchmaker", params=sim_time, ends_run=True))
+    specs += bag_specs(cfg, sim_time)              # MCAP bag of the run (always: no bag switch here)
     return specs
 
 

@@ -11,6 +11,11 @@ Health: the summary's ``callback_errors`` and ``bad_messages`` are the run's tot
 the recorder's own (also published on ``/health``). The recorder counts as bad messages a
 ``state``/``target`` with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position and a malformed reasoning,
 status or health record.
+
+Visualization (``markers``, default on): at 2 Hz the recorder publishes ``markers`` (visualization_msgs/MarkerArray,
+frame ``world``: robots, targets, plans, the communication edges of the latched ``/topology/graph``, each robot's
+last reasoning; see ``consensus.scenarios.aggregation.ros.markers``) and, where tf2_msgs is installed, ``/tf``
+(``world -> robot_<i>/base_link``). A malformed graph record counts as a bad message.
 """
 from __future__ import annotations
 
@@ -24,17 +29,20 @@ import rclpy.task
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
 
 from consensus.runs.ros_runner import announce_results
 from consensus.metrics.convergence import spread
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
+from consensus.scenarios.aggregation.ros import markers
 from consensus.ros.cdr import point_stamped_xy
 from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, declare_config, decode_or_count, guarded,
                                   publish_health, run_node, sane, spin_node, sum_health)
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 
 START_WAIT_S = 10.0
+VIZ_PERIOD_S = 0.5          # markers and TF at 2 Hz
 
 
 class Recorder:
@@ -82,6 +90,9 @@ class Recorder:
         self.t_all_planned: float | None = None                       # when every robot reached max_rounds
         node.create_timer(1.0 / cfg.state_rate_hz, g(self.sample, "recorder.sample"))
         self.publish_health = publish_health(node, self.health)
+        self.viz = cfg.markers
+        if self.viz:
+            self._init_viz(g)
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -120,6 +131,7 @@ class Recorder:
             return
         if 0 <= robot < len(self.rounds_planned):
             self.rounds_planned[robot] = max(self.rounds_planned[robot], rnd + 1)
+            self._note_reasoning(robot, rec)
         else:
             self.health.count_bad_message("recorder.plan")
 
@@ -215,6 +227,41 @@ class Recorder:
         by_node[self.fqn] = self.health.counts()
         out["health_by_node"] = dict(sorted(by_node.items()))
         return out
+
+    # ------------------------------------------------------------------ visualization: markers and TF (cfg.markers)
+    def _init_viz(self, g) -> None:
+        from consensus.runs.plots import colors
+
+        node, n = self.node, self.cfg.num_robots
+        self.colors = colors(n)
+        self.reasoning: dict[int, str] = {}
+        self.edges: list[tuple[int, int]] = []
+        self.frames = [f"robot_{i}/base_link" for i in range(n)]
+        self.marker_pub = node.create_publisher(MarkerArray, "markers", qos.EVENTS)
+        self.tf_pub = node.create_publisher(markers.TFMessage, "/tf", qos.EVENTS) if markers.TFMessage else None
+        node.create_subscription(String, "/topology/graph", g(self._on_graph, "recorder.graph"), qos.LATCHED)
+        node.create_timer(VIZ_PERIOD_S, g(self.publish_viz, "recorder.viz"))
+
+    def _note_reasoning(self, robot: int, rec: dict) -> None:
+        if self.viz:
+            self.reasoning[robot] = str(rec.get("reasoning", ""))[:markers.TEXT_CHARS + 1]
+
+    def _on_graph(self, msg: String) -> None:
+        try:
+            edges = markers.graph_edges(json.loads(msg.data), self.cfg.num_robots)
+        except ValueError:
+            edges = None
+        if edges is None:
+            self.health.count_bad_message("recorder.graph")
+        else:
+            self.edges = edges
+
+    def publish_viz(self) -> None:
+        stamp = self.node.get_clock().now().to_msg()
+        self.marker_pub.publish(markers.fleet_markers(self.pos, self.tgt, self.edges, self.reasoning, stamp,
+                                                      self.colors))
+        if self.tf_pub is not None:
+            self.tf_pub.publish(markers.tf_message(markers.robot_transforms(self.pos, stamp, self.frames)))
 
     def finish(self) -> dict:
         self.plans.close()

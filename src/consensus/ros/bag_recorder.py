@@ -1,0 +1,135 @@
+"""``bag_recorder``: records every topic of a run into the MCAP bag ``RUN/bag/`` (``consensus.runs.bag``).
+
+Once a second (steady clock) it looks for new topics (``get_topic_names_and_types``) and subscribes to each with a
+publisher, except ``/parameter_events``, serialized (``raw=True``: the CDR bytes go to the file untouched), with
+the QoS its publishers offer (reliable only if every publisher is; transient-local only if every publisher is, so
+latched topics such as ``/topology/graph`` arrive too) and depth 100. The offered profiles go into the bag's
+metadata. A topic whose type has no installed .msg definition or Python class is skipped with one warning. Each
+message is stamped with its receive time on the node clock (``use_sim_time`` honoured).
+
+Reads ``output_dir`` (and ``seed``) from the run's parameters file. On SIGINT/SIGTERM (the end of every run) or any
+other exit it finishes the MCAP file and writes ``metadata.yaml``, so ``ros2 bag info RUN/bag`` and Foxglove open
+it. Its callback errors go out on ``/health`` like every root-namespace node's.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from consensus.errors import ConfigError
+from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, spin_node
+from consensus.runs.bag import BagWriter
+from consensus.runs.rundir import default_run_dir
+from consensus.settings import FlatParams, RunParams
+
+DISCOVERY_PERIOD_S = 1.0
+EXCLUDED = frozenset({"/parameter_events"})
+DEPTH = 100
+BAG_DIR = "bag"
+
+
+@dataclass
+class BagConfig(FlatParams, RunParams):
+    """What the bag recorder reads from a run's parameters file: the run directory."""
+
+
+def _duration(d: Duration) -> dict:
+    ns = int(d.nanoseconds)
+    return {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000}
+
+
+def offered_qos(profile: QoSProfile) -> dict:
+    """A publisher's QoS profile in the bag metadata's form (``consensus.runs.bag.qos_profile``)."""
+    return {"history": profile.history.short_key, "depth": int(profile.depth),
+            "reliability": profile.reliability.short_key, "durability": profile.durability.short_key,
+            "deadline": _duration(profile.deadline), "lifespan": _duration(profile.lifespan),
+            "liveliness": profile.liveliness.short_key,
+            "liveliness_lease_duration": _duration(profile.liveliness_lease_duration),
+            "avoid_ros_namespace_conventions": bool(profile.avoid_ros_namespace_conventions)}
+
+
+def subscription_qos(offered: list[QoSProfile]) -> QoSProfile:
+    """The QoS that hears every publisher of a topic (rosbag2's rule): reliable only if all publishers are,
+    transient-local only if all are."""
+    reliable = all(p.reliability == ReliabilityPolicy.RELIABLE for p in offered)
+    latched = all(p.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in offered)
+    return QoSProfile(depth=DEPTH,
+                      reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
+
+
+def message_class(type_name: str) -> type:
+    """The Python class of ``pkg/msg/Type`` (ValueError for another form, ImportError/AttributeError if absent)."""
+    pkg, kind, name = type_name.split("/") if type_name.count("/") == 2 else ("", "", "")
+    if not (pkg and kind == "msg" and name):
+        raise ValueError(f"'{type_name}' is not a message type (pkg/msg/Type)")
+    return getattr(importlib.import_module(f"{pkg}.msg"), name)
+
+
+class BagRecorder:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.cfg = declare_config(node, BagConfig)
+        run = Path(self.cfg.output_dir) if self.cfg.output_dir else default_run_dir("bag")
+        self.writer = BagWriter(run / BAG_DIR)
+        self.health = Health(parent=HEALTH)
+        self.subs: dict[str, object] = {}
+        self.skipped: set[str] = set()
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        node.create_timer(DISCOVERY_PERIOD_S, guarded(self.discover, "bag.discover", self.health), clock=steady)
+        self.publish_health = publish_health(node, self.health)
+        node.get_logger().info(f"recording every topic into {self.writer.path}")
+        self.discover()
+
+    def discover(self) -> None:
+        for name, types in self.node.get_topic_names_and_types():
+            if name in self.subs or name in self.skipped or name in EXCLUDED:
+                continue
+            publishers = self.node.get_publishers_info_by_topic(name)
+            if not publishers:
+                continue                # only subscribers so far: wait for a publisher (and its QoS)
+            if len(types) != 1:
+                self._skip(name, f"it has {len(types)} types ({', '.join(types)})")
+                continue
+            try:
+                msg_cls = message_class(types[0])
+                self.writer.add_topic(name, types[0], [offered_qos(p.qos_profile) for p in publishers])
+            except (ConfigError, ValueError, AttributeError, ImportError) as exc:
+                self._skip(name, str(exc))
+                continue
+            qos = subscription_qos([p.qos_profile for p in publishers])
+            self.subs[name] = self.node.create_subscription(
+                msg_cls, name, guarded(self._writer_of(name), "bag.write", self.health), qos, raw=True)
+
+    def _skip(self, name: str, why: str) -> None:
+        self.skipped.add(name)
+        self.node.get_logger().warning(f"not recording {name}: {why}")
+
+    def _writer_of(self, name: str):
+        def cb(raw: bytes) -> None:
+            self.writer.write(name, raw, self.node.get_clock().now().nanoseconds)
+        return cb
+
+    def close(self) -> None:
+        meta = self.writer.close()["rosbag2_bagfile_information"]
+        self.node.get_logger().info(f"bag: {meta['message_count']} messages on "
+                                    f"{len(meta['topics_with_message_count'])} topics in {self.writer.dir}")
+
+
+def _body(_args: list[str]) -> None:
+    node = Node("bag_recorder")
+    rec = BagRecorder(node)
+    try:
+        spin_node(node, "events")
+    finally:
+        rec.close()         # also on SIGINT/SIGTERM: the file is finished and metadata.yaml written
+
+
+def main() -> int:
+    return run_node(_body, "bag_recorder")

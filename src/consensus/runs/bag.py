@@ -1,0 +1,341 @@
+"""A run's MCAP bag: written from serialized (CDR) messages in rosbag2's layout, read back without ROS.
+
+Layout (what ``ros2 bag record -s mcap`` leaves, so ``ros2 bag info/play`` and Foxglove open it): a directory
+``RUN/bag/`` with one file ``bag_0.mcap`` (profile ``ros2``; per message type a schema named ``pkg/msg/Type`` with
+encoding ``ros2msg`` and data = the message definition text, see ``message_definition``; per topic a channel with
+message encoding ``cdr`` and the metadata ``offered_qos_profiles`` and ``topic_type_hash``; per message the
+serialized bytes with log time = receive time) and ``metadata.yaml`` (``rosbag2_bagfile_information``, version 9).
+The writer is ``BagWriter`` (used by the ``bag_recorder`` node, ``consensus.ros.bag_recorder``); the reader is
+``read_messages`` (the mcap reader with ``mcap_ros2``'s decoder) and ``plot_bag`` redraws a run's figures from a
+bag (``consensus plot BAG``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import sys
+from pathlib import Path
+from typing import IO, Iterator, Sequence
+
+import numpy as np
+import yaml
+
+from consensus.errors import ConfigError
+
+METADATA_VERSION = 9                  # rosbag2_bagfile_information version written (rosbag2 >= Jazzy)
+SEPARATOR = "=" * 80                   # between the definitions of a message and its dependencies
+PRIMITIVES = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+              "int64", "uint64", "string", "wstring"}
+_FIELD_TYPE = re.compile(r"(?:^|\n)\s*([a-zA-Z0-9_/]+)(?:\[[^\]]*\])?\s+")      # the type at a line's start
+_TYPE_NAME = re.compile(r"^([a-zA-Z0-9_]+)/(?:msg/)?([a-zA-Z0-9_]+)$")
+#: a duration rosbag2 writes for "infinite" (RMW_DURATION_INFINITE)
+INFINITE = {"sec": 9223372036, "nsec": 854775807}
+
+
+# --------------------------------------------------------------------------- message definitions
+def ament_prefixes() -> list[Path]:
+    """The install prefixes whose ``share/<pkg>/msg`` hold message definitions: ``AMENT_PREFIX_PATH``, then the
+    running Python's prefix (the PyPI wheels install there)."""
+    found = [Path(p) for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    return [*found, Path(sys.prefix)]
+
+
+def _split(type_name: str) -> tuple[str, str]:
+    m = _TYPE_NAME.match(type_name)
+    if not m:
+        raise ConfigError(f"message type '{type_name}' is not of the form pkg/msg/Type")
+    return m.group(1), m.group(2)
+
+
+def _msg_file(type_name: str, prefixes: Sequence[Path], ext: str = ".msg") -> Path:
+    pkg, name = _split(type_name)
+    for prefix in prefixes:
+        path = Path(prefix) / "share" / pkg / "msg" / f"{name}{ext}"
+        if path.is_file():
+            return path
+    raise ConfigError(f"no {ext} file for '{type_name}' under share/{pkg}/msg of {[str(p) for p in prefixes]}")
+
+
+def _dependencies(text: str, package: str) -> list[str]:
+    found = set()
+    for m in _FIELD_TYPE.finditer(text):
+        t = m.group(1)
+        if t not in PRIMITIVES:
+            found.add(t if "/" in t else f"{package}/{t}")
+    return sorted(found)
+
+
+def message_definition(type_name: str, prefixes: Sequence[Path] | None = None) -> str:
+    """The full ``ros2msg`` definition of ``type_name`` (``pkg/msg/Type``) as rosbag2 stores it: the type's .msg
+    text, then every dependency once (depth first, in sorted order), each after a line of 80 ``=`` and a line
+    ``MSG: pkg/Type``. Read from the installed ``share/<pkg>/msg/<Type>.msg`` of ``prefixes`` (default
+    ``ament_prefixes()``); a missing file is a ConfigError."""
+    prefixes = ament_prefixes() if prefixes is None else list(prefixes)
+    seen: set[str] = set()
+
+    def text_of(name: str, depth: int) -> str:
+        if depth > 50:
+            raise ConfigError(f"message definition of '{type_name}' nests too deep")
+        text = _msg_file(name, prefixes).read_text(encoding="utf-8")
+        out = text
+        for dep in _dependencies(text, _split(name)[0]):
+            if dep not in seen:
+                seen.add(dep)
+                out += f"\n{SEPARATOR}\nMSG: {dep}\n" + text_of(dep, depth + 1)
+        return out
+
+    return text_of(type_name, 0)
+
+
+def type_hash(type_name: str, prefixes: Sequence[Path] | None = None) -> str:
+    """The type's ``RIHS01_...`` hash from the installed ``<Type>.json`` (rosidl), or "" when there is none."""
+    try:
+        path = _msg_file(type_name, ament_prefixes() if prefixes is None else prefixes, ".json")
+        pkg, name = _split(type_name)
+        for entry in json.loads(path.read_text(encoding="utf-8")).get("type_hashes", []):
+            if entry.get("type_name") == f"{pkg}/msg/{name}":
+                return str(entry.get("hash_string", ""))
+    except (ConfigError, OSError, ValueError, AttributeError):
+        pass
+    return ""
+
+
+# --------------------------------------------------------------------------- writing
+def qos_profile(*, reliable: bool = True, transient_local: bool = False, depth: int = 10,
+                keep_all: bool = False) -> dict:
+    """One offered QoS profile in rosbag2's metadata form (version 9: policy names, durations as sec/nsec)."""
+    return {"history": "keep_all" if keep_all else "keep_last", "depth": int(depth),
+            "reliability": "reliable" if reliable else "best_effort",
+            "durability": "transient_local" if transient_local else "volatile",
+            "deadline": dict(INFINITE), "lifespan": dict(INFINITE), "liveliness": "automatic",
+            "liveliness_lease_duration": dict(INFINITE), "avoid_ros_namespace_conventions": False}
+
+
+def bag_metadata(files: list[dict], topics: list[dict], *, ros_distro: str = "") -> dict:
+    """``metadata.yaml``'s content. ``files``: ``{"path", "start_ns", "end_ns", "count"}`` per MCAP file;
+    ``topics``: ``{"name", "type", "qos": [profile], "type_hash", "count"}`` per topic."""
+    starts = [f["start_ns"] for f in files if f["count"]]
+    ends = [f["end_ns"] for f in files if f["count"]]
+    start, end = (min(starts), max(ends)) if starts else (0, 0)
+    return {"rosbag2_bagfile_information": {
+        "version": METADATA_VERSION,
+        "storage_identifier": "mcap",
+        "duration": {"nanoseconds": int(end - start)},
+        "starting_time": {"nanoseconds_since_epoch": int(start)},
+        "message_count": int(sum(f["count"] for f in files)),
+        "topics_with_message_count": [
+            {"topic_metadata": {"name": t["name"], "type": t["type"], "serialization_format": "cdr",
+                                "offered_qos_profiles": list(t["qos"]), "type_description_hash": t["type_hash"]},
+             "message_count": int(t["count"])} for t in topics],
+        "compression_format": "",
+        "compression_mode": "",
+        "relative_file_paths": [f["path"] for f in files],
+        "files": [{"path": f["path"], "starting_time": {"nanoseconds_since_epoch": int(f["start_ns"])},
+                   "duration": {"nanoseconds": int(f["end_ns"] - f["start_ns"])}, "message_count": int(f["count"])}
+                  for f in files],
+        "custom_data": None,
+        "ros_distro": ros_distro}}
+
+
+class BagWriter:
+    """Writes serialized messages into ``directory/<name>_0.mcap`` and, on ``close()``, ``metadata.yaml``.
+
+    ``add_topic`` once per topic (schema = the type's message definition), then ``write`` per message. Chunks of
+    ``chunk_size`` bytes are zstd-compressed and flushed as they fill; ``close()`` (idempotent) writes the summary
+    that makes the file seekable and the metadata, so call it on every way out."""
+
+    def __init__(self, directory: str | Path, *, chunk_size: int = 256 * 1024, ros_distro: str | None = None) -> None:
+        from mcap.writer import CompressionType, Writer
+
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / f"{self.dir.name}_0.mcap"
+        if self.path.exists() or (self.dir / "metadata.yaml").exists():
+            raise ConfigError(f"{self.dir} already holds a bag")
+        self._file: IO[bytes] = self.path.open("wb")
+        self._writer = Writer(self._file, chunk_size=chunk_size, compression=CompressionType.ZSTD)
+        self._writer.start(profile="ros2", library="consensus (mcap-python)")
+        self.ros_distro = os.environ.get("ROS_DISTRO", "") if ros_distro is None else ros_distro
+        self._schemas: dict[str, int] = {}
+        self.topics: dict[str, dict] = {}          # name -> {"type", "qos", "type_hash", "count", "channel"}
+        self.start_ns: int | None = None
+        self.end_ns = 0
+        self.closed = False
+
+    def add_topic(self, name: str, type_name: str, qos: list[dict], *, definition: str | None = None,
+                  prefixes: Sequence[Path] | None = None) -> None:
+        if name in self.topics:
+            return
+        if type_name not in self._schemas:
+            text = message_definition(type_name, prefixes) if definition is None else definition
+            self._schemas[type_name] = self._writer.register_schema(type_name, "ros2msg", text.encode())
+        thash = type_hash(type_name, prefixes)
+        channel = self._writer.register_channel(
+            name, "cdr", self._schemas[type_name],
+            {"offered_qos_profiles": yaml.safe_dump(list(qos), sort_keys=False), "topic_type_hash": thash})
+        self.topics[name] = {"type": type_name, "qos": list(qos), "type_hash": thash, "count": 0, "channel": channel}
+
+    def write(self, topic: str, data: bytes, log_time_ns: int, publish_time_ns: int | None = None) -> None:
+        if self.closed:
+            return
+        info = self.topics[topic]
+        self._writer.add_message(info["channel"], log_time=int(log_time_ns), data=bytes(data),
+                                 publish_time=int(log_time_ns if publish_time_ns is None else publish_time_ns),
+                                 sequence=info["count"])
+        info["count"] += 1
+        self.start_ns = log_time_ns if self.start_ns is None else min(self.start_ns, log_time_ns)
+        self.end_ns = max(self.end_ns, log_time_ns)
+
+    def metadata(self) -> dict:
+        count = sum(t["count"] for t in self.topics.values())
+        files = [{"path": self.path.name, "start_ns": self.start_ns or 0, "end_ns": self.end_ns, "count": count}]
+        topics = [{"name": n, **{k: t[k] for k in ("type", "qos", "type_hash", "count")}}
+                  for n, t in self.topics.items()]
+        return bag_metadata(files, topics, ros_distro=self.ros_distro)
+
+    def close(self) -> dict:
+        """Finish the MCAP file (summary, footer) and write ``metadata.yaml``; returns the metadata."""
+        meta = self.metadata()
+        if not self.closed:
+            self.closed = True
+            info = meta["rosbag2_bagfile_information"]
+            # the record rosbag2's MCAP plugin reads when the file is opened without metadata.yaml
+            self._writer.add_metadata("rosbag2", {"serialized_metadata": yaml.safe_dump(info, sort_keys=False)})
+            self._writer.finish()
+            self._file.close()
+            (self.dir / "metadata.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
+        return meta
+
+
+# --------------------------------------------------------------------------- reading
+def bag_file(path: str | Path) -> Path:
+    """The MCAP file of ``path``: the file itself, or in a bag directory the first file its ``metadata.yaml``
+    lists (else its only ``*.mcap``). A ConfigError says what is wrong."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise ConfigError(f"{path}: no such bag (give a .mcap file or a bag directory)")
+    meta = path / "metadata.yaml"
+    if meta.is_file():
+        try:
+            info = yaml.safe_load(meta.read_text(encoding="utf-8"))["rosbag2_bagfile_information"]
+            files = [path / str(p) for p in info["relative_file_paths"]]
+        except (yaml.YAMLError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{meta}: not a rosbag2 metadata file ({exc})") from exc
+        if not files or not files[0].is_file():
+            raise ConfigError(f"{meta} lists no bag file that exists")
+        if len(files) > 1:
+            raise ConfigError(f"{path}: bags split over several files are not supported")
+        return files[0]
+    found = sorted(path.glob("*.mcap"))
+    if len(found) != 1:
+        raise ConfigError(f"{path}: expected one .mcap file in the bag directory, found {len(found)}")
+    return found[0]
+
+
+def _unreadable(file: Path, exc: Exception) -> ConfigError:
+    return ConfigError(f"{file}: not a readable MCAP bag: truncated, or not MCAP ({type(exc).__name__}: {exc})")
+
+
+def read_messages(path: str | Path, topics: Sequence[str] | None = None) -> Iterator[tuple[str, str, int, object]]:
+    """``(topic, type, log_time_ns, message)`` of every message of the bag at ``path`` (file or directory), in
+    log-time order, decoded by ``mcap_ros2`` (messages are plain objects with the fields of the type). A file that
+    is not MCAP, is truncated or holds undecodable messages is a ConfigError."""
+    from mcap.exceptions import McapError
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    file = bag_file(path)
+    try:
+        with file.open("rb") as stream:
+            reader = make_reader(stream, decoder_factories=[DecoderFactory()])
+            for schema, channel, message, decoded in reader.iter_decoded_messages(topics=topics, log_time_order=True):
+                yield channel.topic, schema.name if schema else "", message.log_time, decoded
+    except ConfigError:
+        raise
+    except (McapError, EOFError, ValueError, KeyError, IndexError, struct.error) as exc:
+        raise _unreadable(file, exc) from exc
+
+
+def topics_of(path: str | Path) -> dict[str, str]:
+    """topic -> message type of the bag at ``path`` (from the file's summary)."""
+    from mcap.exceptions import McapError
+    from mcap.reader import make_reader
+
+    file = bag_file(path)
+    try:
+        with file.open("rb") as stream:
+            summary = make_reader(stream).get_summary()
+    except (McapError, EOFError, ValueError, struct.error) as exc:
+        raise _unreadable(file, exc) from exc
+    if summary is None:
+        raise ConfigError(f"{file}: the MCAP file has no summary (the recording was cut off)")
+    return {ch.topic: summary.schemas[ch.schema_id].name if ch.schema_id in summary.schemas else ""
+            for ch in summary.channels.values()}
+
+
+STATE_TYPE = "geometry_msgs/msg/PointStamped"
+_ROBOT_INDEX = re.compile(r"(\d+)$")
+
+
+def _robot_order(ns: str) -> tuple:
+    m = _ROBOT_INDEX.search(ns)
+    return (0, int(m.group(1)), ns) if m else (1, 0, ns)
+
+
+def trajectories(path: str | Path, rate_hz: float = 5.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """The robots' trajectories in a bag: every ``/<robot>/state`` (PointStamped) and ``/<robot>/target`` topic,
+    sampled at ``rate_hz`` on the log-time axis from the moment every robot has sent a state (as the recorder
+    does), each robot's newest value at or before the sample (NaN for a target before its first). Returns
+    ``times (T,)`` in s, ``positions (T, n, 2)``, ``targets (T, n, 2)`` and the robots' namespaces."""
+    types = topics_of(path)
+    robots = sorted((t[: -len("/state")] for t, ty in types.items() if t.endswith("/state") and ty == STATE_TYPE),
+                    key=_robot_order)
+    if not robots:
+        raise ConfigError(f"{path}: the bag has no robot state topics (/<robot>/state, {STATE_TYPE}); it has "
+                          f"{', '.join(sorted(types)) or 'no topics'}")
+    index = {f"{ns}/state": (0, i) for i, ns in enumerate(robots)}
+    index.update({f"{ns}/target": (1, i) for i, ns in enumerate(robots) if types.get(f"{ns}/target") == STATE_TYPE})
+    samples: list[list[list[tuple[int, float, float]]]] = [[[] for _ in robots], [[] for _ in robots]]
+    for topic, _type, t_ns, msg in read_messages(path, topics=list(index)):
+        kind, i = index[topic]
+        x, y = float(msg.point.x), float(msg.point.y)
+        if np.isfinite(x) and np.isfinite(y):
+            samples[kind][i].append((t_ns, x, y))
+    firsts = [s[0][0] for s in samples[0] if s]
+    if not firsts:
+        raise ConfigError(f"{path}: the bag's state topics hold no messages")
+    t0, t1 = max(firsts), max(s[-1][0] for s in samples[0] if s)      # from when every robot has reported
+    grid = t0 + np.arange(0, (t1 - t0) * 1e-9 * rate_hz + 1) / rate_hz * 1e9
+    out = np.full((2, len(grid), len(robots), 2), np.nan)
+    for kind in (0, 1):
+        for i, s in enumerate(samples[kind]):
+            if not s:
+                continue
+            arr = np.asarray(s, dtype=float)
+            k = np.searchsorted(arr[:, 0], grid, side="right") - 1
+            ok = k >= 0
+            out[kind, ok, i] = arr[k[ok], 1:]
+    return (grid - t0) * 1e-9, out[0], out[1], robots
+
+
+def plot_bag(path: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Redraw a run's figures from its bag into ``out_dir`` (default: ``plots/`` beside the bag directory or file):
+    ``paths.png``, ``planned_vs_actual.png`` and ``spread.png``. Returns the PNG paths."""
+    from consensus.runs.plots import plot_paths, plot_planned_vs_actual, plot_spread
+
+    path = Path(path)
+    times, pos, tgt, robots = trajectories(path)
+    if len(times) < 2:
+        raise ConfigError(f"{path}: the bag spans less than one sample of the robots' states")
+    base = path.parent if path.is_file() else path
+    out = Path(out_dir) if out_dir is not None else base / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    labels = [ns.strip("/") or ns for ns in robots]
+    title = f"Replayed from {bag_file(path).name}"
+    return [plot_paths(times, pos, tgt, out / "paths.png", title=title, labels=labels),
+            plot_planned_vs_actual(times, pos, tgt, out / "planned_vs_actual.png", title=title, labels=labels),
+            plot_spread(times, pos, out / "spread.png", title=title)]
