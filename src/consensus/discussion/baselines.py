@@ -29,12 +29,12 @@ CONDITION_LABELS = {"implicit": "Implicit Consensus", "explicit": "Explicit Cons
                     "random": "Random Strategy", "single_llm": "Single LLM"}
 
 
-def baseline_changes(baseline: str) -> dict[str, Any]:
-    """Settings that ``baseline`` overrides (table in the module docstring)."""
+def baseline_changes(baseline: str, size_field: str = "num_robots") -> dict[str, Any]:
+    """Settings that ``baseline`` overrides (table in the module docstring); ``size_field`` is the team size N."""
     try:
         return {
             "none": {},
-            "single_llm": {"num_robots": 1, "discussion_turns": 0, "mode": "implicit"},
+            "single_llm": {size_field: 1, "discussion_turns": 0, "mode": "implicit"},
             "no_interaction": {"discussion_turns": 0, "mode": "implicit"},
             "random": {"planner": "random", "discussion_turns": 0, "mode": "implicit"},
             "no_diversity": {"roles": "low", "mode": "implicit"},
