@@ -55,7 +55,7 @@ def paper_table(ok: Sequence[dict], columns: Sequence[str], metrics: Sequence[tu
 def model_table(ok: Sequence[dict], metric: tuple, scenario_label: str) -> list[str]:
     """Table 6's columns for one scenario: per model (``r["model"]``) the metric, explicit vs implicit, and the
     average row."""
-    models = sorted({r.get("model") or "?" for r in ok})
+    models = sorted({r.get("model") or "?" for r in ok if r["condition"] in ("explicit", "implicit")})
     label, key = metric[0], metric[1]
     digits = metric[2] if len(metric) > 2 else 3
     lines = [f"| Base model | {scenario_label}: {label} (Exp) | {scenario_label}: {label} (Imp) |",
