@@ -109,8 +109,8 @@ class PublicGoodsGame:
             items.append(ReportItem(f"Analyst warns the threshold could be {claim:g} this round. Another says "
                                     "'No, it stays where it was'.", "threshold", "analyst", claim, True))
         noisy = float(round(self.benefit + self.rng.uniform(-15, 15)))
-        items.append(ReportItem(f"Experts estimate the benefit this round at about {noisy:g}.", "benefit", "experts", noisy,
-                                abs(noisy - self.benefit) > 10))
+        items.append(ReportItem(f"Experts estimate the benefit this round at about {noisy:g}.", "benefit", "experts",
+                                noisy, abs(noisy - self.benefit) > 10))
         last = self.last
         return Observation(round=self.round, num_agents=self.n, max_contribution=self.cfg.max_contribution,
                            cost=self.cfg.cost, last_threshold=None if last is None else last.threshold,
