@@ -8,7 +8,8 @@ action checks nothing).
   degree, the "firebreak", for ``proactive``; nodes by the number of reported neighbours for ``network_analyzer``;
   nodes reported now but not last round for ``rapid_responder``; last round's reported nodes for ``watcher``), fills
   up with the reported nodes by degree and then the highest-degree nodes, and skips the nodes proposed by
-  lower-numbered defenders in its inbox (coordination by index, as the disaster drones do). Votes: its own top R
+  lower-numbered defenders in its inbox (coordination by index, as the disaster drones do); with an empty inbox
+  (first turn, no interaction) defender i takes the i-th block of R nodes of its ranking. Votes: its own top R
   at turn 0; later turns adopt the coordinator's plan when shown, else the previous turn's majority when shown,
   else its previous vote.
 * ``RandomDefender`` (section 4.4's random strategy): R distinct uniform nodes from ``default_rng([seed, 7, id])``.
@@ -74,9 +75,12 @@ class HeuristicDefender(DefenderAgent):
         return list(dict.fromkeys([*ranked, *_by_degree(obs, obs.reported), *(n for n, _ in everything)]))
 
     def choose(self, obs, inbox) -> frozenset:
+        ranked = self.ranking(obs)
+        if not any(m.sender != self.agent_id for m in inbox):           # nobody heard yet: take the i-th block
+            start = (self.agent_id * obs.checks) % max(len(ranked), 1)
+            return frozenset((ranked[start:] + ranked[:start])[:obs.checks])
         claimed = {n for m in inbox if m.sender < self.agent_id and m.proposal for n in m.proposal}
-        picks = [n for n in self.ranking(obs) if n not in claimed][:obs.checks]
-        return frozenset(picks)
+        return frozenset([n for n in ranked if n not in claimed][:obs.checks])
 
     def _reply(self, nodes: frozenset, verb: str) -> Reply:
         return Reply(analysis=f"{self.role.title}: {P.fmt_nodes(nodes)}.", action=nodes,
