@@ -1,17 +1,10 @@
 """The drone agents of paper 2's disaster response scenario: one agent per drone (section 3.2, "a 1:1 mapping").
 
-Every agent offers the same three steps, callable one drone at a time (a ROS drone node calls them for itself):
-
-* ``discuss(obs, inbox, turn, own_cell)``: a discussion turn: analysis, a *proposed* cell and a message;
-* ``act(obs, inbox, own_cell)``: the implicit action phase: the cell this drone moves to;
-* ``vote(obs, inbox, own_cell, ctx, strategy)``: a vote of an explicit strategy. ``propose(ctx)`` is the same vote
-  behind consensus.decision's ``Proposer`` protocol, after ``prepare_vote(obs, inbox, own_cell, strategy)``
-  stored the round's context; each vote reply is kept in ``vote_log``. A vote that failed is ``None`` to the
-  aggregation (it counts as a failed proposal there), whatever fallback the drone would use for itself.
-
-``inbox`` holds ``InboxMessage`` s of the other drones (the round protocol in ``consensus.scenarios.disaster.rounds``
-builds it). Every step returns a ``DroneReply``; its ``action`` is always a cell on the grid or ``None``
-(only when the drone does not know its own cell and must stay put).
+Every agent is a ``consensus.discussion.agents.DiscussionAgent`` (``discuss``, ``act``, ``vote``/``propose``; the
+steps, the vote context and the counters are described there), whose ``own`` state is the drone's cell. ``inbox``
+holds ``InboxMessage`` s of the other drones (the round protocol in ``consensus.discussion.rounds`` builds it). Every
+step returns a ``DroneReply`` (``consensus.discussion.replies.Reply``); its ``action`` is always a cell on the grid or
+``None`` (only when the drone does not know its own cell and must stay put).
 
 Agents:
 
@@ -44,150 +37,43 @@ disaster.
 """
 from __future__ import annotations
 
-import copy
-import json
-import logging
 import math
-import threading
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from consensus.decision import ProposeContext, majority_vote
+from consensus.decision import majority_vote
+from consensus.discussion import agents as discussion
+from consensus.discussion.agents import DiscussionAgent
+from consensus.discussion.replies import InboxMessage  # noqa: F401 - part of this module's interface
+from consensus.discussion.replies import Reply as DroneReply
+from consensus.discussion.replies import add_agent_counters as add_drone_counters  # noqa: F401
+from consensus.discussion.replies import agent_counters as drone_counters  # noqa: F401
 from consensus.errors import ConfigError
-from consensus.llm.base import ChatRequest, LLMClient, LLMError
-from consensus.llm.counters import add_counters, new_counters
-from consensus.scenarios.disaster.prompts import (ANALYSIS_MAX_CHARS, Role, clean_text, coordinator_messages,
-                                        discussion_phase, drone_messages, implicit_phase, inbox_text, parse_reply,
-                                        response_schema, retry_message, role_for, situation_text, vote_phase)
-
-log = logging.getLogger(__name__)
+from consensus.llm.base import LLMClient
+from consensus.scenarios.disaster.prompts import (Role, coordinator_messages, discussion_phase, drone_messages,
+                                                  implicit_phase, inbox_text, parse_reply, response_schema,
+                                                  retry_message, role_for, situation_text, vote_phase)
 
 Cell = tuple[int, int]
-
-_EXTRA_COUNTERS = ("prompt_tokens", "completion_tokens", "messages_truncated", "messages_empty")
-
-
-def drone_counters() -> dict:
-    """``planners.llm.new_counters`` plus tokens and message bounds: plans = replies, calls = LLM requests."""
-    return {**new_counters(), **{k: 0 for k in _EXTRA_COUNTERS}}
-
-
-def add_drone_counters(total: dict, part: dict) -> dict:
-    """Add ``part`` into ``total`` (both ``drone_counters`` layout); returns ``total``."""
-    add_counters(total, part)
-    for key in _EXTRA_COUNTERS:
-        total[key] += int(part.get(key, 0))
-    return total
-
-
-@dataclass(frozen=True)
-class InboxMessage:
-    """One other drone's message as a drone reads it (text already cleaned and bounded by its sender's agent)."""
-    sender: int
-    role: str                  # the sender's role title
-    text: str                  # "" = no message
-    proposal: Cell | None      # the cell the sender proposed with it (validated, on the grid) or None
-    turn: int = 0              # discussion turn; -1 = the action phase of the previous round
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["proposal"] = None if self.proposal is None else list(self.proposal)
-        return d
-
-
-@dataclass
-class DroneReply:
-    analysis: str = ""
-    action: Cell | None = None
-    message: str = ""
-    fallback: bool = False
-    fallback_reason: str = ""      # "" | llm_error | client_error | unparseable | off_grid
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    parse_failures: int = 0
-    message_truncated: bool = False
-    message_empty: bool = False
-    error: str = ""                # why the last unusable reply was rejected (bounded)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["action"] = None if self.action is None else list(self.action)
-        return d
-
-    def counters(self) -> dict:
-        """This reply in the ``drone_counters`` layout."""
-        c = drone_counters()
-        c.update(plans=1, calls=self.llm_calls, parse_failures=self.parse_failures,
-                 prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                 messages_truncated=int(self.message_truncated), messages_empty=int(self.message_empty))
-        if self.fallback:
-            c["fallbacks"] = {self.fallback_reason: 1}
-        return c
 
 
 def manhattan(a: Sequence[int], b: Sequence[int]) -> int:
     return abs(int(a[0]) - int(b[0])) + abs(int(a[1]) - int(b[1]))
 
 
-# --------------------------------------------------------------------------------------------------------------------
-class DroneAgent:
-    """What every drone agent shares: identity, role, counters and the vote context of explicit strategies."""
+class DroneAgent(DiscussionAgent):
+    """A discussion agent (consensus.discussion.agents) flying one drone; ``own`` is its cell."""
 
     def __init__(self, drone_id: int, role: Role, cfg) -> None:
-        self.drone_id = drone_id
-        self.role = role
-        self.cfg = cfg
-        self._count_lock = threading.Lock()
-        self._counters = drone_counters()
-        self._vote_context: tuple | None = None
-        self.vote_log: list[DroneReply] = []
+        super().__init__(drone_id, role, cfg)
 
-    # the three steps (subclasses implement the underscored ones)
-    def discuss(self, obs, inbox: Sequence[InboxMessage], turn: int, own_cell: Cell | None = None) -> DroneReply:
-        return self._counted(self._discuss(obs, inbox, turn, own_cell))
-
-    def act(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None = None) -> DroneReply:
-        return self._counted(self._act(obs, inbox, own_cell))
-
-    def vote(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None, ctx: ProposeContext,
-             strategy: str) -> DroneReply:
-        return self._counted(self._vote(obs, inbox, own_cell, ctx, strategy))
-
-    # consensus.decision.Proposer
-    def prepare_vote(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None, strategy: str) -> None:
-        self._vote_context = (obs, tuple(inbox), own_cell, strategy)
-        self.vote_log = []
-
-    def propose(self, ctx: ProposeContext) -> Cell | None:
-        if self._vote_context is None:
-            raise RuntimeError(f"drone {self.drone_id}: propose() before prepare_vote()")
-        obs, inbox, own_cell, strategy = self._vote_context
-        reply = self.vote(obs, inbox, own_cell, ctx, strategy)
-        self.vote_log.append(reply)
-        return None if reply.fallback else reply.action
-
-    def counters(self) -> dict:
-        with self._count_lock:
-            return copy.deepcopy(self._counters)
-
-    def _counted(self, reply: DroneReply) -> DroneReply:
-        with self._count_lock:
-            add_drone_counters(self._counters, reply.counters())
-        return reply
-
-    def _discuss(self, obs, inbox, turn, own_cell) -> DroneReply:
-        raise NotImplementedError
-
-    def _act(self, obs, inbox, own_cell) -> DroneReply:
-        raise NotImplementedError
-
-    def _vote(self, obs, inbox, own_cell, ctx, strategy) -> DroneReply:
-        raise NotImplementedError
+    @property
+    def drone_id(self) -> int:
+        return self.agent_id
 
 
 # --- heuristic -------------------------------------------------------------------------------------------------------
@@ -309,51 +195,12 @@ class RandomDrone(DroneAgent):
 # --- LLM -------------------------------------------------------------------------------------------------------------
 def ask_llm(client: LLMClient, messages: list[dict], *, cfg, width: int, height: int, tag: str, seed: int | None,
             with_message: bool = True) -> DroneReply:
-    """One LLM decision with correction turns; a ``DroneReply`` with an on-grid action, or ``action=None`` with
-    ``fallback=True`` and the reason (the caller picks the fallback action)."""
-    schema = response_schema(width, height, message=with_message) if cfg.llm_structured else None
-    reply = DroneReply()
-    off_grid = False
-    for attempt in range(cfg.parse_retries + 1):
-        request = ChatRequest(messages=tuple(messages), model=cfg.llm_model, temperature=cfg.llm_temperature,
-                              max_tokens=cfg.llm_max_tokens, response_format=schema, seed=seed,
-                              tag=tag if attempt == 0 else f"{tag}/retry_{attempt}")
-        reply.llm_calls += 1
-        try:
-            response = client.complete(request)
-        except LLMError as exc:
-            log.warning("%s: LLM request failed: %s", tag, exc)
-            return _failed(reply, "llm_error", f"LLM request failed: {exc}")
-        except Exception as exc:  # noqa: BLE001 - a broken client must not take the drone down
-            log.exception("%s: LLM client raised", tag)
-            return _failed(reply, "client_error", f"LLM client error: {type(exc).__name__}: {exc}")
-        reply.prompt_tokens += response.prompt_tokens or 0
-        reply.completion_tokens += response.completion_tokens or 0
-        parsed = parse_reply(response.text, width, height)
-        if parsed.action is not None:
-            reply.action, reply.analysis = parsed.action, parsed.analysis
-            if with_message:
-                _set_message(reply, parsed.message, cfg.message_max_chars)
-            return reply
-        reply.parse_failures += 1
-        off_grid = parsed.off_grid
-        reply.error = clean_text(parsed.error, 200)[0]
-        log.info("%s: unusable reply (%s)", tag, reply.error)
-        messages = [*messages, {"role": "assistant", "content": clean_text(response.text, ANALYSIS_MAX_CHARS)[0]},
-                    {"role": "user", "content": retry_message(parsed.error, width, height)}]
-    return _failed(reply, "off_grid" if off_grid else "unparseable", reply.error)
-
-
-def _failed(reply: DroneReply, reason: str, error: str) -> DroneReply:
-    reply.fallback, reply.fallback_reason, reply.action = True, reason, None
-    reply.error = clean_text(error, 200)[0]
-    return reply
-
-
-def _set_message(reply: DroneReply, raw: Any, max_chars: int) -> None:
-    text = raw if isinstance(raw, str) else ("" if raw is None else json.dumps(raw, ensure_ascii=False))
-    reply.message, reply.message_truncated = clean_text(text, max_chars)
-    reply.message_empty = not reply.message
+    """One LLM decision (``consensus.discussion.agents.ask_llm``) with the drones' schema and parser: an on-grid
+    action, or ``action=None`` with ``fallback=True`` and the reason (the caller picks the fallback action)."""
+    return discussion.ask_llm(client, messages, cfg=cfg, parse=lambda text: parse_reply(text, width, height),
+                              retry=lambda error: retry_message(error, width, height),
+                              schema=response_schema(width, height, message=with_message), tag=tag, seed=seed,
+                              with_message=with_message)
 
 
 class LLMDrone(DroneAgent):
@@ -367,10 +214,7 @@ class LLMDrone(DroneAgent):
     def shown_inbox(self, inbox: Sequence[InboxMessage]) -> list[InboxMessage]:
         """At most ``inbox_max_messages`` messages: the senders following this drone's id, cyclically (so every
         message is read by some drone when the team is larger than the bound)."""
-        n = max(self.cfg.num_robots, 1)
-        others = sorted((m for m in inbox if m.sender != self.drone_id),
-                        key=lambda m: ((m.sender - self.drone_id) % n, m.turn))
-        return others[:self.cfg.inbox_max_messages]
+        return discussion.shown_inbox(self.drone_id, inbox, self.cfg.num_robots, self.cfg.inbox_max_messages)
 
     def _ask(self, obs, inbox, own_cell, phase: tuple[str, str], label: str) -> DroneReply:
         shown = self.shown_inbox(inbox)

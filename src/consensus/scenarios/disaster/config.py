@@ -6,7 +6,8 @@ parameters file with one ``/**:`` section (``config/disaster.yaml``), read by ``
 ``consensus.scenarios.aggregation.config.load_config`` reads the aggregation file (the same reader and type coercion
 are used).
 
-Baselines (paper 2, section 4.4) are resolved by ``DisasterConfig.resolved()`` into the plain settings they mean:
+Baselines (paper 2, section 4.4; ``consensus.discussion.baselines``) are resolved by ``DisasterConfig.resolved()``
+into the plain settings they mean:
 
 ============== ===========================================================================================
 baseline       what runs
@@ -27,13 +28,13 @@ import dataclasses
 from dataclasses import dataclass, fields
 from typing import Any
 
+from consensus.discussion.baselines import BASELINES, baseline_changes
 from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, RunParams, load_flat, need,
                                 need_positive)
 from consensus.scenarios.disaster.prompts import ROLE_LEVELS
 
 PLANNERS = ("heuristic", "llm", "random")
 MODES = ("implicit", "explicit")
-BASELINES = ("none", "single_llm", "no_interaction", "random", "no_diversity")
 MOTIONS = ("teleport", "kinematic")
 FALLBACK_POLICIES = ("stay", "heuristic")
 
@@ -104,13 +105,7 @@ class DisasterConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParam
 
     def resolved(self) -> "DisasterConfig":
         """The settings the configured baseline means (see the module docstring); ``self`` when none."""
-        changes: dict[str, Any] = {
-            "none": {},
-            "single_llm": {"num_robots": 1, "discussion_turns": 0, "mode": "implicit"},
-            "no_interaction": {"discussion_turns": 0, "mode": "implicit"},
-            "random": {"planner": "random", "discussion_turns": 0, "mode": "implicit"},
-            "no_diversity": {"roles": "low", "mode": "implicit"},
-        }[self.baseline]
+        changes = baseline_changes(self.baseline)
         return dataclasses.replace(self, **changes) if changes else self
 
     def uses_llm(self) -> bool:

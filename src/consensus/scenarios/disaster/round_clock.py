@@ -86,7 +86,8 @@ class RecordedDrone:
     drone sent for it, else the timeout reply."""
 
     def __init__(self, drone_id: int, role) -> None:
-        self.drone_id, self.role = drone_id, role
+        self.agent_id = self.drone_id = drone_id
+        self.role = role
         self.discussion: dict[int, DroneReply] = {}
         self.action: DroneReply | None = None
         self.votes: list[DroneReply] = []

@@ -36,17 +36,12 @@ noise, and one drone has no deviation). Values are means over the ok trials of a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from consensus.scenarios.disaster.config import DisasterConfig
-from consensus.errors import ConfigError
+from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, apply_condition
+from consensus.discussion.report import LEVELS, mean as _mean, metric_cells, paper_table
 from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
-
-CONDITIONS = ("implicit", "explicit", "no_diversity", "no_interaction", "random", "single_llm")
-CONDITION_LABELS = {"implicit": "Implicit Consensus", "explicit": "Explicit Consensus",
-                    "no_diversity": "No Diversity", "no_interaction": "No Interaction",
-                    "random": "Random Strategy", "single_llm": "Single LLM"}
-LEVELS = {"roles": ("low", "medium", "high"), "volatility": ("low", "moderate", "high")}
+from consensus.scenarios.disaster.config import DisasterConfig
 METRICS = (("CR", "coverage_rate"), ("MP", "misallocation_penalty"), ("RD", "response_delay"))
 SCATTER_CONDITIONS = ("implicit", "explicit", "no_diversity", "no_interaction")
 
@@ -66,13 +61,8 @@ DEFAULTS: dict[str, Any] = {**{k: v for k, v in DisasterConfig().to_dict().items
 
 def config_for(params: dict, seed: int = 0, llm_settings: dict | None = None) -> DisasterConfig:
     """The validated ``DisasterConfig`` of a trial (``condition`` applied; LLM settings from the spec)."""
-    data = {k: v for k, v in params.items() if k not in ("condition", "strict_llm")}
-    condition = params.get("condition", "")
-    if condition:
-        if condition not in CONDITIONS:
-            raise ConfigError(f"unknown condition '{condition}'; valid: {', '.join(CONDITIONS)} (or \"\")")
-        data.update(mode="explicit" if condition == "explicit" else "implicit",
-                    baseline=condition if condition not in ("implicit", "explicit") else "none")
+    data = apply_condition({k: v for k, v in params.items() if k not in ("condition", "strict_llm")},
+                           params.get("condition", ""))
     llm = llm_settings or {}
     for key, field in (("temperature", "llm_temperature"), ("max_tokens", "llm_max_tokens")):
         if llm.get(key) is not None:
@@ -112,38 +102,16 @@ def run_trial(trial: Trial, ctx: TrialContext) -> dict:
 
 
 # --- report -----------------------------------------------------------------------------------------------------------
-def _mean(values: Sequence[Any]) -> float | None:
-    vals = [float(v) for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
 def _fmt(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
 def _cells(results: Sequence[dict]) -> list[str]:
-    return [_fmt(_mean([r.get(key) for r in results])) for _, key in METRICS]
-
-
-def _rows() -> list[tuple[str, str, Callable[[dict], bool]]]:
-    """(row label, level, which results) of the paper's tables: Overall, Diversity and Volatility levels."""
-    rows = [("**Overall**", "–", lambda r: True)]
-    for axis, label in (("roles", "**Diversity**"), ("volatility", "**Volatility**")):
-        for k, level in enumerate(LEVELS[axis]):
-            rows.append((label if k == 0 else "", level.capitalize(),
-                         lambda r, axis=axis, level=level: r[axis] == level))
-    return rows
+    return metric_cells(results, METRICS)
 
 
 def _table(ok: Sequence[dict], columns: Sequence[str]) -> list[str]:
-    by = {c: [r for r in ok if r["condition"] == c] for c in columns}
-    head = "| Condition | Level | " + " | ".join(f"{CONDITION_LABELS[c]} {m}" for c in columns for m, _ in METRICS)
-    lines = [head + " |", "|---|---|" + "---:|" * (len(columns) * len(METRICS))]
-    for name, level, keep in _rows():
-        cells = [v for c in columns for v in _cells([r for r in by[c] if keep(r)])]
-        lines.append(f"| {name} | {level} | " + " | ".join(cells) + " |")
-    counts = ", ".join(f"{CONDITION_LABELS[c]} n={len(by[c])}" for c in columns)
-    return lines + ["", f"Trials per column: {counts}."]
+    return paper_table(ok, columns, METRICS)
 
 
 def _strategy_table(ok: Sequence[dict]) -> list[str]:

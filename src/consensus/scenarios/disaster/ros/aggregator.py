@@ -62,12 +62,12 @@ STATUS = "/disaster/aggregator/status"
 class RemoteDrone:
     """A drone seen by the aggregation: ``consensus.decision.Proposer`` whose votes come over ROS.
 
-    It offers what ``explicit_decision`` uses of a core drone: ``drone_id``, ``role``, ``prepare_vote``,
-    ``propose`` and ``vote_log`` (the drone's reply of every voting turn)."""
+    It offers what ``explicit_decision`` uses of a core drone: ``agent_id`` (= ``drone_id``), ``role``,
+    ``prepare_vote``, ``propose`` and ``vote_log`` (the drone's reply of every voting turn)."""
 
     def __init__(self, hub: "Aggregator", drone_id: int, role) -> None:
         self.hub = hub
-        self.drone_id = drone_id
+        self.agent_id = self.drone_id = drone_id
         self.role = role
         self.round = -1
         self.vote_log: list[DroneReply] = []
