@@ -50,3 +50,14 @@ def test_launch_refuses_bad_arguments_before_starting_anything(monkeypatch, tmp_
     with pytest.raises(ConfigError, match="num_robots must be at least 2"):
         _launch(monkeypatch, num_robots=1, output_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_launch_with_a_robots_map_drives_the_mapped_robots_without_the_builtin_sim(monkeypatch, tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    _, nodes = _launch(monkeypatch, robots_file=root / "config" / "robots_example.yaml", planner="average",
+                       dry_run="true", output_dir=tmp_path / "run")
+    exes = [n["executable"] for n in nodes]
+    assert "sim" not in exes and exes[0] == "topology"
+    params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
+    assert params["sim"] == "none" and params["dry_run"] is True and params["num_robots"] == 4
+    assert Path(params["robots_file"]).is_absolute()

@@ -187,10 +187,10 @@ def _run_ros(tmp_path: Path, monkeypatch, *, drop: tuple[str, ...] = (), **kw) -
 
     original_command, original_processes = ros_runner.executable_command, robots.robot_processes
 
-    def command(exe: str) -> list[str]:
+    def command(exe: str, package: str = "consensus") -> list[str]:
         if exe in MODULES:
             return [sys.executable, "-c", f"import sys; from {MODULES[exe]} import main; sys.exit(main())"]
-        return original_command(exe)
+        return original_command(exe, package)
 
     monkeypatch.setattr(ros_runner, "executable_command", command)
     monkeypatch.setattr(robots, "robot_processes", lambda cfg, **kw: [

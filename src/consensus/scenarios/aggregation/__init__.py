@@ -44,6 +44,8 @@ register(Scenario(
         "duration_s": "run length in seconds",
         "max_rounds": "stop planning after this many rounds (0 = until duration_s)",
         "sim": "builtin | turtlesim | gazebo | none: who moves the robots",
+        "robots_file": "YAML robots: map of real robots (docs/real-robots.md)",
+        "dry_run": "true: log the velocity commands instead of publishing them",
     },
     executables={
         "robot": "consensus.scenarios.aggregation.ros.robot",

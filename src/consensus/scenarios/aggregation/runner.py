@@ -50,7 +50,10 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
 
 def prepare_aggregation_run(cfg: AggregationConfig, out_dir: str | Path) -> tuple[AggregationConfig, Path]:
     """``consensus.runs.processes.prepare_run`` after the simulator's checks and settings (``sim: turtlesim``:
-    ``consensus.sims.turtlesim.prepare``; what it changed is recorded in the manifest as ``sim_changes``)."""
+    ``consensus.sims.turtlesim.prepare``; what it changed is recorded in the manifest as ``sim_changes``) and the
+    robots of a ``robots_file`` (``consensus.robots.map.apply_robots_file``). Both ``consensus run`` and
+    ``ros2 launch`` come through here."""
+    cfg = apply_robots_file(cfg)
     extra = {}
     if cfg.sim == "turtlesim":
         cfg, extra["sim_changes"] = turtlesim.prepare(cfg)
@@ -60,7 +63,6 @@ def prepare_aggregation_run(cfg: AggregationConfig, out_dir: str | Path) -> tupl
 def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool = False,
             echo: Callable[[str], None] | None = print) -> dict:
     """Run an aggregation through real ROS 2 processes; return summary.json's content."""
-    cfg = apply_robots_file(cfg)
     if use_sim_time:
         cfg = cfg.replace(publish_clock=True)
     cfg, params_file = prepare_aggregation_run(cfg, out_dir)
