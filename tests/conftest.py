@@ -67,3 +67,15 @@ def no_process_left_behind(tmp_path_factory):
                 os.kill(int(pid), signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+@pytest.fixture(autouse=True)
+def plain_logger_class():
+    """Importing the real ``launch`` (tests that build launch descriptions) makes every logger created afterwards a
+    non-propagating LaunchLogger for the rest of the process, so later tests' log records would never reach caplog.
+    Each test leaves the logger class as it found it."""
+    import logging
+
+    before = logging.getLoggerClass()
+    yield
+    logging.setLoggerClass(before)
