@@ -8,8 +8,9 @@ Where each text comes from:
   current situation and your role, provide: 1. ... 2. ... 3. ... Format your response as JSON exactly like this
   example: {"analysis": ..., "action": [3,4], "message": ...}"; "a" becomes "an" before a vowel). Ours: what
   fills the slots (the grid, the situation report — the disaster states come only from it unless
-  ``sensor_readings`` adds the exact numbers, see ``situation_text`` — and the other drones' messages), the untrusted-data note and the phase line inserted before "Based on ...", and a last
-  line bounding the text lengths and the coordinates.
+  ``sensor_readings`` adds the exact numbers, see ``situation_text`` — and the other drones' messages), the
+  untrusted-data note and the phase line inserted before "Based on ...", and a last line bounding the text lengths
+  and the coordinates.
 * Role guidelines: ``consensus.scenarios.disaster.roles`` (the paper's F.2 role families, C.1's low-diversity
   text, and the generated unique high-diversity roles).
 * Phase texts (ours, built on section 3.1 and C.4): a discussion turn asks for a *proposed* cell and a message;
