@@ -16,6 +16,7 @@ from consensus.llm.base import ChatRequest, ChatResponse, LLMError
 from consensus.scenarios.disaster.agents import (HeuristicCoordinator, HeuristicDrone, InboxMessage, LLMCoordinator,
                                                  LLMDrone, RandomDrone, make_coordinator, make_drones)
 from consensus.scenarios.disaster import prompts as pd
+from consensus.scenarios.disaster.reports import alert_text
 from test_planners import ScriptedClient as PlannerScriptedClient
 
 
@@ -39,9 +40,11 @@ def disaster(id, cell, severity, kind="fire", casualties=0, infrastructure="", a
 
 
 def observation(*disasters, report=None, round=0):
+    """An observation whose report has one accurate item per disaster (the environment's alert wording)."""
     items = report if report is not None else tuple(
-        ReportItem(f"Dispatch alert: {d.kind} at sector ({d.cell[0]},{d.cell[1]}), severity {d.severity}.", d.id,
-                   "accurate") for d in disasters)
+        ReportItem(alert_text(d, d.cell, f"severity {d.severity} "
+                                         f"({'newly reported' if d.appeared_round == round else 'steady'})"),
+                   d.id, "accurate") for d in disasters)
     return Observation(round=round, width=10, height=10, disasters=tuple(disasters), report=tuple(items),
                        report_text="\n".join(i.text for i in items))
 
@@ -71,12 +74,26 @@ def test_roles_per_diversity_level():
     assert {pd.role_for("low", i).instructions for i in range(10)} == {"Always address the highest severity zone."}
     medium = [pd.role_for("medium", i).key for i in range(6)]
     assert medium == ["medical", "infrastructure", "logistics"] * 2
-    high = [pd.role_for("high", i) for i in range(len(pd.HIGH_ROLES))]
-    assert len({r.key for r in high}) == len({r.instructions for r in high}) == len(pd.HIGH_ROLES) >= 7
-    assert pd.role_for("high", len(pd.HIGH_ROLES)).key == "medical"       # cycles beyond the list
+    assert [pd.role_for("medium", i) for i in range(3)] == [pd.ROLES[k] for k in medium[:3]]
     assert pd.ROLES["logistics"].instructions.startswith("Minimize travel cost. Quickly move to nearest active zone")
     with pytest.raises(ConfigError, match="roles level"):
         pd.role_for("extreme", 0)
+
+
+def test_high_diversity_roles_are_unique_for_any_fleet():
+    high = [pd.role_for("high", i) for i in range(30)]
+    assert len({r.instructions for r in high}) == len({r.key for r in high}) == 30
+    for i, r in enumerate(high):                 # generated from the paper's family (F.2), drone i -> i mod 3
+        family = pd.ROLES[("medical", "infrastructure", "logistics")[i % 3]]
+        assert r.instructions.startswith(family.instructions + " ") and r.title.startswith(family.title + " (")
+        assert r.key.split("/")[0] == family.key
+    assert [r.key for r in high[:4]] == ["medical/scout", "infrastructure/fire", "logistics/recon", "medical/hazmat"]
+    assert high[24].key == "medical/scout/near"                        # 24 = lcm(3, 8): the tie-break axis starts
+    assert [pd.role_for("high", i) for i in range(30)] == high           # by index, no randomness
+    big = {pd.role_for("high", i).instructions for i in range(1000)}    # num_robots is at most 1000
+    assert len(big) == 1000 and pd.role_for("high", 999).key.endswith("/min7")
+    with pytest.raises(ConfigError, match="high-diversity roles exist for drones 0..1151"):
+        pd.role_for("high", 1152)
 
 
 def test_template_follows_appendix_f2():
@@ -88,11 +105,23 @@ def test_template_follows_appendix_f2():
     for part in ("Other drone messages: ", "Your role instructions: Focus on rescuing casualties",
                  "1. Your analysis of the situation", "2. Your proposed action as grid coordinates [x,y]",
                  "3. A brief message to share with other drones", '"action": [3, 4]',
-                 "Disaster 0: fire at [3, 4], severity 8/10, 12 casualties", "Discussion turn 1 of 1"):
+                 "Discussion turn 1 of 1", "You know the disasters only from the situation report below",
+                 '"Dispatch alert: fire at sector (3,4), severity 8 (newly reported), 12 casualties reported."'):
         assert part in text
+    assert "Sensor readings" not in text and "Disaster 0:" not in text           # reports only, by default
     assert req.response_format["json_schema"]["schema"]["required"] == ["analysis", "action", "message"]
     assert req.seed == CFG.seed + 2 and req.tag == "drone_2/round_0/discuss_0"
     assert req.temperature == 0.7 and req.max_tokens == 256
+
+
+def test_sensor_readings_option_adds_the_exact_numbers():
+    client = ScriptedClient(reply(3, 4))
+    LLMDrone(client, 2, pd.role_for("medium", 0), CFG.replace(sensor_readings=True)).discuss(OBS, [], 0, (0, 0))
+    text = user_text(client.requests[0])
+    assert "Sensor readings of the active disasters" in text
+    assert "Disaster 0: fire at [3, 4], severity 8/10, 12 casualties" in text
+    assert "Disaster 1: chemical spill at [7, 1], severity 5/10" in text
+    assert "You know the disasters only from" not in text and "Dispatch alert: fire at sector (3,4)" in text
 
 
 def test_phase_wordings():
@@ -293,17 +322,45 @@ def test_propose_returns_none_for_a_failed_vote():
 
 # --- heuristic and random drones --------------------------------------------------------------------------------------
 def heuristic(i, role, **cfg):
-    return HeuristicDrone(i, pd.ROLES[role], DisasterConfig(**cfg))
+    """A heuristic drone with a base role or a generated role key ("medical/fire/min4")."""
+    return HeuristicDrone(i, pd.ROLES.get(role) or pd.Role(role, "Test Drone", ""), DisasterConfig(**cfg))
 
 
-def test_role_weights_rank_disasters():
+@pytest.mark.parametrize("readings", [True, False])
+def test_role_weights_rank_disasters(readings):
     obs = observation(disaster(0, (0, 0), 8, kind="flood"),
                       disaster(1, (9, 9), 6, kind="fire", casualties=25),
                       disaster(2, (5, 0), 5, kind="chemical_spill", infrastructure="bridge"),
                       disaster(3, (1, 2), 7, kind="building_collapse"))
-    top = {role: heuristic(0, role).ranking(obs, [], (1, 1))[0].id
-           for role in ("responder", "medical", "infrastructure", "logistics", "firefighting", "hazmat")}
-    assert top == {"responder": 0, "medical": 1, "infrastructure": 2, "logistics": 3, "firefighting": 1, "hazmat": 2}
+    top = {role: heuristic(0, role, sensor_readings=readings).ranking(obs, [], (1, 1))[0].id
+           for role in ("responder", "medical", "infrastructure", "logistics", "medical/fire", "medical/hazmat",
+                        "logistics/collapse", "infrastructure/fire", "infrastructure/fire/min7")}
+    # accurate reports say what the readings say, so both rank alike
+    assert top == {"responder": 0, "medical": 1, "infrastructure": 2, "logistics": 3, "medical/fire": 1,
+                   "medical/hazmat": 2, "logistics/collapse": 3, "infrastructure/fire": 1,
+                   "infrastructure/fire/min7": 0}                # the floor demotes the severity-6 fire
+
+
+def test_heuristic_without_readings_reads_the_noisy_report():
+    truth = (disaster(0, (3, 4), 8), disaster(1, (7, 1), 6, kind="flood"))
+    report = (ReportItem("Dispatch alert: fire at sector (3,5), severity 8 (steady), no casualties reported.", 0,
+                         "contradictory", "location"),
+              ReportItem("Dispatch alert: flood at sector (7,1), severity unknown, no casualties reported.", 1,
+                         "incomplete", "severity_missing"),
+              ReportItem("Unconfirmed rumour: fire at sector (0,9).", None, "contradictory", "false_alarm"))
+    obs = observation(*truth, report=report, round=3)
+    reader, sensor = heuristic(0, "responder"), heuristic(0, "responder", sensor_readings=True)
+    assert sensor.act(obs, [], (0, 0)).action == (3, 4)                 # the exact reading
+    assert reader.act(obs, [], (0, 0)).action == (3, 5)                 # believes the wrong location
+    ranked = reader.ranking(obs, [], (0, 0))
+    assert [(d.cell, d.severity) for d in ranked] == [((3, 5), 8), ((7, 1), 5)]   # unknown -> 5; rumour ignored
+    earlier = observation(*truth, report=(ReportItem(alert_text(truth[1], (7, 1), "severity 9 (rising)"), 1,
+                                                     "accurate"),), round=2)
+    reader.ranking(earlier, [], (0, 0))                                  # the flood was reported at 9 before
+    assert [(d.cell, d.severity) for d in reader.ranking(obs, [], (0, 0))] == [((7, 1), 9), ((3, 5), 8)]
+    recon = heuristic(0, "responder/recon")                              # goes where the report looks unsure
+    assert recon.ranking(obs, [], (0, 0))[0].cell == (7, 1)
+    assert heuristic(0, "medical").act(observation(report=report[2:]), [], (4, 5)).action == (4, 5)
 
 
 def test_heuristic_drones_spread_by_index_and_claims():
@@ -371,7 +428,7 @@ def test_factories():
     cfg = DisasterConfig(num_robots=4, roles="high")
     drones = make_drones(cfg)
     assert [type(d).__name__ for d in drones] == ["HeuristicDrone"] * 4
-    assert [d.role.key for d in drones] == ["medical", "infrastructure", "logistics", "scout"]
+    assert [d.role.key for d in drones] == ["medical/scout", "infrastructure/fire", "logistics/recon", "medical/hazmat"]
     assert isinstance(make_drones(cfg.replace(planner="random"))[0], RandomDrone)
     with pytest.raises(ConfigError, match="needs an LLM client"):
         make_drones(cfg.replace(planner="llm"))

@@ -173,7 +173,7 @@ def test_containment_reduces_severity_by_three_per_drone_and_clearing_pays_alpha
     assert out.severity_after == {0: 5, 1: 1}
     assert out.cleared == [] and out.attended == [0, 1]
     assert out.penalty_uncontained == 2.0 * (5 + 1)
-    assert out.misallocation_cost == 0.0                  # every disaster covered
+    assert out.misallocation_cost == 5.0                  # section 4.2: the drone on (0, 0) is off every disaster
     obs = env.begin_round()
     assert {d.id: d.severity for d in obs.disasters} == {0: 5, 1: 1}   # the effect persists (closed loop)
     out = env.end_round([(2, 3), (2, 3), (7, 7)])
@@ -210,12 +210,20 @@ def test_penalties_accumulate_while_disasters_are_uncontained():
 
 
 def test_misallocation_cost_counts_excess_and_idle_drones():
-    env = make_env([((1, 1), 9), ((8, 8), 9)])
+    drones = [(1, 1)] * 4 + [(0, 0)]                      # 4 on one disaster (2 over M), 1 idle, (8,8) uncovered
+    env = make_env([((1, 1), 9), ((8, 8), 9)], misallocation="c1")
     env.begin_round()
-    out = env.end_round([(1, 1)] * 4 + [(0, 0)])          # 4 on one disaster (2 over M), 1 idle, (8,8) uncovered
+    out = env.end_round(drones)
     assert out.metrics["misallocation_penalty"] == 2 + 1
     assert out.misallocation_cost == 5.0 * 3
     assert out.metrics["coverage"] == 0.5
+    env = make_env([((1, 1), 9), ((8, 8), 9)])            # section 4.2: only the idle drone (both are high-severity)
+    env.begin_round()
+    out = env.end_round(drones)
+    assert out.metrics["misallocation_penalty"] == 1 and out.misallocation_cost == 5.0
+    env = make_env([((1, 1), 4), ((8, 8), 9)])            # ... plus the 4 on a low-severity one while (8,8) waits
+    env.begin_round()
+    assert env.end_round(drones).metrics["misallocation_penalty"] == 1 + 4
 
 
 def test_end_round_validates_cells_and_protocol():

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consensus.scenarios.disaster.environment import Disaster
-from consensus.scenarios.disaster.metrics import (action_deviation, coverage, misallocation_penalty, mode_action,
+from consensus.scenarios.disaster.metrics import (action_deviation, coverage, misallocation_penalty,
+                                                  misallocation_section_4_2, mode_action,
                                         response_delays, summarize)
 from test_disaster_env import make_env
 
@@ -95,6 +96,42 @@ def test_misallocation_properties(disasters, drones, m):
         assert mp == idle + sum(max(0, drones.count(c) - m) for c in disasters)
 
 
+def test_section_4_2_misallocation_clause_by_clause():
+    high, low = ((0, 0), 8), ((5, 5), 3)                 # high_severity 7: 8 is high, 3 is low
+    mp = lambda disasters, drones: misallocation_section_4_2(disasters, drones, 7)  # noqa: E731
+    # clause 1: drones on no disaster cell count, even when every disaster is attended
+    assert mp([high, low], [(0, 0), (5, 5), (9, 9), (9, 9)]) == 2
+    # clause 2: drones on a low-severity cell count while a high-severity disaster has no drone ...
+    assert mp([high, low], [(5, 5)] * 3) == 3
+    assert mp([high, low], [(5, 5)] * 3 + [(9, 9)]) == 3 + 1
+    # ... and not once it has one (over-allocation beyond M is not penalised: every drone contains)
+    assert mp([high, low], [(5, 5)] * 3 + [(0, 0)]) == 0
+    assert mp([high, low], [(0, 0)] * 6) == 0
+    # an uncovered LOW disaster does not trigger clause 2 (C.1's trigger would)
+    assert mp([high, low, ((7, 7), 2)], [(5, 5)] * 2 + [(0, 0)]) == 0
+    assert misallocation_penalty([(0, 0), (5, 5), (7, 7)], [(5, 5)] * 2 + [(0, 0)], 2) == 0
+    assert misallocation_penalty([(0, 0), (5, 5), (7, 7)], [(5, 5)] * 4 + [(0, 0)], 2) == 2
+    assert mp([high, low, ((7, 7), 2)], [(5, 5)] * 4 + [(0, 0)]) == 0
+    # the threshold is inclusive (severity >= high_severity is high), and no disaster means nothing to allocate
+    assert mp([((0, 0), 7), low], [(5, 5)]) == 1
+    assert misallocation_section_4_2([((0, 0), 7), low], [(5, 5)], 8) == 0
+    assert mp([], [(9, 9)] * 4) == 0
+    assert mp([high, low], Counter([(5, 5)] * 3)) == 3
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(cells, max_size=4, unique=True), st.lists(st.integers(1, 10), min_size=4, max_size=4),
+       st.lists(cells, min_size=1, max_size=20), st.integers(1, 10))
+def test_section_4_2_misallocation_properties(disaster_cells, severities, drones, high):
+    disasters = list(zip(disaster_cells, severities))
+    mp = misallocation_section_4_2(disasters, drones, high)
+    assert 0 <= mp <= len(drones)
+    off = sum(c not in disaster_cells for c in drones)
+    assert mp >= (off if disasters else 0)
+    if not any(s >= high and c not in drones for c, s in disasters):
+        assert mp == (off if disasters else 0)
+
+
 # ---------------------------------------------------------------- response delay (4.2)
 def _disaster(i, high_round, high_attended_round):
     return Disaster(id=i, cell=(i, 0), severity=8, kind="fire", casualties=0, infrastructure="", appeared_round=0,
@@ -133,18 +170,24 @@ def test_response_delay_counts_a_never_attended_disaster_until_the_run_end():
 
 
 # ---------------------------------------------------------------- a whole scripted run
-def test_summarize_a_scripted_run_by_hand():
-    env = make_env([((1, 1), 8), ((5, 5), 7)])
-    script = [
-        [(1, 1)] * 4,                        # d0 cleared (8 - 12): +40; d1 uncovered: -14; MP 2 (excess) -> -10
-        [(5, 5), (0, 0), (0, 0), (0, 0)],    # d1 7 -> 4: -8; all covered: MP 0; mode (0,0): d̄ = 10/4
-        [(9, 9)] * 4,                        # d1 uncovered: -8; 4 idle drones: MP 4 -> -20
-    ]
+SCRIPT = [
+    [(1, 1)] * 4,                        # d0 cleared (8 - 12): +40; d1 uncovered: -14; MP c1 2 (excess) -> -10
+    [(5, 5), (0, 0), (0, 0), (0, 0)],    # d1 7 -> 4: -8; all covered: MP c1 0; mode (0,0): d̄ = 10/4
+    [(9, 9)] * 4,                        # d1 uncovered: -8; 4 idle drones: MP 4 -> -20
+]
+
+
+def scripted_run(**cfg):
+    env = make_env([((1, 1), 8), ((5, 5), 7)], **cfg)
     outcomes = []
-    for drones in script:
+    for drones in SCRIPT:
         env.begin_round()
         outcomes.append(env.end_round(drones))
-    s = summarize(outcomes, env)
+    return summarize(outcomes, env), outcomes
+
+
+def test_summarize_a_scripted_run_by_hand():
+    s, outcomes = scripted_run(misallocation="c1")
     assert [o.net_reward for o in outcomes] == [40 - 14 - 10, -8.0, -8 - 20]
     assert s["rounds"] == 3
     assert s["coverage_rate"] == pytest.approx((0.5 + 1.0 + 0.0) / 3)
@@ -159,6 +202,15 @@ def test_summarize_a_scripted_run_by_hand():
     assert s["series"] == {"coverage": [0.5, 1.0, 0.0], "misallocation": [2, 0, 4], "deviation": [0.0, 2.5, 0.0],
                            "net_reward": [16.0, -8.0, -28.0], "active": [2, 1, 1]}
     json.dumps(s)
+
+
+def test_scripted_run_with_the_section_4_2_misallocation():
+    s, outcomes = scripted_run()
+    # round 0: all 4 on the high d0 while the high d1 (7) waits: no drone off a disaster or on a low one -> 0;
+    # round 1: 3 drones off every disaster -> 3; round 2: d1 is low (4) now, 4 drones off every disaster -> 4
+    assert s["series"]["misallocation"] == [0, 3, 4]
+    assert [o.net_reward for o in outcomes] == [40 - 14, -8.0 - 15, -8 - 20]
+    assert s["misallocation_share"] == pytest.approx((0 + 3 / 4 + 4 / 4) / 3)
 
 
 def test_rounds_without_disasters_are_left_out_of_coverage():

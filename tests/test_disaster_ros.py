@@ -161,13 +161,13 @@ def test_ros_rounds_equal_headless_rounds(tmp_path, mode, strategy, fleet):
 
 
 def _drone_llm(body: dict):
-    """Scripted drone LLM: drone 0 answers the first sensor-read disaster, drone 1 does the same but answers its
+    """Scripted drone LLM: drone 0 answers the situation report's first disaster, drone 1 does the same but answers its
     first discussion turn too late, drone 2 answers prose (unparseable)."""
     from fake_openai_server import Reply
 
     text = "\n".join(m["content"] for m in body["messages"])
     drone = int(re.search(r"You are Drone (\d+)", text).group(1))
-    cells = re.findall(r"Disaster \d+: [a-z ]+ at \[(\d+), (\d+)\]", text)
+    cells = re.findall(r"Dispatch alert: [a-z ]+ at sector \((\d+),(\d+)\)", text)
     x, y = map(int, cells[0]) if cells else (0, 0)
     if drone == 2:
         return "Let us all head north and see."

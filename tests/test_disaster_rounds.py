@@ -6,14 +6,18 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from consensus.scenarios.disaster.config import DisasterConfig
-from consensus.scenarios.disaster.environment import Disaster, Observation
+from consensus.scenarios.disaster.environment import Disaster, Observation, ReportItem
+from consensus.scenarios.disaster.reports import alert_text
 from consensus.scenarios.disaster.rounds import add_round_counters, inbox_for, run_round
 from consensus.scenarios.disaster.agents import DroneAgent, DroneReply, HeuristicCoordinator, InboxMessage, make_drones
 from consensus.scenarios.disaster.prompts import ROLES
 
 CFG = DisasterConfig()
-OBS = Observation(round=4, width=10, height=10, report=(), report_text="",
-                  disasters=(Disaster(0, (3, 4), 8, "fire", 0, "", 0), Disaster(1, (7, 1), 5, "flood", 0, "", 0)))
+_DISASTERS = (Disaster(0, (3, 4), 8, "fire", 0, "", 0), Disaster(1, (7, 1), 5, "flood", 0, "bridge", 0))
+_REPORT = tuple(ReportItem(alert_text(d, d.cell, f"severity {d.severity} (steady)"), d.id, "accurate")
+                for d in _DISASTERS)
+OBS = Observation(round=4, width=10, height=10, report=_REPORT, report_text="\n".join(i.text for i in _REPORT),
+                  disasters=_DISASTERS)
 CELLS = [(0, 0), (1, 1), (2, 2)]
 
 
@@ -186,7 +190,9 @@ def test_heuristic_team_adopts_one_cell(strategy):
     coordinator = HeuristicCoordinator() if strategy.startswith("spoke") else None
     d = run_round(make_drones(cfg), OBS, [(0, 0)] * 5, mode="explicit", strategy=strategy, coordinator=coordinator)
     assert len(set(d.actions)) == 1 and d.actions[0] == d.collective
-    if strategy in ("averaging", "decentralized"):     # the rounded mean of votes for (3, 4) and (7, 1)
+    # high roles 0-4: medical/scout, infrastructure/fire, logistics/recon, medical/hazmat vote for the fire at (3, 4),
+    # infrastructure/evacuation for the flood at (7, 1) with its bridge at risk (5 + 6 > 8)
+    if strategy in ("averaging", "decentralized"):     # the rounded mean of 4 votes for (3, 4) and 1 for (7, 1)
         assert d.collective == (4, 3) and d.aggregation.fallback == ("average" if strategy != "averaging" else "")
     else:
         assert d.collective in {(3, 4), (7, 1)}

@@ -57,6 +57,8 @@ def test_ros_params_round_trip_and_env_config(tmp_path):
     ({"report_noise": 0.5}, "report_noise"),
     ({"planner": "llm", "llm_backend": "replay"}, "replay_path"),
     ({"motion": "warp"}, "unknown motion"),
+    ({"misallocation": "c2"}, "unknown misallocation 'c2'; valid: section_4_2, c1"),
+    ({"sensor_readings": "maybe"}, "sensor_readings"),
     ({"round_time_s": 0.05}, "control_period_s"),
     ({"bogus": 1}, "unknown parameter 'bogus'"),
     ({"rounds": "many"}, "invalid value"),
@@ -98,6 +100,9 @@ def test_headless_run_writes_the_run_directory(tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert (manifest["scenario"], manifest["seed"], manifest["backend"]) == ("disaster", 2, "none")
     assert manifest["config"]["num_robots"] == 4 and manifest["git_revision"]
+    # the paper-2 fidelity switches are recorded (docs/disaster.md "Fidelity switches")
+    assert {k: manifest["config"][k] for k in ("sensor_readings", "misallocation", "roles")} == {
+        "sensor_readings": False, "misallocation": "section_4_2", "roles": "medium"}
     assert load_disaster_config(tmp_path / "params.yaml").replace(output_dir="") == cfg
     rounds = rounds_of(tmp_path)
     assert [r["round"] for r in rounds] == list(range(6))

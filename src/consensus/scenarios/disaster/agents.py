@@ -17,8 +17,11 @@ Agents:
   ``messages_truncated``); a missing or empty one is ``""`` (counted ``messages_empty``; other drones read
   "(no message)"). Request seeds are ``seed + drone_id`` (identical prompts of two drones replay to their own
   answers).
-* ``HeuristicDrone``: classical, no LLM. Scores each active disaster by the role's weights (``ROLE_SCORES``), ties
-  broken by Manhattan distance, then id. *Unattended* greedy with coordination by drone index: a disaster needs
+* ``HeuristicDrone``: classical, no LLM. Knows the disasters as the LLM does: from the situation report's text
+  (``reports.read_report``: located alerts, rumours ignored, "severity unknown" = the severity last reported on
+  that cell, else 5), or with ``sensor_readings`` from the exact readings. Scores each known disaster by the role
+  (``role_score``: the family's ``ROLE_SCORES`` plus the ``PART_SCORES`` terms of a generated high-diversity role),
+  ties broken by Manhattan distance, then id. *Unattended* greedy with coordination by drone index: a disaster needs
   ``need(d) = max(1, min(M, ceil(s / containment_per_drone)))`` drones (M = ``misallocation_threshold``); drone i
   counts the cells proposed by drones j < i in its inbox and takes its best-scored disaster with fewer than
   ``need(d)`` such claims — its own last target first, while that disaster is active and still needs it (so
@@ -37,6 +40,7 @@ disaster.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -57,6 +61,7 @@ from consensus.llm.base import LLMClient
 from consensus.scenarios.disaster.prompts import (Role, coordinator_messages, discussion_phase, drone_messages,
                                                   implicit_phase, inbox_text, parse_reply, response_schema,
                                                   retry_message, role_for, situation_text, vote_phase)
+from consensus.scenarios.disaster.reports import ReportedDisaster, read_report
 
 Cell = tuple[int, int]
 
@@ -84,10 +89,14 @@ class _View:
     own_cell: Cell | None
     inbox: Sequence[InboxMessage]
     me: int                         # this drone's id (its own messages do not count)
-    noisy: frozenset                # ids of disasters with a contradictory or incomplete report item
+    noisy: frozenset                # ids of disasters whose report item is (or, reports only, looks) unreliable
 
     def dist(self, d) -> int:
         return 0 if self.own_cell is None else manhattan(self.own_cell, d.cell)
+
+    def new(self, d) -> bool:
+        """Reported for the first time this round (readings: appeared this round or the one before)."""
+        return d.new if isinstance(d, ReportedDisaster) else self.obs.round - d.appeared_round <= 1
 
     @cached_property
     def claims(self) -> Counter:
@@ -95,19 +104,44 @@ class _View:
         return Counter(m.proposal for m in self.inbox if m.proposal is not None and m.sender != self.me)
 
 
-#: role key -> score of a disaster (higher first); s = severity
-ROLE_SCORES: dict[str, Callable[[Any, _View], float]] = {
+Score = Callable[[Any, _View], float]
+
+#: role family key -> score of a disaster (higher first); s = severity
+ROLE_SCORES: dict[str, Score] = {
     "responder": lambda d, v: d.severity,
     "medical": lambda d, v: d.severity + d.casualties / 5,
     "infrastructure": lambda d, v: d.severity + (6 if d.infrastructure else 0),
     "logistics": lambda d, v: (10 if d.severity > 5 else 0) - v.dist(d),
-    "scout": lambda d, v: d.severity + (5 if v.obs.round - d.appeared_round <= 1 else 0) - 3 * v.claims[d.cell],
-    "firefighting": lambda d, v: d.severity + (10 if d.kind == "fire" else 0),
-    "reconnaissance": lambda d, v: d.severity + (5 if d.id in v.noisy else 0),
-    "hazmat": lambda d, v: d.severity + (10 if d.kind == "chemical_spill" else 0),
-    "evacuation": lambda d, v: d.severity + d.casualties / 5 + (8 if d.cell == v.own_cell else 0),
-    "perimeter": lambda d, v: d.severity / 10 - 3 * v.claims[d.cell],
 }
+#: part of a generated high-diversity role's key (consensus.scenarios.disaster.roles) -> term added to the score;
+#: focus terms are large (a conflicting priority), tie-break terms small
+PART_SCORES: dict[str, Score] = {
+    "scout": lambda d, v: (5 if v.new(d) else 0) - 3 * v.claims[d.cell],
+    "fire": lambda d, v: 10 if d.kind == "fire" else 0,
+    "recon": lambda d, v: 5 if d.id in v.noisy else 0,
+    "hazmat": lambda d, v: 10 if d.kind == "chemical_spill" else 0,
+    "evacuation": lambda d, v: d.casualties / 5 + (8 if d.cell == v.own_cell else 0),
+    "perimeter": lambda d, v: -3 * v.claims[d.cell],
+    "flood": lambda d, v: 10 if d.kind == "flood" else 0,
+    "collapse": lambda d, v: 10 if d.kind == "building_collapse" else 0,
+    "near": lambda d, v: -0.1 * v.dist(d),
+    "casualties": lambda d, v: 0.05 * d.casualties,
+    "infra": lambda d, v: 1 if d.infrastructure else 0,
+    "newest": lambda d, v: 1 if v.new(d) else 0,
+    "fewest": lambda d, v: -v.claims[d.cell],
+}
+FLOOR_PENALTY = 10          # "minK": a disaster below severity K loses this much
+UNKNOWN_SEVERITY = 5        # reports only: "severity unknown" and never seen before -> assumed mid-scale
+
+
+def role_score(key: str) -> Score:
+    """The score of a role key: a family (``ROLE_SCORES``; unknown -> responder) plus one term per part."""
+    family, *parts = key.split("/")
+    base = ROLE_SCORES.get(family, ROLE_SCORES["responder"])
+    terms = [PART_SCORES[p] for p in parts if p in PART_SCORES]
+    floor = max([int(p[3:]) for p in parts if p.startswith("min") and p[3:].isdigit()], default=0)
+    return lambda d, v: (base(d, v) + sum(t(d, v) for t in terms)
+                         - (FLOOR_PENALTY if d.severity < floor else 0))
 
 
 class HeuristicDrone(DroneAgent):
@@ -116,14 +150,23 @@ class HeuristicDrone(DroneAgent):
     def __init__(self, drone_id: int, role: Role, cfg) -> None:
         super().__init__(drone_id, role, cfg)
         self._target: int | None = None      # id of the disaster this drone last proposed or chose
+        self._score = role_score(role.key)
+        self._seen: dict[Cell, int] = {}     # reports only: last reported severity per cell
+
+    def known(self, obs) -> tuple[Sequence[Any], frozenset]:
+        """(disasters, ids of unreliable ones): the sensor readings and the items' true quality with
+        ``sensor_readings``; else what the report's text says (``reports.read_report``), a "severity unknown"
+        taken as the severity last reported on that cell (``UNKNOWN_SEVERITY`` if none)."""
+        if self.cfg.sensor_readings:
+            return obs.disasters, frozenset(item.disaster_id for item in obs.report
+                                            if item.quality != "accurate" and item.disaster_id is not None)
+        return read_known(obs, self._seen)
 
     def ranking(self, obs, inbox: Sequence[InboxMessage], own_cell: Cell | None) -> list:
-        """Active disasters, best first for this drone's role."""
-        view = _View(obs, own_cell, inbox, self.drone_id,
-                     frozenset(item.disaster_id for item in obs.report
-                               if item.quality != "accurate" and item.disaster_id is not None))
-        score = ROLE_SCORES.get(self.role.key, ROLE_SCORES["responder"])
-        return sorted(obs.disasters, key=lambda d: (-score(d, view), view.dist(d), d.id))
+        """Active disasters as known (``known``), best first for this drone's role."""
+        disasters, noisy = self.known(obs)
+        view = _View(obs, own_cell, inbox, self.drone_id, noisy)
+        return sorted(disasters, key=lambda d: (-self._score(d, view), view.dist(d), d.id))
 
     def need(self, d) -> int:
         return max(1, min(self.cfg.misallocation_threshold,
@@ -169,6 +212,19 @@ class HeuristicDrone(DroneAgent):
             cell = tuple(ranked[0].cell) if ranked else own_cell
         return DroneReply(analysis=f"{self.role.title} vote.", action=cell,
                           message=f"I vote for [{cell[0]}, {cell[1]}]." if cell is not None else "")
+
+
+def read_known(obs, seen: dict | None = None) -> tuple[tuple[ReportedDisaster, ...], frozenset]:
+    """The report's located alerts with a severity each (``HeuristicDrone.known``); ``seen`` (cell -> last
+    reported severity) is read and updated."""
+    seen = {} if seen is None else seen
+    out = []
+    for d in read_report(obs.report or obs.report_text.splitlines()):
+        if d.severity is None:
+            d = dataclasses.replace(d, severity=seen.get(d.cell, UNKNOWN_SEVERITY))
+        seen[d.cell] = d.severity
+        out.append(d)
+    return tuple(out), frozenset(d.id for d in out if d.uncertain)
 
 
 class RandomDrone(DroneAgent):
@@ -253,9 +309,11 @@ class LLMDrone(DroneAgent):
 
 # --- coordinators (spoke & wheel) -------------------------------------------------------------------------------------
 class HeuristicCoordinator:
-    """Classical wheel: the voted cell with the most severe active disaster, else the majority vote."""
+    """Classical wheel: the voted cell with the most severe active disaster (as the sensor readings or, without
+    them, the report's text say), else the majority vote."""
 
-    def __init__(self) -> None:
+    def __init__(self, sensor_readings: bool = False) -> None:
+        self.sensor_readings = sensor_readings
         self.obs = None
         self.log: list[DroneReply] = []
 
@@ -263,7 +321,8 @@ class HeuristicCoordinator:
         self.obs, self.log = obs, []
 
     def merge(self, proposals: Sequence[Cell | None], turn: int) -> Cell | None:
-        severity = {tuple(d.cell): d.severity for d in (self.obs.disasters if self.obs is not None else ())}
+        known = () if self.obs is None else self.obs.disasters if self.sensor_readings else read_known(self.obs)[0]
+        severity = {tuple(d.cell): d.severity for d in known}
         votes = Counter(tuple(p) for p in proposals if p is not None)
         on_disaster = [tuple(p) for p in proposals if p is not None and tuple(p) in severity]
         if on_disaster:
@@ -322,4 +381,4 @@ def make_coordinator(cfg, client: LLMClient | None = None):
         return None
     if cfg.planner == "llm" and client is not None:
         return LLMCoordinator(client, cfg)
-    return HeuristicCoordinator()
+    return HeuristicCoordinator(cfg.sensor_readings)

@@ -63,7 +63,8 @@ class DisasterConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParam
     fallback_policy: str = "stay"     # a drone whose LLM reply is unusable: stay on its cell | heuristic choice
     inbox_max_messages: int = 10      # an LLM drone reads at most this many other drones' messages per turn
     message_max_chars: int = 300      # each drone message is cut to this many characters
-    sensor_readings: bool = True      # LLM drones see the disasters' numbers as well as the textual report
+    sensor_readings: bool = False     # drones also get the disasters' exact numbers (paper 2's code); default:
+                                      # the noisy textual report only (docs/disaster.md "Fidelity switches")
     rounds: int = 20                  # T (paper: 20 or 30)
 
     # environment (consensus.scenarios.disaster.environment.EnvConfig; paper 2, appendix C.1)
@@ -77,8 +78,9 @@ class DisasterConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParam
     alpha: float = 5.0                # clear reward per severity point at the clearing round's start
     beta: float = 2.0                 # uncontained penalty per severity point and round
     misallocation_threshold: int = 2  # M: more than M drones on one cell while a disaster is uncovered
-    misallocation_cost: float = 5.0   # per wasted drone and round while a disaster is uncovered (MP_t)
-    high_severity: int = 7            # response delay counts disasters at or above this severity
+    misallocation_cost: float = 5.0   # per wasted drone and round (MP_t)
+    misallocation: str = "section_4_2"  # MP_t: section_4_2 (paper 2, 4.2) | c1 (appendix C.1's trigger)
+    high_severity: int = 7            # response delay and MP section_4_2: disasters at or above this severity
     report_noise: float = 0.2         # share of contradictory or incomplete report items (<= 0.2)
 
     # motion: teleport (paper) or kinematic (P controller + single integrator, cell centres as targets)

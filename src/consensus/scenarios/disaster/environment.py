@@ -41,8 +41,7 @@ in the round's observation), n = number of drones on the disaster's cell at the 
     cleared          when s <= 0: the disaster is removed (severity recorded as 0) and earns alpha * s0  (alpha = 5)
     uncontained      every disaster still active after containment costs beta * s (its remaining severity; beta = 2)
     misallocation    misallocation_cost * MP_t, with MP_t the misallocation penalty of the round (wasted drones,
-                     see ``consensus.scenarios.disaster.metrics``), non-zero only while some active disaster is
-                     uncovered
+                     ``misallocation``: section_4_2 (default) or c1, see ``consensus.scenarios.disaster.metrics``)
     net reward       alpha-rewards - uncontained penalties - misallocation costs (per round; summed over a run)
 
 ``end_round`` is O(N + K) for N drones.
@@ -111,7 +110,8 @@ class EnvConfig:
     beta: float = 2.0                  # uncontained penalty beta * s per round
     misallocation_threshold: int = 2   # M
     misallocation_cost: float = 5.0    # cost per wasted drone (MP_t) in a round
-    high_severity: int = 7             # response delay: disasters with severity >= this
+    misallocation: str = "section_4_2"  # MP_t definition: section_4_2 (paper 2, 4.2) | c1 (appendix C.1's trigger)
+    high_severity: int = 7             # response delay and MP section_4_2: disasters with severity >= this
     report_noise: float = 0.2          # max share of contradictory/incomplete report items (<= 0.2)
     new_severity_min: int = 3          # severity of a new disaster: uniform in [new_severity_min, new_severity_max]
     new_severity_max: int = 9
@@ -137,6 +137,8 @@ class EnvConfig:
         cells = self.width * self.height
         need(1 <= self.max_active <= cells // 2,
              f"max_active must be in [1, {cells // 2}] (at most half the {cells} grid cells; got {self.max_active})")
+        need(self.misallocation in metrics.MISALLOCATION,
+             f"unknown misallocation '{self.misallocation}'; valid: {', '.join(metrics.MISALLOCATION)}")
         need(self.volatility in VOLATILITY,
              f"unknown volatility '{self.volatility}'; valid: {', '.join(VOLATILITY)}")
         need(0.0 <= self.p_new <= 1.0, f"p_new must be in [0, 1] (got {self.p_new})")
@@ -222,7 +224,11 @@ class DisasterEnv:
             else:
                 remaining.append(d)
         disaster_cells = [d.cell for d in faced]
-        wasted = metrics.misallocation_penalty(disaster_cells, counts, cfg.misallocation_threshold)
+        if cfg.misallocation == "c1":
+            wasted = metrics.misallocation_penalty(disaster_cells, counts, cfg.misallocation_threshold)
+        else:
+            wasted = metrics.misallocation_section_4_2([(d.cell, before[d.id]) for d in faced], counts,
+                                                       cfg.high_severity)
         penalty = cfg.beta * sum(d.severity for d in remaining)
         cost = cfg.misallocation_cost * wasted
         round_metrics = {

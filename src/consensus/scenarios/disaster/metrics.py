@@ -8,14 +8,24 @@ Coverage (CR, 4.2 "percentage of active disaster cells correctly attended by at 
     CR_t = |{d in D_t : n_{cell(d)} >= 1}| / |D_t|, undefined (None) when D_t is empty;
     CR = mean of CR_t over the rounds where it is defined (None if there is none).
 
-Misallocation penalty (MP; C.1 "more than M drones converge on the same location while another active disaster is
-uncovered"; 4.2 "assigning agents to non-disaster cells or over-allocating ... when high-severity cells are
-unattended")
+Misallocation penalty (MP), two definitions (``misallocation``; the environment charges
+``misallocation_cost * MP_t`` in round t; MP = mean of MP_t over all rounds, in drones per round;
+``misallocation_share`` = mean of MP_t / N):
+
+``section_4_2`` (default; 4.2 "Penalty incurred for assigning agents to non-disaster cells or over-allocating to
+low-severity cells when high-severity cells are unattended"; B.1 "resources wasted on low-severity areas while
+ignoring high-severity ones"). With s_d the severity at the round's start and h = ``high_severity`` (7):
+    E_t = number of drones on cells without an active disaster
+    H_t = 1 if some d in D_t has s_d >= h and n_{cell(d)} = 0, else 0          (a high-severity disaster unattended)
+    L_t = number of drones on cells of disasters with s_d < h                  (on low-severity cells)
+    MP_t = E_t + H_t * L_t,   and MP_t = 0 when D_t is empty (nothing to allocate to)
+    A drone off every disaster is always wasted (each drone on a disaster contains 3 points, so it had a use);
+    a drone on a low-severity disaster is wasted only while a high-severity one has no drone.
+
+``c1`` (appendix C.1 "more than M drones converge on the same location while another active disaster is
+uncovered", with 4.2's drones on non-disaster cells):
     U_t = 1 if some d in D_t has n_{cell(d)} = 0, else 0
     MP_t = U_t * ( sum over disaster cells c of max(0, n_c - M)  +  number of drones on no disaster cell )
-    i.e. the drones wasted while a disaster is left uncovered. MP = mean of MP_t over all rounds (drones per round);
-    ``misallocation_share`` = mean of MP_t / N (public implementation B's normalisation). The environment charges
-    ``misallocation_cost * MP_t`` in round t.
 
 Response delay (RD, 4.2 "average number of rounds taken to attend to a new high-severity disaster after its
 appearance")
@@ -44,6 +54,9 @@ if TYPE_CHECKING:
     from consensus.scenarios.disaster.environment import Cell, Disaster, DisasterEnv, RoundOutcome
 
 
+MISALLOCATION = ("section_4_2", "c1")     # the MP_t definitions (module docstring)
+
+
 def mode_action(actions: Sequence[Cell]) -> Cell:
     """The most frequent cell; ties -> the tied cell that appears first in ``actions`` (majority-vote rule)."""
     if len(actions) == 0:
@@ -67,7 +80,7 @@ def coverage(disaster_cells: Sequence[Cell], drone_cells: Iterable[Cell]) -> flo
 
 
 def misallocation_penalty(disaster_cells: Sequence[Cell], drone_cells: Iterable[Cell], threshold: int) -> int:
-    """MP_t: drones wasted while some disaster is uncovered (formula in the module docstring).
+    """MP_t of ``c1``: drones wasted while some disaster is uncovered (formula in the module docstring).
     ``drone_cells`` may be a sequence of cells or a Counter of them."""
     counts = drone_cells if isinstance(drone_cells, Counter) else Counter(drone_cells)
     cells = set(disaster_cells)
@@ -76,6 +89,20 @@ def misallocation_penalty(disaster_cells: Sequence[Cell], drone_cells: Iterable[
     on_disasters = sum(counts.get(c, 0) for c in cells)
     excess = sum(max(0, counts.get(c, 0) - threshold) for c in cells)
     return excess + sum(counts.values()) - on_disasters
+
+
+def misallocation_section_4_2(disasters: Sequence[tuple[Cell, int]], drone_cells: Iterable[Cell], high: int) -> int:
+    """MP_t of section 4.2 (module docstring); ``disasters`` = (cell, severity at the round's start) of D_t,
+    ``drone_cells`` a sequence of cells or a Counter of them, ``high`` = ``high_severity``."""
+    if len(disasters) == 0:
+        return 0
+    counts = drone_cells if isinstance(drone_cells, Counter) else Counter(drone_cells)
+    cells = {c for c, _ in disasters}
+    off = sum(counts.values()) - sum(counts.get(c, 0) for c in cells)
+    if not any(s >= high and not counts.get(c, 0) for c, s in disasters):
+        return off
+    low_cells = {c for c, s in disasters if s < high} - {c for c, s in disasters if s >= high}
+    return off + sum(counts.get(c, 0) for c in low_cells)
 
 
 def response_delays(disasters: Iterable[Disaster], rounds_completed: int) -> list[tuple[int, bool]]:

@@ -7,24 +7,16 @@ Where each text comes from:
   response team. Current situation: ... Other drone messages: ... Your role instructions: ... Based on the
   current situation and your role, provide: 1. ... 2. ... 3. ... Format your response as JSON exactly like this
   example: {"analysis": ..., "action": [3,4], "message": ...}"; "a" becomes "an" before a vowel). Ours: what
-  fills the slots (the grid and disaster states as "sensor readings", the situation report, the other drones'
-  messages; see below), the untrusted-data note and the phase line inserted before "Based on ...", and a last
-  line bounding the text lengths and the coordinates.
-* Role guidelines: medical, infrastructure and logistics are the paper's F.2 role texts, extended with the C.5
-  sample prompts (medical kits, "greatest threat to people"; "critical facilities ... for the long run"). The low
-  diversity text "Always address the highest severity zone." is C.1's example. The further high-diversity roles
-  (search-and-rescue scout, firefighting, reconnaissance, hazmat, evacuation, perimeter) are ours; C.1 only says
-  "each agent has a unique role with potentially conflicting heuristics". Some of them conflict on purpose with
-  "highest severity first" (scout: unannounced zones; perimeter: the zone with the fewest drones; evacuation:
-  stay until cleared; reconnaissance: unverified reports).
+  fills the slots (the grid, the situation report — the disaster states come only from it unless
+  ``sensor_readings`` adds the exact numbers, see ``situation_text`` — and the other drones' messages), the
+  untrusted-data note and the phase line inserted before "Based on ...", and a last line bounding the text lengths
+  and the coordinates.
+* Role guidelines: ``consensus.scenarios.disaster.roles`` (the paper's F.2 role families, C.1's low-diversity
+  text, and the generated unique high-diversity roles).
 * Phase texts (ours, built on section 3.1 and C.4): a discussion turn asks for a *proposed* cell and a message;
   the implicit action phase asks each drone to decide on its own; the explicit phase is C.1's "team vote" ("a
   final team vote or forced alignment prompt merges all votes into a single chosen cell"), with the rule of the
   configured strategy (paper 3's architectures) stated; the coordinator (spoke & wheel) merges proposals.
-
-Diversity levels (section 4.3, C.1): low = every drone gets the one shared role; medium = the three paper roles
-(drone i -> ``MEDIUM_ROLES[i % 3]``); high = drone i -> ``HIGH_ROLES[i % len(HIGH_ROLES)]``, a unique role per
-drone for up to ``len(HIGH_ROLES)`` drones.
 
 Untrusted data. The situation report and the other drones' messages are data: control and bidi-override
 characters are replaced by spaces, whitespace is collapsed, each item is cut (``MESSAGE_MAX_CHARS`` by default) and
@@ -45,58 +37,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from consensus.discussion.roles import ROLE_LEVELS, Role, RoleSet  # noqa: F401 - ROLE_LEVELS: part of the interface
+from consensus.discussion.roles import ROLE_LEVELS, Role  # noqa: F401 - part of the interface
 from consensus.discussion.text import (ANALYSIS_MAX_CHARS, MESSAGE_MAX_CHARS, TEXT_MAX_LENGTH, clean_text,  # noqa: F401
                                        data_block, quote, untrusted_note)
 from consensus.errors import ConfigError
 from consensus.llm.parsing import json_objects
-
-# --- roles --------------------------------------------------------------------------------------------------------
-
-
-ROLES: dict[str, Role] = {r.key: r for r in (
-    Role("responder", "Response Drone", "Always address the highest severity zone."),
-    Role("medical", "Medical Drone",
-         "Focus on rescuing casualties in highest-severity disaster zones for people. You have limited medical "
-         "kits: always prioritize zones with potential casualties, and if multiple high-severity disasters exist, "
-         "choose the one with the greatest threat to people."),
-    Role("infrastructure", "Infrastructure Drone",
-         "Protect power lines and roads. Even if severity is high elsewhere, prioritize built structures: your "
-         "mission is to prevent damage to critical facilities (power grid, roads, bridges, hospitals) for the long "
-         "run."),
-    Role("logistics", "Logistics Drone",
-         "Minimize travel cost. Quickly move to nearest active zone if severity is above 5."),
-    Role("scout", "Search-and-Rescue Scout Drone",
-         "Reach newly reported disasters first and confirm what is really there. Prefer zones that no other drone "
-         "has announced, even if their severity is lower than elsewhere."),
-    Role("firefighting", "Firefighting Drone",
-         "You carry fire suppressant. Prioritize fires, the most severe fire first. Go to other disasters only "
-         "when no fire is active."),
-    Role("reconnaissance", "Reconnaissance Drone",
-         "Verify uncertain information. Go where the situation report is contradictory, incomplete or disagrees "
-         "with the sensor readings, rather than where the team already is."),
-    Role("hazmat", "Hazmat Drone",
-         "Contain chemical spills and other hazardous materials first, whatever their severity. When there are "
-         "none, support the most severe disaster."),
-    Role("evacuation", "Evacuation Drone",
-         "Stay with the disaster that threatens the most people until it is cleared; do not switch zones while "
-         "your current zone is still active."),
-    Role("perimeter", "Perimeter Drone",
-         "Cover what the rest of the team neglects: choose the active zone with the fewest drones announced, even "
-         "if its severity is low."),
-)}
-
-LOW_ROLE = "responder"
-MEDIUM_ROLES = ("medical", "infrastructure", "logistics")
-HIGH_ROLES = ("medical", "infrastructure", "logistics", "scout", "firefighting", "reconnaissance", "hazmat",
-              "evacuation", "perimeter")
-ROLE_SET = RoleSet(ROLES, LOW_ROLE, MEDIUM_ROLES, HIGH_ROLES)
-
-
-def role_for(level: str, drone_id: int) -> Role:
-    """The role of drone ``drone_id`` at diversity ``level`` (low | medium | high)."""
-    return ROLE_SET.role_for(level, drone_id)
-
+from consensus.scenarios.disaster.roles import ROLES, role_for  # noqa: F401 - part of the interface
 
 # --- untrusted text (consensus.discussion.text) --------------------------------------------------------------------
 MAX_REPORT_ITEMS = 20
@@ -108,11 +54,18 @@ def format_cell(cell: Sequence[int] | None) -> str:
 
 # --- the situation ---------------------------------------------------------------------------------------------------
 UNTRUSTED_NOTE = untrusted_note("sensors, field reports and other drones")
+NO_READINGS_LINE = ("You know the disasters only from the situation report below; some of its items may be "
+                    "contradictory or incomplete. Severity is 1-10; each drone on a disaster's cell removes 3 "
+                    "severity points per round.")
 
 
-def situation_text(obs: Any, own_cell: Sequence[int] | None, *, sensor_readings: bool = True,
+def situation_text(obs: Any, own_cell: Sequence[int] | None, *, sensor_readings: bool = False,
                    max_chars: int = MESSAGE_MAX_CHARS) -> str:
-    """The {grid description and disaster states} slot: grid, own cell, sensor readings, situation report."""
+    """The {grid description and disaster states} slot: grid, own cell, situation report, and with
+    ``sensor_readings`` the exact state of every active disaster (kind, cell, severity, casualties, ...) before it.
+
+    Without readings (the default) the disasters are known only from the report, whose items may be contradictory
+    or incomplete (C.1: "up to 20%"); a line then states the severity scale and the containment rule instead."""
     w, h = obs.width, obs.height
     parts = [f"Round {obs.round}. The city is a {w} x {h} grid of cells [x, y] with x from 0 to {w - 1} and "
              f"y from 0 to {h - 1}. Your drone is at {format_cell(own_cell) if own_cell is not None else 'its base'}."]
@@ -123,6 +76,8 @@ def situation_text(obs: Any, own_cell: Sequence[int] | None, *, sensor_readings:
         parts.append("Sensor readings of the active disasters (severity 1-10; each drone on a disaster's cell "
                      "removes 3 severity points per round):\n"
                      + ("\n".join(lines) if lines else "no active disaster"))
+    else:
+        parts.append(NO_READINGS_LINE)
     items = [getattr(item, "text", item) for item in obs.report] or obs.report_text.splitlines()
     parts.append("Situation report:\n" + data_block("SITUATION REPORT",
                                                      [quote(t, max_chars) for t in items[:MAX_REPORT_ITEMS]]))

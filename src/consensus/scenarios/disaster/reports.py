@@ -21,10 +21,19 @@ fewer); a single round may have a larger share. A flawed disaster item is, with 
 
 The extra rumour is contradictory (``false_alarm``): a disaster reported on a cell where there is none
 (``disaster_id`` None). Every item records its ``quality`` and ``flaw``; all draws use the environment's rng.
+
+Reading a report (``read_report``): what a drone without sensor readings knows, taken from the items' *text* only
+(as an LLM reads it; never ``disaster_id``, ``quality`` or ``flaw``). Each "Dispatch alert" with a location becomes a
+``ReportedDisaster`` (id = the item's position); "severity unknown" gives ``severity`` None; an item is
+``uncertain`` when its text shows it ("severity unknown", "reported under control", "reported to be
+intensifying"). Items without a location and "Unconfirmed rumour" items are left out (nowhere to go, unconfirmed).
+A location error looks like an accurate item and is believed.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -73,7 +82,7 @@ class SituationReporter:
         flawed = self._may_flaw_next()
         self._count(flawed)
         if not flawed:
-            return ReportItem(_text(d, d.cell, f"severity {d.severity} ({trend})"), d.id, "accurate")
+            return ReportItem(alert_text(d, d.cell, f"severity {d.severity} ({trend})"), d.id, "accurate")
         flaw_index = int(self.rng.integers(4))
         flaw = (CONTRADICTORY_FLAWS + INCOMPLETE_FLAWS)[flaw_index]
         quality = "contradictory" if flaw in CONTRADICTORY_FLAWS else "incomplete"
@@ -90,7 +99,7 @@ class SituationReporter:
             severity = "severity unknown"
         else:
             cell = None
-        return ReportItem(_text(d, cell, severity), d.id, quality, flaw)
+        return ReportItem(alert_text(d, cell, severity), d.id, quality, flaw)
 
     def _false_alarm(self, disasters: Sequence[Disaster]) -> ReportItem:
         taken = {d.cell for d in disasters}
@@ -103,9 +112,47 @@ class SituationReporter:
                           "false_alarm")
 
 
-def _text(d: Disaster, cell: Cell | None, severity: str) -> str:
+def alert_text(d: Disaster, cell: Cell | None, severity: str) -> str:
+    """The "Dispatch alert" item of ``d`` placed on ``cell`` (None: unconfirmed) with the ``severity`` wording."""
     where = f"at sector ({cell[0]},{cell[1]})" if cell is not None else "reported, location unconfirmed"
     casualties = f"{d.casualties} casualties reported" if d.casualties else "no casualties reported"
     risk = f", {d.infrastructure} at risk" if d.infrastructure else ""
     text = f"Dispatch alert: {d.kind.replace('_', ' ')} {where}, {severity}, {casualties}{risk}."
     return text[:MAX_ITEM_CHARS]
+
+
+_ITEM_RE = re.compile(
+    r"Dispatch alert: (?P<kind>[a-z_ ]+?) at sector \((?P<x>\d+),(?P<y>\d+)\), "
+    r"(?:severity (?P<severity>\d+)(?: \((?P<trend>[a-z ]+)\)|, (?P<claim>reported [a-z ]+))?|severity unknown)"
+    r"(?:, (?:(?P<casualties>\d+) casualties reported|no casualties reported))?"
+    r"(?:, (?P<infrastructure>[a-z ]+) at risk)?\.")
+
+
+@dataclass(frozen=True)
+class ReportedDisaster:
+    """A disaster as one report item states it (the attributes a heuristic drone scores, like ``Disaster``'s)."""
+
+    id: int                       # position of the item in the report
+    cell: Cell
+    severity: int | None          # None: "severity unknown"
+    kind: str
+    casualties: int
+    infrastructure: str
+    new: bool                     # "newly reported"
+    uncertain: bool               # the text shows a doubt (unknown severity, a claimed trend)
+
+
+def read_report(items: Sequence[Any]) -> tuple[ReportedDisaster, ...]:
+    """The located disaster alerts of a report (``ReportItem`` s or their texts); see the module docstring."""
+    out = []
+    for i, item in enumerate(items):
+        m = _ITEM_RE.fullmatch(getattr(item, "text", item))
+        if m is None:
+            continue
+        sev = m["severity"]
+        out.append(ReportedDisaster(
+            id=i, cell=(int(m["x"]), int(m["y"])), severity=None if sev is None else int(sev),
+            kind=m["kind"].replace(" ", "_"), casualties=int(m["casualties"] or 0),
+            infrastructure=m["infrastructure"] or "", new=m["trend"] == "newly reported",
+            uncertain=sev is None or m["claim"] is not None))
+    return tuple(out)
