@@ -292,7 +292,7 @@ QUERY_TOOLS = ("distance_to",)                                   # answered with
 def tool_definitions(dim: int) -> tuple[dict, ...]:
     """The OpenAI tools of the ``tools`` style (their results are computed by the planner from what the robot sees)."""
     _check_dim(dim)
-    robot = {"type": "string", "description": "'me' or the name of a robot you see, e.g. robot_1"}
+    robot = {"type": "string", "description": "me or robot_1, robot_2, ..."}
     axes = ("x", "y")[:dim]
 
     def tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
@@ -300,10 +300,10 @@ def tool_definitions(dim: int) -> tuple[dict, ...]:
             "type": "object", "properties": properties, "required": required}}}
 
     return (
-        tool("move_to_centroid", "Move to the mean position of the named robots (default: you and every robot you see)",
+        tool("move_to_centroid", "Move to the mean position of the robots (default: all, you included)",
              {"robots": {"type": "array", "items": robot}}, []),
         tool("distance_to", "Your distance to a robot", {"robot": robot}, ["robot"]),
-        tool("move_toward", "Move a fraction (0 to 1) of the way from your position to a robot",
+        tool("move_toward", "Move a fraction (0 to 1) of the way to a robot",
              {"robot": robot, "fraction": {"type": "number"}}, ["robot", "fraction"]),
         tool("move_to", "Move to the position " + ("x" if dim == 1 else "(x, y)"),
              {a: {"type": "number"} for a in axes}, list(axes)),
