@@ -330,6 +330,9 @@ class EmbeddedServer:
         p.cache_prompt = True
         p.kv_unified = True
         p.use_jinja = True
+        # llama.cpp's default clears every idle slot (into its RAM prompt cache) when a task starts on another one;
+        # measured here, the cleared slots then re-evaluated their whole prompt: pinned slots keep their own cache
+        p.cache_idle_slots = False
         p.ui = False
         p.verbosity = 3 if self._verbose else 0
         if self._api_key:
