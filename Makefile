@@ -37,7 +37,7 @@ model: install
 # The demo's prompt style is the one that, measured, makes the embedded model converge (docs/model-card.md): `tools`.
 # If the LLM robots do not converge, the demo says so and runs the classical average planner from the same start.
 DEMO_STYLE ?= tools
-DEMO_SECONDS ?= 300
+DEMO_SECONDS ?= 360
 demo: model
 	rm -rf $(DEMO_OUT) $(DEMO_OUT)-average
 	$(VENV)/bin/consensus run aggregation --robots 4 --planner llm --prompt-style $(DEMO_STYLE) --backend embedded \

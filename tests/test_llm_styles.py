@@ -249,3 +249,12 @@ def test_chat_request_keys_without_the_new_fields_are_those_of_earlier_transcrip
     assert req.key() == hashlib.sha256(blob.encode("utf-8")).hexdigest()
     assert ChatRequest(messages=req.messages, model="m", seed=1, tools=({"type": "function"},)).key() != req.key()
     assert ChatRequest(messages=req.messages, model="m", seed=1, grammar="root ::= x").key() != req.key()
+
+
+def test_a_closed_client_fails_with_llm_error_not_a_traceback():
+    from consensus.llm.base import LLMError
+
+    client = OpenAIChatClient("http://127.0.0.1:9/v1", "fake")
+    client.close()
+    with pytest.raises(LLMError, match="closed"):
+        client.complete(ChatRequest(messages=({"role": "user", "content": "x"},)))

@@ -118,6 +118,7 @@ class OpenAIChatClient:
         self.llama_cpp = bool(llama_cpp)
         self.slots = max(int(slots), 0)
         self._slot_of: dict[str, int] = {}
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r})"
@@ -193,6 +194,8 @@ class OpenAIChatClient:
 
     def complete(self, req: ChatRequest) -> ChatResponse:
         """Send one chat request; retry transient failures; raise LLMError when it fails."""
+        if self._closed:     # a planner thread still asking while its run shuts down
+            raise LLMError(f"LLM client for {self.base_url} is closed")
         kwargs = self._request_kwargs(req)
         with self._lock:
             self._calls += 1
@@ -219,6 +222,8 @@ class OpenAIChatClient:
                 log.warning("LLM request [%s] to %s %s: %s", req.tag, self.base_url, what, desc)
                 raise LLMError(f"LLM request to {self.base_url} {what}: {desc}") from None
             delay = self._backoff(attempt, retry_after)
+            if self._closed:
+                raise LLMError(f"LLM client for {self.base_url} was closed during the request ({desc})")
             with self._lock:
                 self._retries += 1
                 self._state = "retrying"
@@ -268,5 +273,6 @@ class OpenAIChatClient:
             }
 
     def close(self) -> None:
-        """Close the HTTP connection pool."""
+        """Close the HTTP connection pool; later requests fail with ``LLMError`` (no retry)."""
+        self._closed = True
         self._client.close()
