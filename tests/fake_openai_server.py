@@ -12,6 +12,8 @@ An action is one of:
 * ``str``              — reply with this text as the assistant message;
 * ``int``              — answer with this HTTP status (e.g. 500, 503, 429, 400) and an error body;
 * ``Reply(text, delay_s=...)``, ``Status(code, delay_s=..., retry_after=...)`` — the same with a delay;
+* ``Reply(text, tool_calls=[(name, arguments_json), ...])`` — an assistant message with OpenAI ``tool_calls``
+  (``finish_reason`` "tool_calls"); the arguments text is sent as given, so it may be malformed;
 * ``Reply(text, logprobs=[[(token, logprob), ...], ...])`` — also return ``choices[0].logprobs`` in the OpenAI
   format: one entry per generated token position, whose sampled token is the first pair and whose
   ``top_logprobs`` are all the pairs (what ``logprobs=true, top_logprobs=k`` asks for); without ``logprobs``
@@ -58,6 +60,7 @@ class Reply:
     model: str = "fake-model"
     finish_reason: str = "stop"
     logprobs: Any = None      # [[(token, logprob), ...] per position] -> choices[0].logprobs (see module docstring)
+    tool_calls: Any = None    # [(name, arguments JSON text), ...] -> choices[0].message.tool_calls
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,11 @@ def _completion(body: dict, reply: Reply) -> dict:
     completion_words = len(reply.text.split())
     choice: dict = {"index": 0, "message": {"role": "assistant", "content": reply.text},
                     "finish_reason": reply.finish_reason}
+    if reply.tool_calls:
+        choice["message"]["tool_calls"] = [
+            {"id": f"call_{k}", "type": "function", "function": {"name": name, "arguments": arguments}}
+            for k, (name, arguments) in enumerate(reply.tool_calls)]
+        choice["finish_reason"] = "tool_calls"
     if reply.logprobs is not None:
         choice["logprobs"] = _logprobs(reply.logprobs)
     return {

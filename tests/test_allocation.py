@@ -200,7 +200,8 @@ def test_llm_agent_good_reply_and_feedback_prompt():
     assert (bodies[0]["temperature"], bodies[0]["seed"], bodies[1]["seed"]) == (0.5, 100, 101)
     fb = bodies[1]["messages"][-1]["content"]
     assert "Planner 1: {" in fb and "Planner 3: {\"water\": {\"region1\": 0" in fb and "Planner 2:" not in fb
-    assert agent.counters() == {"plans": 2, "calls": 2, "parse_failures": 0, "fallbacks": {}, "clamped": 0}
+    assert agent.counters() == {"plans": 2, "calls": 2, "parse_failures": 0, "fallbacks": {}, "clamped": 0,
+                                "tool_errors": 0, "history_truncated": 0}
 
 
 def test_llm_agent_malformed_reply_fails_and_is_counted():

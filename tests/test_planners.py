@@ -165,7 +165,8 @@ def test_llm_valid_json_gives_target_and_request_details():
     assert sent.response_format["json_schema"]["schema"]["properties"]["position"]["maxItems"] == 2
     assert (sent.model, sent.temperature, sent.max_tokens, sent.seed) == ("m", 0.2, 99, 11)
     assert [m["role"] for m in sent.messages] == ["system", "user"]
-    assert p.counters() == {"plans": 1, "calls": 1, "parse_failures": 0, "fallbacks": {}, "clamped": 0}
+    assert p.counters() == {"plans": 1, "calls": 1, "parse_failures": 0, "fallbacks": {}, "clamped": 0,
+                            "tool_errors": 0, "history_truncated": 0}
 
 
 def test_llm_unstructured_request_has_no_response_format():

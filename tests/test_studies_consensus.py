@@ -203,7 +203,9 @@ def test_llm_trial_asks_every_agent_every_round_and_labels_the_replies():
         requests = srv.requests
     assert len(requests) == 9 and r["llm_calls"] == 9 and r["llm_fallbacks"] == {}
     assert {q["temperature"] for q in requests} == {0.0} and {q["max_tokens"] for q in requests} == {90}
-    assert all(q["response_format"]["type"] == "json_schema" for q in requests)
+    # the paper style by default: the paper's format line, no JSON schema, no grammar (not a llama.cpp server)
+    assert all("response_format" not in q and "grammar" not in q for q in requests)
+    assert all(q["messages"][-1]["content"].endswith("'Reasoning:..., Position:...' format") for q in requests)
     systems = {q["seed"] - 11: q["messages"][0]["content"] for q in requests}       # request seed = seed + agent
     assert "extremely stubborn" in systems[0] and "extremely suggestible" in systems[2]
     assert systems[1] == "You are an agent moving in a one-dimensional space."

@@ -36,9 +36,10 @@ import yaml
 
 from consensus.errors import ConfigError
 from consensus.llm.embedded import DEFAULT_MODEL_NAME
+from consensus.llm.styles import PROMPT_STYLES     # how LLM agents are asked and answer
 
 BACKENDS = ("embedded", "openai", "replay")
-KINEMATICS = ("single_integrator", "unicycle")
+KINEMATICS = ("single_integrator", "unicycle", "point_mass_pid")
 EXECUTORS = ("events", "single")
 SIMS = ("builtin", "turtlesim", "gazebo", "none")   # who moves the robots: our simulator, turtlesim, gz sim, hardware
 
@@ -157,8 +158,11 @@ class LLMParams:
     parse_retries: int = 2            # a reply that does not parse is asked again this often, then a fallback
     replay_path: str = ""             # transcripts.jsonl to replay (llm_backend: replay)
     llm_port: int = 18080             # port of the embedded LLM server (llm_server node)
+    prompt_style: str = "paper"       # paper (the paper's wording, free reasoning) | json (schema) | tools
 
     def _check_llm(self) -> None:
+        need(self.prompt_style in PROMPT_STYLES,
+             f"unknown prompt_style '{self.prompt_style}'; valid: {', '.join(PROMPT_STYLES)}")
         need(self.llm_backend in BACKENDS, f"unknown llm_backend '{self.llm_backend}'; valid: {', '.join(BACKENDS)}")
         need(0.0 <= self.llm_temperature <= 2.0, f"llm_temperature must be in [0, 2] (got {self.llm_temperature})")
         need(1 <= self.llm_max_tokens <= 4096, f"llm_max_tokens must be in [1, 4096] (got {self.llm_max_tokens})")
@@ -185,7 +189,7 @@ class ControlParams:
     """The fast loop and its safety layer (``consensus.control``)."""
 
     control_period_s: float = 0.1     # ΔTc
-    kinematics: str = "single_integrator"   # single_integrator | unicycle
+    kinematics: str = "single_integrator"   # single_integrator | unicycle | point_mass_pid (paper 1's 2-D code)
     kp: float = 1.0                   # proportional gain
     v_max: float = 1.0                # speed limit [m/s]
     w_max: float = 2.0                # turn-rate limit [rad/s] (unicycle)

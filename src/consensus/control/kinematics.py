@@ -3,6 +3,11 @@
 * Single integrator: ``p' = v``; the commanded velocity is in the world frame (robots keep yaw 0).
 * Unicycle: ``x' = v cos θ, y' = v sin θ, θ' = ω``, integrated exactly along the arc for constant
   (v, ω) over the step; yaw is wrapped to (-π, π].
+* Point mass with a PID force (``PointMassPID``), the robot model of paper 1's public 2-D code: mass 15 kg;
+  per axis F = Kp e + Kd (e - e_prev) / dt with Kp = 1.2, Ki = 0, Kd = 6, e = target - position; the force
+  vector's norm clipped to 50 N; a = F / m; v += a dt, the speed clipped to 3 m/s; p += v dt + a dt² / 2 (the new
+  velocity, as the code does); no friction. ``e_prev`` starts at 0 and is never reset, so a new target gives a
+  derivative kick, as in the code. The code also rounds positions to 2 decimals each step; this model does not.
 """
 from __future__ import annotations
 
@@ -55,6 +60,42 @@ def step_unicycle(pose: np.ndarray, v: np.ndarray, w: np.ndarray, dt: float) -> 
     dx = np.where(turning, v / w_safe * (np.sin(th_new) - np.sin(th)), v * dt * np.cos(th_mid))
     dy = np.where(turning, -v / w_safe * (np.cos(th_new) - np.cos(th)), v * dt * np.sin(th_mid))
     return np.column_stack([x + dx, y + dy, wrap_angle(th_new)])
+
+
+class PointMassPID:
+    """N point masses driven to their targets by paper 1's PID force (module docstring); vectorised over robots."""
+
+    def __init__(self, n: int, dim: int = 2, *, mass: float = 15.0, kp: float = 1.2, kd: float = 6.0,
+                 max_force: float = 50.0, max_speed: float = 3.0) -> None:
+        if not (mass > 0 and max_force > 0 and max_speed > 0):
+            raise ValueError("mass, max_force and max_speed must be positive")
+        self.mass, self.kp, self.kd = float(mass), float(kp), float(kd)
+        self.max_force, self.max_speed = float(max_force), float(max_speed)
+        self.vel = np.zeros((n, dim))
+        self.prev_error = np.zeros((n, dim))
+
+    @staticmethod
+    def _clip_norm(v: np.ndarray, limit: float) -> np.ndarray:
+        norm = np.linalg.norm(v, axis=1, keepdims=True)
+        return np.where(norm > limit, v / np.maximum(norm, 1e-300) * limit, v)
+
+    def step(self, pos: np.ndarray, target: np.ndarray, dt: float) -> np.ndarray:
+        """Positions ``(n, dim)`` after one step of ``dt`` s towards ``target`` ``(n, dim)``."""
+        pos = np.asarray(pos, dtype=float)
+        target = np.asarray(target, dtype=float)
+        if pos.shape != self.vel.shape or target.shape != pos.shape:
+            raise ValueError(f"pos and target must have shape {self.vel.shape}")
+        if not np.all(np.isfinite(target)):
+            raise ValueError("target contains NaN or inf")
+        dt = _check_dt(dt)
+        if dt == 0:
+            return pos.copy()
+        error = target - pos
+        force = self._clip_norm(self.kp * error + self.kd * (error - self.prev_error) / dt, self.max_force)
+        acc = force / self.mass
+        self.vel = self._clip_norm(self.vel + acc * dt, self.max_speed)
+        self.prev_error = error
+        return pos + self.vel * dt + 0.5 * acc * dt * dt
 
 
 def initial_positions(cfg) -> np.ndarray:

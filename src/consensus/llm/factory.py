@@ -27,12 +27,16 @@ def make_client(
     n_ctx: int = 4096,
     n_threads: int | None = None,
     n_parallel: int = 1,
+    llama_cpp: bool = False,
 ) -> tuple[LLMClient, Callable[[], None]]:
     """Return ``(client, close)``; ``close()`` releases the client and any server it started.
 
     * "openai": ``OpenAIChatClient(base_url or the OpenAI endpoint, model)``.
     * "embedded": the default offline model (or the GGUF file named by ``model``)
-      served by an ``EmbeddedServer`` on 127.0.0.1, with an OpenAI client on it.
+      served by an ``EmbeddedServer`` on 127.0.0.1 with ``n_parallel`` slots (one per agent asking at once),
+      with an OpenAI client on it that pins each agent to a slot (its prompt prefix stays cached).
+    * ``llama_cpp``: the "openai" endpoint is a llama.cpp server (e.g. the ``llm_server`` node): send its
+      prompt-cache, slot and grammar fields.
     * "replay": ``ReplayClient(replay_path)``, no network.
 
     With ``transcripts_path`` the "openai" and "embedded" clients record every exchange.
@@ -53,7 +57,8 @@ def make_client(
     server = None
     if backend == "openai":
         inner = OpenAIChatClient(base_url or None, model, api_key_env=api_key_env, timeout_s=timeout_s,
-                                 max_retries=max_retries, concurrency=concurrency)
+                                 max_retries=max_retries, concurrency=concurrency, llama_cpp=llama_cpp,
+                                 slots=n_parallel if llama_cpp else 0)
     else:
         from consensus.llm.embedded import EmbeddedServer, ensure_default_model, resolve_model_path
 
@@ -67,7 +72,7 @@ def make_client(
         try:
             inner = OpenAIChatClient(server.base_url, server.model_alias, timeout_s=timeout_s,
                                      max_retries=max_retries, concurrency=min(concurrency, n_parallel),
-                                     api_key=key)
+                                     api_key=key, llama_cpp=True, slots=n_parallel)
         except BaseException:
             server.close()
             raise

@@ -20,8 +20,11 @@ def client_from_config(cfg, transcripts_path: str | Path | None = None
     from consensus.llm.factory import make_client
 
     backend = cfg.llm_backend
+    llama_cpp = backend == "embedded"
     if backend == "embedded" and cfg.llm_base_url:
         backend = "openai"
+    # one server slot per agent that asks at once (the llm_server node sizes its slots the same way)
+    slots = max(1, min(cfg.llm_concurrency, getattr(cfg, "num_robots", cfg.llm_concurrency)))
     return make_client(
         backend,
         model=cfg.llm_model,
@@ -32,4 +35,13 @@ def client_from_config(cfg, transcripts_path: str | Path | None = None
         concurrency=cfg.llm_concurrency,
         transcripts_path=str(transcripts_path) if transcripts_path else None,
         replay_path=cfg.replay_path or None,
+        n_parallel=slots if llama_cpp else 1,
+        n_ctx=embedded_context(slots),
+        llama_cpp=llama_cpp,
     )
+
+
+def embedded_context(slots: int, per_slot: int = 4096) -> int:
+    """Context of the embedded server for ``slots`` agents: one shared (unified) KV cache of ``per_slot`` tokens per
+    slot, at most the model's 32768."""
+    return min(32768, max(4096, per_slot * max(1, slots)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import threading
 import time
 from urllib.parse import urlsplit
@@ -34,6 +35,17 @@ def is_local_url(base_url: str | None) -> bool:
     return host in _LOCAL_HOSTS or host.startswith("127.")
 
 
+def server_timings(timings: dict) -> dict:
+    """llama.cpp's own timings of one request, compact: prompt tokens evaluated (``prompt_n``), prompt tokens taken
+    from the slot's cache (``cache_n``), generated tokens (``predicted_n``) and their seconds."""
+    def num(key: str) -> float:
+        value = timings.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+    return {"prompt_n": int(num("prompt_n")), "cache_n": int(num("cache_n")), "predicted_n": int(num("predicted_n")),
+            "prompt_s": round(num("prompt_ms") / 1000, 4), "predicted_s": round(num("predicted_ms") / 1000, 4)}
+
+
 class OpenAIChatClient:
     """``LLMClient`` for any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
@@ -41,6 +53,11 @@ class OpenAIChatClient:
     times with exponential backoff and jitter; other 4xx fail at once. A final failure
     raises ``LLMError`` and puts ``status()["state"]`` to "down" until the next success.
     At most ``concurrency`` HTTP requests are in flight at once (across threads).
+
+    ``llama_cpp=True`` (the embedded server, or any llama.cpp server) adds llama.cpp's own request fields:
+    ``cache_prompt`` (reuse the slot's cached prompt prefix), ``grammar`` (a request's GBNF grammar; other
+    endpoints never see it) and, with ``slots`` > 1, ``id_slot``: every agent (the first segment of a request's
+    tag, e.g. "robot_2") is pinned to its own slot, so its prompt prefix stays warm between its calls.
     """
 
     def __init__(
@@ -55,6 +72,8 @@ class OpenAIChatClient:
         concurrency: int = 4,
         *,
         api_key: str | None = None,
+        llama_cpp: bool = False,
+        slots: int = 0,
     ) -> None:
         if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
             raise ConfigError(f"llm timeout_s must be > 0, got {timeout_s!r}")
@@ -96,6 +115,10 @@ class OpenAIChatClient:
         self._last_error = ""
         self._last_latency_s = 0.0
         self._rng = random.Random()
+        self.llama_cpp = bool(llama_cpp)
+        self.slots = max(int(slots), 0)
+        self._slot_of: dict[str, int] = {}
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r})"
@@ -143,10 +166,36 @@ class OpenAIChatClient:
             kw["response_format"] = req.response_format
         if req.seed is not None:
             kw["seed"] = req.seed
+        if req.tools:
+            kw["tools"] = [dict(t) for t in req.tools]
+            if req.tool_choice:
+                kw["tool_choice"] = req.tool_choice
+        if self.llama_cpp:
+            extra: dict = {"cache_prompt": True}
+            if req.grammar and not req.tools:
+                extra["grammar"] = req.grammar
+            if self.slots > 1:
+                extra["id_slot"] = self.slot_for(req.tag)
+            kw["extra_body"] = extra
         return kw
+
+    def slot_for(self, tag: str) -> int:
+        """The server slot of the agent that sent a request tagged ``tag`` (its first segment, e.g. "robot_2"): its
+        number modulo the slots (the same in every process of a fleet), or for a name without a number the next
+        slot in order of first request."""
+        agent = (tag or "").split("/", 1)[0]
+        number = re.search(r"(\d+)$", agent)
+        if number:
+            return int(number.group(1)[-6:]) % max(self.slots, 1)
+        with self._lock:
+            if agent not in self._slot_of:
+                self._slot_of[agent] = len(self._slot_of) % max(self.slots, 1)
+            return self._slot_of[agent]
 
     def complete(self, req: ChatRequest) -> ChatResponse:
         """Send one chat request; retry transient failures; raise LLMError when it fails."""
+        if self._closed:     # a planner thread still asking while its run shuts down
+            raise LLMError(f"LLM client for {self.base_url} is closed")
         kwargs = self._request_kwargs(req)
         with self._lock:
             self._calls += 1
@@ -173,6 +222,8 @@ class OpenAIChatClient:
                 log.warning("LLM request [%s] to %s %s: %s", req.tag, self.base_url, what, desc)
                 raise LLMError(f"LLM request to {self.base_url} {what}: {desc}") from None
             delay = self._backoff(attempt, retry_after)
+            if self._closed:
+                raise LLMError(f"LLM client for {self.base_url} was closed during the request ({desc})")
             with self._lock:
                 self._retries += 1
                 self._state = "retrying"
@@ -187,8 +238,13 @@ class OpenAIChatClient:
         usage = getattr(resp, "usage", None)
         meta = {"attempts": attempts, "finish_reason": getattr(choice, "finish_reason", None)}
         timings = (getattr(resp, "model_extra", None) or {}).get("timings")
-        if isinstance(timings, dict):   # llama.cpp server: prompt_n/prompt_ms/predicted_n/predicted_ms
-            meta["server_timings"] = timings
+        if isinstance(timings, dict):   # llama.cpp server: cache_n/prompt_n/prompt_ms/predicted_n/predicted_ms
+            meta["server_timings"] = server_timings(timings)
+        tool_calls = []
+        for call in getattr(choice.message, "tool_calls", None) or []:
+            fn = getattr(call, "function", None)
+            tool_calls.append({"id": str(getattr(call, "id", "") or ""), "name": str(getattr(fn, "name", "") or ""),
+                               "arguments": str(getattr(fn, "arguments", "") or "")})
         with self._lock:
             self._state = "ok"
             self._last_latency_s = latency
@@ -199,6 +255,7 @@ class OpenAIChatClient:
             prompt_tokens=getattr(usage, "prompt_tokens", None) if usage else None,
             completion_tokens=getattr(usage, "completion_tokens", None) if usage else None,
             meta=meta,
+            tool_calls=tool_calls,
         )
 
     def status(self) -> dict:
@@ -216,5 +273,6 @@ class OpenAIChatClient:
             }
 
     def close(self) -> None:
-        """Close the HTTP connection pool."""
+        """Close the HTTP connection pool; later requests fail with ``LLMError`` (no retry)."""
+        self._closed = True
         self._client.close()

@@ -4,7 +4,9 @@ One JSON object per line::
 
     {"v": 1, "key": <ChatRequest.key()>, "tag": ..., "request": {messages, model, temperature,
      max_tokens, response_format, seed}, "response": <text> | null, "model": ..., "latency_s": ...,
-     "prompt_tokens": ..., "completion_tokens": ..., "time": <unix s>, "error": <message>  (errors only)}
+     "prompt_tokens": ..., "completion_tokens": ..., "time": <unix s>, "error": <message>  (errors only),
+     "tool_calls": [...] (tool-calling replies only), "server_timings": {prompt_n, cache_n, predicted_n, prompt_s,
+     predicted_s} (llama.cpp servers only: the server's own count of evaluated, cached and generated tokens)}
 
 Replay answers each request key with the records of that key in the order they were
 written, errors included (a recorded failure is raised again as ``LLMError``), so a
@@ -32,7 +34,7 @@ FORMAT_VERSION = 1
 
 def request_record(req: ChatRequest) -> dict:
     """The request part of a record (everything that enters ``ChatRequest.key``)."""
-    return {
+    record = {
         "messages": [dict(m) for m in req.messages],
         "model": req.model,
         "temperature": req.temperature,
@@ -40,6 +42,11 @@ def request_record(req: ChatRequest) -> dict:
         "response_format": req.response_format,
         "seed": req.seed,
     }
+    for name in ("tools", "tool_choice", "grammar"):
+        value = getattr(req, name)
+        if value is not None:
+            record[name] = list(value) if name == "tools" else value
+    return record
 
 
 class TranscriptStore:
@@ -86,6 +93,8 @@ class TranscriptStore:
             "response": resp.text, "model": resp.model, "latency_s": resp.latency_s,
             "prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
             "time": time.time(),
+            **({"tool_calls": resp.tool_calls} if resp.tool_calls else {}),
+            **({"server_timings": resp.meta["server_timings"]} if resp.meta.get("server_timings") else {}),
         })
 
     def record_error(self, req: ChatRequest, error: str, latency_s: float) -> None:
@@ -204,6 +213,7 @@ class ReplayClient:
             completion_tokens=rec.get("completion_tokens"),
             from_replay=True,
             meta={"recorded_tag": rec.get("tag", "")},
+            tool_calls=[c for c in rec.get("tool_calls") or [] if isinstance(c, dict)],
         )
 
     def status(self) -> dict:

@@ -1,10 +1,13 @@
-"""``sim``: a kinematic simulator of N robots (single integrator or unicycle).
+"""``sim``: a kinematic simulator of N robots (single integrator, unicycle, or paper 1's point mass).
 
 Subscribes ``/robot_<i>/cmd_vel`` (geometry_msgs/Twist), publishes ``/robot_<i>/odom`` (nav_msgs/Odometry, frame
 ``world``) at ``sim_rate_hz`` from one timer, and ``/clock`` when ``publish_clock`` is true (then start the other
 nodes with ``use_sim_time:=true``). A robot whose last command is older than 0.5 s stops (like turtlesim). Initial
 positions come from ``initial_positions`` or are drawn with ``seed`` exactly as in the headless runner.
 The simulator always runs on the wall clock: it is the source of sim time, not a consumer.
+With ``kinematics: point_mass_pid`` each robot is paper 1's 15 kg point mass (``consensus.control.kinematics.
+PointMassPID``): the robot's world-frame velocity command is read as ``kp`` times its position error (the robot's
+P controller; set ``v_max`` high enough that it never clips), and the PID force of the paper's code moves the mass.
 
 A command with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) velocity, or undecodable, is ignored (the robot keeps
 its last valid command) and counted (``bad_messages``), as is every exception of a callback (``callback_errors``); the
@@ -22,7 +25,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 
-from consensus.control.kinematics import step_single_integrator, step_unicycle
+from consensus.control.kinematics import PointMassPID, step_single_integrator, step_unicycle
 from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, twist_values
 from consensus.settings import RobotBaseConfig
@@ -47,6 +50,7 @@ class Simulator:
         self.cmd = np.zeros((n, 3))          # vx, vy, wz
         self.cmd_time = np.full(n, -math.inf)
         self.dt = 1.0 / cfg.sim_rate_hz
+        self.mass = PointMassPID(n, 2) if cfg.kinematics == "point_mass_pid" else None
         self.t0 = time.monotonic()
         self.pubs = []
         for i in range(n):
@@ -90,6 +94,11 @@ class Simulator:
         cmd = np.where((now - self.cmd_time)[:, None] <= CMD_TIMEOUT_S, self.cmd, 0.0)
         if self.cfg.kinematics == "unicycle":
             self.pose = step_unicycle(self.pose, cmd[:, 0], cmd[:, 2], self.dt)
+        elif self.mass is not None:
+            pos = self.pose[:, :2]
+            self.pose[:, :2] = self.mass.step(pos, pos + cmd[:, :2] / self.cfg.kp, self.dt)
+            if self.cfg.dim == 1:
+                self.pose[:, 1] = 0.0
         else:
             self.pose[:, :2] = step_single_integrator(self.pose[:, :2], cmd[:, :2], self.dt)
             if self.cfg.dim == 1:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from consensus.registry import Scenario, lazy, register
 from consensus.scenarios.aggregation.config import PERSONALITIES, PLANNERS, AggregationConfig
 from consensus.graphs.topology import TOPOLOGIES
+from consensus.llm.styles import PROMPT_STYLES
 from consensus.settings import SIMS
 
 
@@ -24,6 +25,7 @@ register(Scenario(
         ("--adjacency", "adjacency", dict(help="custom topology: adjacency as JSON, e.g. '[[0,1],[1,0]]'")),
         ("--directed", "directed", dict(action="store_true", default=None, help="directed ring/line/random/custom")),
         ("--planner", "planner", dict(choices=PLANNERS)),
+        ("--prompt-style", "prompt_style", dict(choices=PROMPT_STYLES, help="how the LLM is asked (model card)")),
         ("--personality", "personalities", dict(action="append", choices=PERSONALITIES,
                                                 help="one for all robots, or once per robot")),
         ("--duration", "duration_s", dict(type=float, help="run length [s]")),

@@ -10,7 +10,9 @@ and controllers, but a synchronous loop in one process:
   previous target, or its position at the round start in round 0;
 * then ``round(planner_period_s / control_period_s)`` control steps at ``dt = control_period_s``:
   ``PController`` + single integrator, or ``UnicycleController`` + unicycle (initial yaw 0) when
-  ``cfg.kinematics == "unicycle"``. With ``dim == 1`` robots move along x only;
+  ``cfg.kinematics == "unicycle"``, or paper 1's 2-D robot (``PointMassPID``: 15 kg, PID force, the paper's code
+  uses ``planner_period_s = 2`` and ``control_period_s = 0.1``, i.e. 20 steps a round) when it is
+  ``"point_mass_pid"``. With ``dim == 1`` robots move along x only;
 * the number of rounds is ``rounds``, else ``cfg.max_rounds``, else ``floor(duration_s / planner_period_s)``;
 * with the ``llm`` planner the robots of a round are asked in parallel on a thread pool of
   ``cfg.llm_concurrency`` workers; results are used in robot order, so runs are deterministic
@@ -36,7 +38,7 @@ import numpy as np
 from consensus.control.kinematics import initial_positions
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.control.controller import PController, UnicycleController
-from consensus.control.kinematics import step_single_integrator, step_unicycle
+from consensus.control.kinematics import PointMassPID, step_single_integrator, step_unicycle
 from consensus.errors import ConfigError
 from consensus.graphs.topology import Graph
 from consensus.llm.base import LLMClient
@@ -82,6 +84,7 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     pos = initial_positions(cfg)
     yaw = np.zeros(n)
     unicycle = cfg.kinematics == "unicycle"
+    mass = PointMassPID(n, d) if cfg.kinematics == "point_mass_pid" else None
     if unicycle:
         uni = UnicycleController(k_v=cfg.kp, v_max=cfg.v_max, w_max=cfg.w_max, deadband=cfg.deadband)
     else:
@@ -116,6 +119,8 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                     v, w = uni.compute_batch(pose, target)
                     pose = step_unicycle(pose, v, w, dt)
                     pos, yaw = pose[:, :2], pose[:, 2]
+                elif mass is not None:
+                    pos = mass.step(pos, target, dt)
                 else:
                     pos = step_single_integrator(pos, pctl.compute_batch(pos, target), dt)
                 positions[k + 1] = pos

@@ -13,10 +13,22 @@ Where each comes from:
   1-D one with ``[x]`` changed to ``[x, y]``; the two-robot and later-round 2-D prompts
   are therefore the 1-D texts with "agent" -> "robot" (our adaptation).
 * ``NO_NEIGHBOURS_*`` (a robot that hears nobody, e.g. the leader of a leader-follower
-  graph) and the JSON format instruction are ours: the paper never shows an agent with no
-  neighbours, and its format instruction ("Strictly follow the 'Reasoning:..., Position:...'
-  format") is replaced by a JSON request that an OpenAI ``response_format`` schema can
-  enforce (``response_schema``). The lenient parser still reads the paper's format.
+  graph) is ours: the paper never shows an agent with no neighbours.
+
+The format instruction depends on the prompt style (``consensus.llm.styles``):
+
+* ``paper``: the paper code's own "Strictly follow the 'Reasoning:..., Position:...' format"
+  (``FORMAT_PAPER``), free reasoning of any length up to ``max_tokens``; on a llama.cpp server
+  ``answer_grammar`` lets the model write anything and then forces the answer line
+  ("Position: 64", "Position: (1.5, -2)"; brackets or parentheses, 1-D also bare);
+* ``json`` (ours): a JSON request that an OpenAI ``response_format`` schema enforces
+  (``response_schema``), the reasoning capped at ``REASONING_MAX_LENGTH`` characters;
+* ``tools`` (ours): the task text lists the robots by name (``me``, ``robot_1``, ...) and asks for
+  one tool call (``TOOL_INSTRUCTION``); ``tool_definitions`` offers ``move_to_centroid``,
+  ``move_toward``, ``move_to`` (answers) and ``distance_to`` (a question). The planner computes
+  the tools' results (``consensus.scenarios.aggregation.planners.llm``).
+
+The lenient parser reads every style's text answers.
 
 Which prompt is used:
 
@@ -35,6 +47,10 @@ import numpy as np
 
 from consensus.errors import ConfigError
 from consensus.llm.parsing import format_number
+from consensus.llm.styles import GBNF_NUMBER, PROMPT_STYLES, REGEX_NUMBER, free_then
+
+FORMAT_PAPER = "Strictly follow the 'Reasoning:..., Position:...' format"   # the paper's code, both dimensions
+TOOL_INSTRUCTION = "Answer by calling one of the tools move_to_centroid, move_toward or move_to."
 
 # --- personalities (appendix A.1, Prompt 1) ---------------------------------------------------
 PERSONALITY_TEXTS: dict[str, str] = {
@@ -152,32 +168,54 @@ def system_prompt(dim: int, personality: str = "none") -> str:
     return f"{base} {extra}" if extra else base
 
 
+def _check_style(style: str) -> None:
+    if style not in PROMPT_STYLES:
+        raise ConfigError(f"unknown prompt_style '{style}'; valid: {', '.join(PROMPT_STYLES)}")
+
+
+def robot_names(count: int) -> list[str]:
+    """The names the tools style gives the robots an agent sees, in the order of its neighbour list."""
+    return [f"robot_{k + 1}" for k in range(count)]
+
+
+def format_instruction(dim: int, style: str) -> str:
+    """What follows the task text: the paper's format line, the JSON request, or the tool instruction."""
+    _check_dim(dim)
+    _check_style(style)
+    return {"paper": FORMAT_PAPER, "json": _TEMPLATES[dim]["fmt"], "tools": TOOL_INSTRUCTION}[style]
+
+
 def user_prompt(*, dim: int, own: Sequence[float] | np.ndarray, neighbors: Sequence[Sequence[float] | np.ndarray],
-                later: bool, num_agents: int | None = None) -> str:
-    """The task prompt of one round followed by the JSON format instruction.
+                later: bool, num_agents: int | None = None, style: str = "json") -> str:
+    """The task prompt of one round followed by the style's format instruction (``format_instruction``).
 
     ``num_agents`` is the size of the whole group (defaults to ``len(neighbors) + 1``);
-    it selects the two-agent or the many-agent wording. ``later`` selects Prompt 3.
+    it selects the two-agent or the many-agent wording. ``later`` selects Prompt 3. With the
+    ``tools`` style each neighbour's position is preceded by its name ("robot_1 at (3, 4)").
     """
     _check_dim(dim)
     t = _TEMPLATES[dim]
     group = len(neighbors) + 1 if num_agents is None else num_agents
     own_s = format_position(own)
+    if style == "tools":
+        shown = [f"{name} at {format_position(nb)}" for name, nb in zip(robot_names(len(neighbors)), neighbors)]
+    else:
+        shown = [format_position(nb) for nb in neighbors]
     if not neighbors:
         task = t["alone"].format(own=own_s)
     elif group == 2 and len(neighbors) == 1:
         key = "later_two" if later else "round0_two"
-        task = t[key].format(own=own_s, other=format_position(neighbors[0]))
+        task = t[key].format(own=own_s, other=shown[0])
     else:
         key = "later_many" if later else "round0_many"
-        task = t[key].format(own=own_s, others=format_positions(neighbors))
-    return f"{task} {t['fmt']}"
+        task = t[key].format(own=own_s, others=", ".join(shown))
+    return f"{task} {format_instruction(dim, style)}"
 
 
 def build_messages(*, dim: int, own: Sequence[float] | np.ndarray,
                    neighbors: Sequence[Sequence[float] | np.ndarray], round: int, personality: str = "none",
                    history: Sequence[tuple[str, str]] | None = None,
-                   num_agents: int | None = None) -> list[dict]:
+                   num_agents: int | None = None, style: str = "json") -> list[dict]:
     """Chat messages for one planning request: system, the remembered exchanges, the new user turn.
 
     ``history`` is a sequence of earlier (user, assistant) texts of this robot (memory on).
@@ -190,14 +228,13 @@ def build_messages(*, dim: int, own: Sequence[float] | np.ndarray,
         messages.append({"role": "assistant", "content": assistant_text})
     later = round > 0 and bool(history)
     messages.append({"role": "user", "content": user_prompt(dim=dim, own=own, neighbors=neighbors, later=later,
-                                                            num_agents=num_agents)})
+                                                            num_agents=num_agents, style=style)})
     return messages
 
 
-def retry_message(error: str, dim: int) -> str:
+def retry_message(error: str, dim: int, style: str = "json") -> str:
     """The user turn sent after an unreadable reply (ours, not the paper's)."""
-    _check_dim(dim)
-    return f"Your reply could not be read ({error}). {_TEMPLATES[dim]['fmt']}"
+    return f"Your reply could not be read ({error}). {format_instruction(dim, style)}"
 
 
 def response_schema(dim: int) -> dict:
@@ -220,3 +257,54 @@ def response_schema(dim: int) -> dict:
             },
         },
     }
+
+
+# --- the paper style's answer line ------------------------------------------------------------------------------
+# The values the answer line may hold: 1-D "64", "(64)", "[64]"; 2-D "(x, y)" or "[x, y]" (a space after the comma
+# optional). The GBNF rules and the regex below spell the same forms.
+_GBNF_VALUE = {
+    1: 'value ::= num | "(" num ")" | "[" num "]"',
+    2: 'value ::= "(" num "," " "? num ")" | "[" num "," " "? num "]"',
+}
+_REGEX_VALUE = {
+    1: f"(?:{REGEX_NUMBER}|\\({REGEX_NUMBER}\\)|\\[{REGEX_NUMBER}\\])",
+    2: f"(?:\\({REGEX_NUMBER}, ?{REGEX_NUMBER}\\)|\\[{REGEX_NUMBER}, ?{REGEX_NUMBER}\\])",
+}
+
+
+def answer_grammar(dim: int) -> str:
+    """GBNF: free reasoning, then the paper's answer line ``Position: <value>`` and the end of the reply."""
+    _check_dim(dim)
+    return free_then('"Position:" " "? value', _GBNF_VALUE[dim] + "\n" + GBNF_NUMBER)
+
+
+def answer_regex(dim: int) -> str:
+    """The Python regex (for ``re.fullmatch``) of the replies ``answer_grammar`` allows: the same forms."""
+    _check_dim(dim)
+    return "[\\s\\S]*Position: ?" + _REGEX_VALUE[dim] + "[ \\t\\n]{0,4}"
+
+
+# --- the tools style ------------------------------------------------------------------------------------------------
+ANSWER_TOOLS = ("move_to_centroid", "move_toward", "move_to")    # a call to one of these is the agent's answer
+QUERY_TOOLS = ("distance_to",)                                   # answered with a number; the agent asks again
+
+
+def tool_definitions(dim: int) -> tuple[dict, ...]:
+    """The OpenAI tools of the ``tools`` style (their results are computed by the planner from what the robot sees)."""
+    _check_dim(dim)
+    robot = {"type": "string", "description": "me or robot_1, robot_2, ..."}
+    axes = ("x", "y")[:dim]
+
+    def tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
+        return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+            "type": "object", "properties": properties, "required": required}}}
+
+    return (
+        tool("move_to_centroid", "Move to the mean position of the robots (default: all, you included)",
+             {"robots": {"type": "array", "items": robot}}, []),
+        tool("distance_to", "Your distance to a robot", {"robot": robot}, ["robot"]),
+        tool("move_toward", "Move a fraction (0 to 1) of the way to a robot",
+             {"robot": robot, "fraction": {"type": "number"}}, ["robot", "fraction"]),
+        tool("move_to", "Move to the position " + ("x" if dim == 1 else "(x, y)"),
+             {a: {"type": "number"} for a in axes}, list(axes)),
+    )

@@ -45,7 +45,8 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
     return finalize(out, times=result.times, positions=result.positions, targets=result.targets,
                     tol=cfg.converge_tol_m, counters=counters,
                     title=f"LLM aggregation (headless), planner={cfg.planner}", workspace=cfg.workspace,
-                    extra={"planner": cfg.planner, "topology": cfg.topology, "num_robots": cfg.num_robots})
+                    extra={"planner": cfg.planner, "topology": cfg.topology, "num_robots": cfg.num_robots,
+                           **({"prompt_style": cfg.prompt_style} if cfg.uses_llm() else {})})
 
 
 def prepare_aggregation_run(cfg: AggregationConfig, out_dir: str | Path) -> tuple[AggregationConfig, Path]:
@@ -83,7 +84,7 @@ def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_
     if not ok:
         logging.warning(msg)
     echo(f"aggregation: {cfg.num_robots} robots, topology={cfg.topology}, planner={cfg.planner}"
-         + (f", backend={cfg.llm_backend}" if cfg.uses_llm() else "")
+         + (f", backend={cfg.llm_backend}, prompt_style={cfg.prompt_style}" if cfg.uses_llm() else "")
          + (" (headless)" if headless else " (ROS 2 nodes)") + f" -> {out}")
     if headless:
         return run_headless_to_dir(cfg, out, progress=lambda r, total, *_: echo(f"  round {r}/{total}"))

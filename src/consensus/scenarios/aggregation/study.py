@@ -57,6 +57,7 @@ from consensus.scenarios.aggregation import strategies as st
 from consensus.metrics.convergence import spread_series
 from consensus.scenarios.aggregation.planners.factory import PLANNER_KINDS, make_planner
 from consensus.llm.counters import add_counters, new_counters
+from consensus.llm.styles import PROMPT_STYLES
 from consensus.scenarios.aggregation.headless import run_negotiation
 
 #: topology name -> (make_graph name, directed)
@@ -79,6 +80,8 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "topology": "complete",       # see TOPOLOGIES
     "personalities": "none",      # "none" | "stubborn,suggestible" | "stubborn*7,suggestible*3" ...
     "memory": True,               # LLM keeps its chat history (paper 1-D); false = self-contained prompts
+    "history_rounds": 0,          # remembered exchanges sent (0 = all of them, the paper's; bounded by the context)
+    "prompt_style": "paper",      # paper | json | tools (consensus.llm.styles; docs/model-card.md)
     "parse_retries": 2,           # LLM re-asks after an unreadable reply
     "converge_tol": 1.0,          # converged: spread < this (state units); also the clustering gap
     "label_tol": 0.5,             # strategy labels and oscillation: |state - candidate| <= this
@@ -102,6 +105,8 @@ class Setup:
     init_high: float
     init_integer: bool
     memory: bool
+    history_rounds: int
+    prompt_style: str
     parse_retries: int
     converge_tol: float
     label_tol: float
@@ -180,11 +185,18 @@ def setup(params: dict) -> Setup:
                  rounds=_int(params, "rounds", 1, MAX_ROUNDS), temperature=_num(params, "temperature", 0.0, 2.0),
                  personalities=personalities, graph=_graph(topology, len(personalities)),
                  init_low=lo, init_high=hi, init_integer=_bool(params, "init_integer"),
-                 memory=_bool(params, "memory"),
+                 memory=_bool(params, "memory"), history_rounds=_int(params, "history_rounds", 0, MAX_ROUNDS),
+                 prompt_style=_style(params["prompt_style"]),
                  parse_retries=_int(params, "parse_retries", 0, 10),
                  converge_tol=_num(params, "converge_tol", 0.0, 1e6, open_low=True),
                  label_tol=_num(params, "label_tol", 0.0, 1e6, open_low=True),
                  min_reversals=_int(params, "min_reversals", 1, MAX_ROUNDS))
+
+
+def _style(value: Any) -> str:
+    if value not in PROMPT_STYLES:
+        raise ConfigError(f"prompt_style must be one of {', '.join(PROMPT_STYLES)} (got {value!r})")
+    return value
 
 
 def _validate(params: dict) -> None:
@@ -218,7 +230,8 @@ def _planners(s: Setup, ctx: TrialContext, seed: int) -> list:
                 for i, p in enumerate(s.personalities)]
     return [make_planner("llm", dim=s.dim, robot_id=i, personality=p, client=ctx.llm, seed=seed, memory=s.memory,
                          temperature=s.temperature, max_tokens=int(ctx.llm_settings.get("max_tokens", 160)),
-                         parse_retries=s.parse_retries, num_agents=s.n)
+                         parse_retries=s.parse_retries, num_agents=s.n, style=s.prompt_style,
+                         history_rounds=s.history_rounds)
             for i, p in enumerate(s.personalities)]
 
 
@@ -244,7 +257,8 @@ def run_trial(trial: Trial, ctx: TrialContext) -> dict:
         raise TrialFailed(f"the LLM gave no usable reply in any of the {held.size} plans "
                           f"({counters['calls']} calls; fallbacks: {reasons})")
     result = outcome(s, states, reasonings, held)
-    result.update(llm_calls=counters["calls"], parse_failures=counters["parse_failures"])
+    result.update(llm_calls=counters["calls"], parse_failures=counters["parse_failures"],
+                  tool_errors=counters["tool_errors"], history_truncated=counters["history_truncated"])
     result[LLM_FALLBACKS_KEY] = reasons
     return result
 
@@ -586,11 +600,31 @@ def _figure_lines(names: Sequence[str]) -> list[str]:
     return [f"![{n}]({n})" for n in names]
 
 
+#: how each prompt style departs from paper 1 (the report says it for the styles its LLM trials used)
+STYLE_DEVIATIONS = {
+    "paper": "the paper's prompts and free 'Reasoning:..., Position:...' format (a GBNF grammar forces the answer "
+             "line on llama.cpp servers; the paper's model had none); with memory the whole chat history, as in "
+             "the paper's 1-D code (exchanges left out to fit the context window are counted: history_truncated)",
+    "json": "not the paper's format: a JSON schema ({reasoning <= 120 characters, position}) replaces the "
+            "'Reasoning:..., Position:...' line",
+    "tools": "not the paper's format: the robots are named in the prompt and the model answers by calling a tool "
+             "(move_to_centroid, move_toward, move_to; distance_to), whose result the planner computes",
+}
+
+
+def style_lines(groups: Sequence[Group]) -> list[str]:
+    """One line per prompt style the LLM trials used, saying how it departs from the paper."""
+    styles = sorted({g.params.get("prompt_style", "paper") for g in groups if g.params.get("planner") == "llm"})
+    return [f"Prompt style `{st_}`: {STYLE_DEVIATIONS.get(st_, 'unknown style')}." for st_ in styles]
+
+
 def _header(study: str, groups: Sequence[Group]) -> list[str]:
     ok = sum(len(g.results) for g in groups)
     failed = sum(g.failed for g in groups)
+    styles = style_lines(groups)
     return [f"Study `{study}`: {ok} trials ok, {failed} failed, {len(groups)} groups. Strategy labels, oscillation "
-            "and clustering rules: `consensus.scenarios.aggregation.strategies` (docs/studies-consensus.md).", ""]
+            "and clustering rules: `consensus.scenarios.aggregation.strategies` (docs/studies-consensus.md).", "",
+            *([*styles, ""] if styles else [])]
 
 
 def _tables(groups: Sequence[Group]) -> list[str]:

@@ -9,10 +9,11 @@ LLM (``consensus.llm``):
 * ``LLMAllocationCoordinator.merge(proposals, turn)``: the wheel of spoke & wheel; our coordinator prompt
   (the paper gives none) listing the spokes' plans.
 
-Both request ``response_format`` = the problem's JSON schema and parse with
-``consensus.scenarios.allocation.prompts.parse_allocation``. An unreadable or invalid reply is followed by a
-correction turn up to ``parse_retries`` times (default 0: the paper retried nothing). A reply that is still
-invalid, an ``LLMError`` (endpoint gave up) or any other client exception makes the call a *fallback*:
+Both ask in the prompt ``style`` (``paper``: the paper's prompts as written, Python dict, no schema; ``json``: the
+JSON adaptation with ``response_format`` = the problem's JSON schema) and parse with
+``consensus.scenarios.allocation.prompts.parse_allocation`` in the same style. An unreadable or invalid reply is
+followed by a correction turn up to ``parse_retries`` times (default 0: the paper retried nothing). A reply that is
+still invalid, an ``LLMError`` (endpoint gave up) or any other client exception makes the call a *fallback*:
 ``None`` is returned (the aggregation layer counts it and, in the study, replaces it by the all-zero plan)
 and ``counters()["fallbacks"][reason]`` is incremented ("unparseable", "llm_error", "client_error").
 Counters use the LLM planner's layout (``consensus.scenarios.aggregation.planners.llm.new_counters``; "plans" =
@@ -54,7 +55,7 @@ class _AllocationAsker:
     """Send one allocation request, parse, retry with a correction turn, count; None on failure."""
 
     def __init__(self, client: LLMClient, prob: AllocationProblem, *, model: str, temperature: float,
-                 max_tokens: int, parse_retries: int, seed: int | None, name: str) -> None:
+                 max_tokens: int, parse_retries: int, seed: int | None, name: str, style: str = "json") -> None:
         if not 0 <= parse_retries <= 10:
             raise ConfigError(f"allocation agent: parse_retries must be in [0, 10] (got {parse_retries})")
         if max_tokens < 1:
@@ -67,7 +68,10 @@ class _AllocationAsker:
         self.parse_retries = parse_retries
         self.seed = seed
         self.name = name
-        self.schema = response_schema(prob)
+        if style not in ("paper", "json"):
+            raise ConfigError(f"allocation agent: prompt_style must be paper or json (got {style!r})")
+        self.style = style
+        self.schema = response_schema(prob) if style == "json" else None
         self._counters = new_counters()
 
     def counters(self) -> dict:
@@ -91,13 +95,13 @@ class _AllocationAsker:
             except Exception:  # a broken client must not take the study down: this agent failed
                 log.exception("%s turn %d: LLM client raised", self.name, turn)
                 return self._fail("client_error")
-            plan, error = parse_allocation(reply, self.prob)
+            plan, error = parse_allocation(reply, self.prob, self.style)
             if plan is not None:
                 return plan
             c["parse_failures"] += 1
             log.info("%s turn %d: unusable reply (%s)", self.name, turn, error)
             messages = [*messages, {"role": "assistant", "content": str(reply)[:MAX_REASONING_CHARS]},
-                        {"role": "user", "content": retry_message(error)}]
+                        {"role": "user", "content": retry_message(error, self.style)}]
         return self._fail("unparseable")
 
     def _fail(self, reason: str) -> None:
@@ -119,33 +123,35 @@ class LLMAllocationAgent:
 
     def __init__(self, client: LLMClient, prob: AllocationProblem, *, agent_id: int, model: str = "",
                  temperature: float = 1.0, max_tokens: int = 400, parse_retries: int = 0,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, style: str = "json") -> None:
         self.agent_id = agent_id
         self.prob = prob
         self._asker = _AllocationAsker(client, prob, model=model, temperature=temperature, max_tokens=max_tokens,
-                                       parse_retries=parse_retries, seed=seed, name=f"agent_{agent_id}")
+                                       parse_retries=parse_retries, seed=seed, name=f"agent_{agent_id}",
+                                       style=style)
 
     def counters(self) -> dict:
         return self._asker.counters()
 
     def propose(self, ctx: ProposeContext) -> np.ndarray | None:
-        return self._asker.ask(allocation_messages(self.prob, _feedback(ctx)), ctx.turn)
+        return self._asker.ask(allocation_messages(self.prob, _feedback(ctx), self._asker.style), ctx.turn)
 
 
 class LLMAllocationCoordinator:
     """The central agent of spoke & wheel (a ``Coordinator``): merges the spokes' plans with an LLM."""
 
     def __init__(self, client: LLMClient, prob: AllocationProblem, *, model: str = "", temperature: float = 1.0,
-                 max_tokens: int = 400, parse_retries: int = 0, seed: int | None = None) -> None:
+                 max_tokens: int = 400, parse_retries: int = 0, seed: int | None = None,
+                 style: str = "json") -> None:
         self.prob = prob
         self._asker = _AllocationAsker(client, prob, model=model, temperature=temperature, max_tokens=max_tokens,
-                                       parse_retries=parse_retries, seed=seed, name="coordinator")
+                                       parse_retries=parse_retries, seed=seed, name="coordinator", style=style)
 
     def counters(self) -> dict:
         return self._asker.counters()
 
     def merge(self, proposals: Sequence[np.ndarray | None], turn: int) -> np.ndarray | None:
-        return self._asker.ask(coordinator_messages(self.prob, proposals), turn)
+        return self._asker.ask(coordinator_messages(self.prob, proposals, self._asker.style), turn)
 
 
 class ProportionalAgent:

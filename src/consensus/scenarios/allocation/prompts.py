@@ -1,6 +1,15 @@
-"""Paper-3 resource-allocation prompts (appendix "Prompts") adapted to JSON output, and the reply parser.
+"""Paper-3 resource-allocation prompts (appendix "Prompts"), as written or adapted to JSON output, and the parser.
 
-Templates, and how they map to the paper:
+Two prompt styles (``consensus.llm.styles``; the study's ``prompt_style``):
+
+* ``paper`` (the default): the paper's prompts as written: the plan is a Python dict (``{'water': {'region1': 1,
+  ...}, ...}``), "Think step-by-step" and "do not respond with JSON format" kept; no response schema. The reply is
+  read by ``parse_allocation(..., style="paper")``: the LAST dict literal in the reply (the step-by-step text may
+  come first) must be a plan with exactly the problem's names; anything else is off the template, which the study
+  turns into the all-zero plan (the paper's failure rule) and counts.
+* ``json``: the adaptation below (JSON example, "respond only with a JSON object", a ``response_format`` schema).
+
+Templates (``json`` style), and how they map to the paper:
 
 * ``ALLOCATION_PROMPT``: "Resource Allocation Prompt", verbatim except the output format: the paper's
   example is a Python dict and its last sentence says "do not respond with JSON format"; here the
@@ -79,6 +88,46 @@ COORDINATOR_PROMPT = (
 )
 
 
+_INSTRUCTIONS_PAPER = (
+    "Provide an allocation plan (dictionary) where each resource (e.g., 'water', 'food') is mapped to another "
+    "(dictionary) region IDs and allocated amounts. Ensure allocations respect the total available resources and "
+    "your goal is to meet all the demand or as much demand as possible.\n\n"
+    "As an example, respond directly in the format:\n"
+    "{{'water': {{'region1': 1, 'region2': 5, 'region3': 1}}, 'food': {{'region1': 3, 'region2': 3, "
+    "'region3': 3}}}}.\n\n"
+    "Think step-by-step, and ensure all the resources and regions are included in your response. Do not "
+    "hallucinate additional regions or resources. Do not add any additional response and do not respond with JSON "
+    "format."
+)
+ALLOCATION_PROMPT_PAPER = "Available resources: {resources}. Regions and their demands: {regions}.\n\n" + \
+    _INSTRUCTIONS_PAPER
+FEEDBACK_PROMPT_PAPER = (
+    "Available resources:\n{resources}.\nRegions and their demands:\n{regions}.\n\n"
+    "These are proposed plans from other planners in previous rounds. Use these to the next plan if applicable\n\n"
+    "{previous_plans}.\n\n" + _INSTRUCTIONS_PAPER
+)
+COORDINATOR_PROMPT_PAPER = (
+    "Available resources: {resources}. Regions and their demands: {regions}.\n\n"
+    "You are the central coordinator. These are the allocation plans proposed by {count} planners:\n\n"
+    "{previous_plans}.\n\n"
+    "Combine them into one final allocation plan. " + _INSTRUCTIONS_PAPER
+)
+_PAPER = {"allocation": ALLOCATION_PROMPT_PAPER, "feedback": FEEDBACK_PROMPT_PAPER,
+          "coordinator": COORDINATOR_PROMPT_PAPER}
+_JSON = {"allocation": ALLOCATION_PROMPT, "feedback": FEEDBACK_PROMPT, "coordinator": COORDINATOR_PROMPT}
+
+
+def _templates(style: str) -> dict[str, str]:
+    if style not in ("paper", "json"):
+        raise ValueError(f"allocation prompts: style must be paper or json (got {style!r})")
+    return _PAPER if style == "paper" else _JSON
+
+
+def _styled(text: str, style: str) -> str:
+    """Dicts in the style's notation: JSON's double quotes, or the paper's Python single quotes."""
+    return text.replace('"', "'") if style == "paper" else text
+
+
 def _json_dict(items: Sequence[tuple[str, str]]) -> str:
     return "{" + ", ".join(f'"{k}": {v}' for k, v in items) + "}"
 
@@ -104,26 +153,33 @@ def _plan_lines(prob: AllocationProblem, labelled: Sequence[tuple[str, np.ndarra
     return "\n".join(f"{label}: {format_plan(prob, plan)}" for label, plan in labelled)
 
 
-def allocation_messages(prob: AllocationProblem, feedback: Sequence[tuple[str, np.ndarray]] = ()) -> list[dict]:
+def allocation_messages(prob: AllocationProblem, feedback: Sequence[tuple[str, np.ndarray]] = (),
+                        style: str = "json") -> list[dict]:
     """The user turn of an agent: the plain prompt, or the feedback prompt when ``feedback`` lists
     (label, plan) pairs, e.g. ``[("Planner 2", plan), ("Coordinator", plan)]``."""
-    fields = {"resources": format_resources(prob), "regions": format_regions(prob)}
+    t = _templates(style)
+    fields = {"resources": _styled(format_resources(prob), style), "regions": _styled(format_regions(prob), style)}
     if feedback:
-        text = FEEDBACK_PROMPT.format(previous_plans=_plan_lines(prob, feedback), **fields)
+        text = t["feedback"].format(previous_plans=_styled(_plan_lines(prob, feedback), style), **fields)
     else:
-        text = ALLOCATION_PROMPT.format(**fields)
+        text = t["allocation"].format(**fields)
     return [{"role": "user", "content": text}]
 
 
-def coordinator_messages(prob: AllocationProblem, plans: Sequence[np.ndarray | None]) -> list[dict]:
+def coordinator_messages(prob: AllocationProblem, plans: Sequence[np.ndarray | None],
+                         style: str = "json") -> list[dict]:
     """The coordinator's user turn listing the valid spoke plans as ``Planner i`` (1-based agent index)."""
     labelled = [(f"Planner {i + 1}", p) for i, p in enumerate(plans) if p is not None]
-    text = COORDINATOR_PROMPT.format(resources=format_resources(prob), regions=format_regions(prob),
-                                     count=len(labelled), previous_plans=_plan_lines(prob, labelled))
+    text = _templates(style)["coordinator"].format(
+        resources=_styled(format_resources(prob), style), regions=_styled(format_regions(prob), style),
+        count=len(labelled), previous_plans=_styled(_plan_lines(prob, labelled), style))
     return [{"role": "user", "content": text}]
 
 
-def retry_message(error: str) -> str:
+def retry_message(error: str, style: str = "json") -> str:
+    if style == "paper":
+        return (f"Your reply could not be used ({error}). Respond with the allocation plan (dictionary) mapping every "
+                "resource to every region ID and its allocated amount.")
     return (f"Your reply could not be used ({error}). Respond only with a JSON object mapping every resource to "
             "every region ID and its allocated amount.")
 
@@ -144,10 +200,11 @@ def response_schema(prob: AllocationProblem) -> dict:
 
 
 # --- parsing ---------------------------------------------------------------------------------------
-def parse_allocation(text: Any, prob: AllocationProblem) -> tuple[np.ndarray | None, str]:
-    """(allocation of shape (resources, regions), "") or (None, why the reply was rejected); never raises."""
+def parse_allocation(text: Any, prob: AllocationProblem, style: str = "json") -> tuple[np.ndarray | None, str]:
+    """(allocation of shape (resources, regions), "") or (None, why the reply was rejected); never raises.
+    ``style="paper"`` reads the last dict literal of the reply (module docstring)."""
     try:
-        obj = _find_object(text)
+        obj = _last_dict(text) if style == "paper" else _find_object(text)
         if isinstance(obj, str):
             return None, obj
         return _to_array(obj, prob)
@@ -171,6 +228,32 @@ def _find_object(text: Any) -> dict | str:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return "no readable JSON object"
     return obj if isinstance(obj, dict) else "no readable JSON object"
+
+
+def _last_dict(text: Any) -> dict | str:
+    """The last top-level ``{...}`` of the reply that is a Python (or JSON) dict literal, or an error string."""
+    if not isinstance(text, str):
+        return f"reply is not text ({type(text).__name__})"
+    text = text[:MAX_TEXT_CHARS]
+    spans: list[tuple[int, int]] = []
+    depth, start = 0, -1
+    for k, ch in enumerate(text):
+        if ch == "{":
+            if depth == 0:
+                start = k
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, k + 1))
+    for a, b in reversed(spans[-_MAX_JSON_STARTS:]):
+        try:
+            obj = ast.literal_eval(text[a:b])
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return "no dictionary in the reply (off the template)"
 
 
 def _region_key(key: Any) -> str:

@@ -66,6 +66,7 @@ PLANNERS = ("llm", "noisy", "proportional")
 DEFAULTS: dict[str, Any] = {
     "scale": "medium", "setting": "equal", "architecture": "majority", "agents": 3, "planner": "llm",
     "max_turns": 5, "noise": 0.2, "fail_prob": 0.1, "parse_retries": 0, "temperature": 1.0, "max_tokens": 400,
+    "prompt_style": "paper",     # paper: the paper's prompt as written (Python dict); json: JSON schema adaptation
 }
 DEFAULT_SWEEP = {"scale": list(SCALES), "setting": list(SETTINGS), "architecture": list(ARCHITECTURES)}
 DEFAULT_TRIALS = 30
@@ -83,7 +84,8 @@ PAPER_AURC: dict[tuple[str, str], tuple[float, ...]] = {
     ("large", "excess"): (0.672, 0.816, 0.682, 0.648, 0.582, 0.579, 0.450),
 }
 
-_CHOICES = {"scale": SCALES, "setting": SETTINGS, "architecture": ARCHITECTURES, "planner": PLANNERS}
+_CHOICES = {"scale": SCALES, "setting": SETTINGS, "architecture": ARCHITECTURES, "planner": PLANNERS,
+            "prompt_style": ("paper", "json")}
 _INT_RANGES = {"agents": (1, 64), "max_turns": (1, 20), "parse_retries": (0, 10), "max_tokens": (16, 4096)}
 _NUM_RANGES = {"noise": (0.0, 1.0), "fail_prob": (0.0, 1.0), "temperature": (0.0, 2.0)}
 
@@ -136,7 +138,7 @@ def _build(p: dict, prob, seed: int, ctx: TrialContext) -> tuple[list, Any]:
     if ctx.llm is None:
         raise ConfigError("allocation-reliability: planner 'llm' needs an LLM client (an llm block in the spec)")
     settings = dict(temperature=float(p["temperature"]), max_tokens=p["max_tokens"],
-                    parse_retries=p["parse_retries"])
+                    parse_retries=p["parse_retries"], style=p["prompt_style"])
     request_seeds = [int(c.generate_state(1)[0] % 2**31) for c in children]
     agents = [LLMAllocationAgent(ctx.llm, prob, agent_id=i, seed=request_seeds[i], **settings)
               for i in range(p["agents"])]

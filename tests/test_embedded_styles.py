@@ -1,0 +1,40 @@
+"""The demo's prompt style with the embedded model, end to end (slow: loads the 1.1 GB model; CI runs it).
+
+3 agents negotiate for 3 rounds (paper 1's Algorithm 1, no motion) with the ``tools`` style, which ``make demo`` uses:
+the group must close in (the measured card: the model answers with the centroid of what it sees). Then one ``paper``
+style request through llama.cpp's grammar: the reply must end in the paper's answer line."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from consensus.graphs.topology import make_graph
+from consensus.llm.base import ChatRequest
+from consensus.llm.factory import make_client
+from consensus.scenarios.aggregation.headless import run_negotiation
+from consensus.scenarios.aggregation.planners.llm import LLMPlanner
+from consensus.scenarios.aggregation.prompts import answer_grammar, answer_regex, build_messages
+
+pytestmark = pytest.mark.embedded
+
+
+def test_demo_style_closes_in_and_the_paper_grammar_holds(embedded_model_installed):
+    client, close = make_client("embedded", n_parallel=3, concurrency=3, timeout_s=600, n_ctx=8192)
+    try:
+        planners = [LLMPlanner(client, dim=2, robot_id=i, style="tools", temperature=0.0, max_tokens=160, seed=i,
+                               num_agents=3) for i in range(3)]
+        start = np.array([[-6.0, 2.0], [5.0, 4.0], [1.0, -7.0]])
+        states, log = run_negotiation(planners, start, make_graph("complete", 3), 3, max_workers=3)
+        spread = [np.ptp(s, axis=0).max() for s in states]
+        assert sum(e["fallback"] for e in log) <= 2, log
+        assert spread[-1] < 0.5 * spread[0], spread
+        messages = build_messages(dim=2, own=[1, 2], neighbors=[[5, -3], [-2, 4]], round=0, style="paper")
+        reply = client.complete(ChatRequest(messages=tuple(messages), temperature=0.0, max_tokens=400,
+                                            grammar=answer_grammar(2), tag="robot_0/grammar"))
+    finally:
+        close()
+    assert reply.meta.get("server_timings", {}).get("predicted_n", 0) > 0      # llama.cpp's own timings are kept
+    if reply.meta.get("finish_reason") == "stop":                              # not cut by max_tokens
+        assert re.fullmatch(answer_regex(2), reply.text), reply.text
