@@ -53,5 +53,17 @@ def apply_condition(data: dict, condition: str) -> dict:
             "baseline": condition if condition not in ("implicit", "explicit") else "none"}
 
 
+def trial_config(cls, params: dict, seed: int = 0, llm_settings: dict | None = None, *, source: str):
+    """The validated config ``cls`` of one study trial: the sweep's ``params`` with their ``condition`` applied
+    (``strict_llm`` is the study's, not the config's), the spec's LLM temperature and max_tokens, and ``seed``."""
+    data = apply_condition({k: v for k, v in params.items() if k not in ("condition", "strict_llm")},
+                           params.get("condition", ""))
+    llm = llm_settings or {}
+    for key, name in (("temperature", "llm_temperature"), ("max_tokens", "llm_max_tokens")):
+        if llm.get(key) is not None:
+            data[name] = llm[key]
+    return cls.from_dict({**data, "seed": seed}, source=source)
+
+
 def condition_of(baseline: str, mode: str) -> str:
     return baseline if baseline != "none" else mode

@@ -38,7 +38,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, apply_condition
+from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, trial_config
 from consensus.discussion.report import LEVELS, mean as _mean, metric_cells, paper_table
 from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
 from consensus.scenarios.disaster.config import DisasterConfig
@@ -61,13 +61,7 @@ DEFAULTS: dict[str, Any] = {**{k: v for k, v in DisasterConfig().to_dict().items
 
 def config_for(params: dict, seed: int = 0, llm_settings: dict | None = None) -> DisasterConfig:
     """The validated ``DisasterConfig`` of a trial (``condition`` applied; LLM settings from the spec)."""
-    data = apply_condition({k: v for k, v in params.items() if k not in ("condition", "strict_llm")},
-                           params.get("condition", ""))
-    llm = llm_settings or {}
-    for key, field in (("temperature", "llm_temperature"), ("max_tokens", "llm_max_tokens")):
-        if llm.get(key) is not None:
-            data[field] = llm[key]
-    return DisasterConfig.from_dict({**data, "seed": seed}, source="disaster study")
+    return trial_config(DisasterConfig, params, seed, llm_settings, source="disaster study")
 
 
 def condition_of(cfg: DisasterConfig) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, apply_condition
+from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, trial_config
 from consensus.discussion.report import model_table, paper_table
 from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
 from consensus.scenarios.info_spread.config import InfoSpreadConfig
@@ -33,13 +33,7 @@ DEFAULTS: dict[str, Any] = {**{k: v for k, v in InfoSpreadConfig().to_dict().ite
 
 
 def config_for(params: dict, seed: int = 0, llm_settings: dict | None = None) -> InfoSpreadConfig:
-    data = apply_condition({k: v for k, v in params.items() if k not in ("condition", "strict_llm")},
-                           params.get("condition", ""))
-    llm = llm_settings or {}
-    for key, name in (("temperature", "llm_temperature"), ("max_tokens", "llm_max_tokens")):
-        if llm.get(key) is not None:
-            data[name] = llm[key]
-    return InfoSpreadConfig.from_dict({**data, "seed": seed}, source="info-spread study")
+    return trial_config(InfoSpreadConfig, params, seed, llm_settings, source="info-spread study")
 
 
 def run_trial(trial: Trial, ctx: TrialContext) -> dict:

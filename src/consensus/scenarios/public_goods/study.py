@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, apply_condition
+from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, trial_config
 from consensus.discussion.report import model_table, paper_table
 from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
 from consensus.scenarios.public_goods.config import PublicGoodsConfig
@@ -33,13 +33,7 @@ DEFAULTS: dict[str, Any] = {**{k: v for k, v in PublicGoodsConfig().to_dict().it
 
 
 def config_for(params: dict, seed: int = 0, llm_settings: dict | None = None) -> PublicGoodsConfig:
-    data = apply_condition({k: v for k, v in params.items() if k not in ("condition", "strict_llm")},
-                           params.get("condition", ""))
-    llm = llm_settings or {}
-    for key, name in (("temperature", "llm_temperature"), ("max_tokens", "llm_max_tokens")):
-        if llm.get(key) is not None:
-            data[name] = llm[key]
-    return PublicGoodsConfig.from_dict({**data, "seed": seed}, source="public-goods study")
+    return trial_config(PublicGoodsConfig, params, seed, llm_settings, source="public-goods study")
 
 
 def run_trial(trial: Trial, ctx: TrialContext) -> dict:
