@@ -16,8 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
+from consensus.discussion.headless import start_run, team_client
 from consensus.discussion.rounds import add_round_counters, run_round
-from consensus.runs.rundir import new_run_dir, write_json, write_manifest
+from consensus.runs.rundir import write_json
 from consensus.scenarios.info_spread import metrics
 from consensus.scenarios.info_spread.agents import TallyCoordinator, make_defenders
 from consensus.scenarios.info_spread.config import InfoSpreadConfig
@@ -25,20 +26,9 @@ from consensus.scenarios.info_spread.network import InfoNetwork
 
 
 def run_info_spread(cfg: InfoSpreadConfig, client=None, out_dir: str | Path | None = None) -> dict:
-    cfg.validate()
-    out = new_run_dir(out_dir) if out_dir is not None else None
-    run = cfg.resolved()
-    if out is not None:
-        write_manifest(out, scenario="info-spread", config=cfg.to_dict(), seed=cfg.seed, **cfg.manifest_llm(),
-                       mode="headless", extra={"resolved": {k: v for k, v in run.to_dict().items()
-                                                            if cfg.to_dict()[k] != v}})
+    run, out = start_run(cfg, "info-spread", out_dir)
     with ExitStack() as stack:
-        if client is None and run.uses_llm():
-            from consensus.llm.from_config import client_from_config
-
-            client, close = client_from_config(run, out / "transcripts.jsonl" if out is not None else None)
-            stack.callback(close)
-        summary = _simulate(run, client, out, stack)
+        summary = _simulate(run, team_client(run, client, out, stack), out, stack)
     summary.update(baseline=cfg.baseline, condition=cfg.condition())
     if out is not None:
         from consensus.discussion.plots import plot_rounds_band
