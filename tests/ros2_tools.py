@@ -125,9 +125,14 @@ def ros2_daemon():
 
 
 def launch_actions(launch_file: str | Path, monkeypatch, **args) -> list:
-    """The actions the real ``launch`` gets from ``launch_file`` for the launch arguments ``args`` (strings as on
-    the command line, defaults for the rest): the file's OpaqueFunction executed in a real ``LaunchContext`` - what
-    ``ros2 launch`` does before it starts any process. Nodes come back with their substitutions performed."""
+    """The actions the real ``launch`` gets from ``launch_file`` for the launch arguments ``args`` (``launch_run``)."""
+    return launch_run(launch_file, monkeypatch, **args)[1]
+
+
+def launch_run(launch_file: str | Path, monkeypatch, **args):
+    """``(context, actions)``: the file's OpaqueFunction executed in a real ``LaunchContext`` for the launch
+    arguments ``args`` (strings as on the command line, defaults for the rest) - what ``ros2 launch`` does before
+    it starts any process. Nodes come back with their substitutions performed."""
     import importlib.util as iu
 
     need_launch()
@@ -153,7 +158,7 @@ def launch_actions(launch_file: str | Path, monkeypatch, **args) -> list:
     for action in actions:
         if isinstance(action, Node):
             action._perform_substitutions(context)
-    return actions
+    return context, actions
 
 
 def node_info(node) -> dict:

@@ -3,7 +3,6 @@
 the processes it would start (docs/gazebo.md)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -127,47 +126,27 @@ def test_missing_gz_is_one_clear_message_naming_what_to_install(monkeypatch):
 
 # --- launch/gazebo.launch.py under the real `launch` (a ROS 2 install; here the PyPI wheels of launch/launch_ros)
 
-def _real_launch(monkeypatch):
-    from ros2_tools import need_launch, tool_env
+def _visit(monkeypatch, **args):
+    """(context, actions) launch/gazebo.launch.py produces for ``args`` under the real launch, nothing started."""
+    from ros2_tools import launch_run
 
-    need_launch()
-    monkeypatch.setenv("AMENT_PREFIX_PATH", tool_env()["AMENT_PREFIX_PATH"])   # this venv's install of the package
-
-
-def _visit(**args):
-    """The actions launch/gazebo.launch.py produces for ``args``, without starting any of them."""
-    from launch import LaunchContext
-    from launch.actions import DeclareLaunchArgument, OpaqueFunction
-
-    spec = importlib.util.spec_from_file_location("gazebo_launch", ROOT / "launch" / "gazebo.launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    ld = module.generate_launch_description()
-    context = LaunchContext()
-    context.launch_configurations.update({k: str(v) for k, v in args.items()})
-    for entity in ld.entities:
-        if isinstance(entity, DeclareLaunchArgument):
-            entity.visit(context)          # sets the default of every argument not given
-    (opaque,) = [e for e in ld.entities if isinstance(e, OpaqueFunction)]
-    return context, opaque.visit(context)
+    return launch_run("gazebo.launch.py", monkeypatch, **args)
 
 
 def test_launch_without_gz_stops_with_one_message_before_making_the_run(monkeypatch, tmp_path):
-    _real_launch(monkeypatch)
     monkeypatch.setattr(gazebo.shutil, "which", lambda name: None)
     with pytest.raises(ConfigError, match="sudo apt install ros-kilted-ros-gz"):
-        _visit(output_dir=tmp_path / "run")
+        _visit(monkeypatch, output_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
 def test_launch_starts_gz_the_bridge_and_the_run_without_the_builtin_sim(monkeypatch, tmp_path):
-    _real_launch(monkeypatch)
     from launch.actions import ExecuteProcess
     from launch.utilities import perform_substitutions
     from launch_ros.actions import Node
 
     monkeypatch.setattr(gazebo, "require", lambda: None)
-    context, actions = _visit(output_dir=tmp_path / "run", num_robots=3, planner="average", fleet="false",
+    context, actions = _visit(monkeypatch, output_dir=tmp_path / "run", num_robots=3, planner="average", fleet="false",
                               gz_args="-r -s")
     assert context.launch_configurations["use_sim_time"] == "true"
     processes = [a for a in actions if isinstance(a, ExecuteProcess)]
