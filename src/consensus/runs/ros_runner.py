@@ -25,6 +25,9 @@ from consensus.runs.processes import ProcessSpec
 LLM_READY_TIMEOUT_S = 600.0     # first start assembles and hashes the 1.1 GB model
 
 
+#: a node's output reaches its log line by line, also when the node is killed (unless the caller says otherwise)
+CHILD_ENV = {"PYTHONUNBUFFERED": "1", "RCUTILS_LOGGING_BUFFERED_STREAM": "0"}
+
 RESULTS_PREFIX = "RESULTS "      # the line a run's last process prints when its run directory is complete
 
 
@@ -77,7 +80,7 @@ class _Proc:
         self.log = self.log_path.open("w", buffering=1)      # line by line: `tail -f RUN/logs/<name>.log` works
         self.popen = subprocess.Popen(executable_command(spec.executable, spec.package) + ros_args(spec, params_file),
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                      start_new_session=True, env=os.environ.copy())
+                                      start_new_session=True, env=CHILD_ENV | dict(os.environ))
         self.echo = echo
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
