@@ -48,6 +48,27 @@ def test_five_robots_average_planner_converge(tmp_path):
     assert all(st["callback_errors"] == 0 and st["bad_messages"] == 0 for st in summary["per_robot"])
 
 
+def test_run_ends_once_the_robots_held_consensus_for_settle_s(tmp_path):
+    """``settle_s``: a 120 s run of robots that meet within seconds ends about settle_s after they met, says why,
+    and its progress lines say how long consensus has held."""
+    import io
+    from contextlib import redirect_stdout
+
+    from consensus.scenarios.aggregation.runner import run_ros
+
+    cfg = _cfg(num_robots=4, duration_s=120.0, settle_s=3.0)
+    lines = io.StringIO()
+    with redirect_stdout(lines):
+        summary = run_ros(cfg, tmp_path / "run", echo=print)
+    assert summary["end_reason"] == "converged_and_settled" and summary["converged"] is True
+    assert summary["time_to_converge_s"] + 3.0 <= summary["duration_s"] < summary["time_to_converge_s"] + 8.0
+    assert summary["duration_s"] < 40.0
+    progress = [ln for ln in lines.getvalue().splitlines() if "progress t=" in ln]
+    assert progress and progress[0].startswith("[recorder] progress t=")         # no ROS time stamp on the console
+    assert re.search(r"round \d+  spread \d+\.\d{3} m \(tol 0.1\)", progress[0]), progress[0]
+    assert any("consensus held" in ln for ln in progress)
+
+
 def test_directed_leader_follower_ends_at_the_leader(tmp_path):
     from consensus.scenarios.aggregation.runner import run_ros
 
