@@ -165,7 +165,7 @@ def test_response_delay_counts_a_never_attended_disaster_until_the_run_end():
     for _ in range(4):
         env.begin_round()
         outcomes.append(env.end_round([(5, 5)]))
-    s = summarize(outcomes, env)
+    s = summarize(outcomes, env.all_disasters(), env.round)
     assert s["response_delay"] == 4.0 and s["response_censored"] == 1 and s["response_delay_disasters"] == 1
 
 
@@ -183,7 +183,7 @@ def scripted_run(**cfg):
     for drones in SCRIPT:
         env.begin_round()
         outcomes.append(env.end_round(drones))
-    return summarize(outcomes, env), outcomes
+    return summarize(outcomes, env.all_disasters(), env.round), outcomes
 
 
 def test_summarize_a_scripted_run_by_hand():
@@ -219,7 +219,7 @@ def test_rounds_without_disasters_are_left_out_of_coverage():
     for _ in range(3):
         env.begin_round()
         outcomes.append(env.end_round([(1, 1)]))          # cleared in round 0, nothing afterwards
-    s = summarize(outcomes, env)
+    s = summarize(outcomes, env.all_disasters(), env.round)
     assert s["series"]["coverage"] == [1.0, None, None]
     assert s["coverage_rate"] == 1.0
     assert s["response_delay"] is None                    # never high-severity
@@ -235,6 +235,6 @@ def test_deviation_uses_the_chosen_actions_not_the_positions():
 
 def test_summarize_of_no_rounds():
     env = make_env([])
-    s = summarize([], env)
+    s = summarize([], env.all_disasters(), env.round)
     assert s["rounds"] == 0 and s["coverage_rate"] is None and s["mean_deviation"] is None
     assert s["net_reward"] == 0.0 and s["series"]["coverage"] == []

@@ -69,6 +69,23 @@ def test_package_xml_is_format_3_ament_python_with_the_runtime_deps():
     deps = {e.text for e in root.findall("exec_depend")}
     assert {"rclpy", "geometry_msgs", "nav_msgs", "std_msgs", "launch", "launch_ros"} <= deps
     assert (ROOT / "resource" / "consensus").is_file()
+    # rosdep installs what package.xml lists: every ROS package the code imports is there (optional simulators
+    # behind a condition)
+    import ast
+
+    ros_packages = {"rclpy", "launch", "launch_ros", "ament_index_python"}
+    imported = set()
+    for path in (ROOT / "src" / "consensus").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for top in (n.split(".")[0] for n in names):
+                if top in ros_packages or top.endswith(("_msgs", "_srvs", "_interfaces")):
+                    imported.add(top)
+    assert {"rcl_interfaces", "tf2_msgs", "builtin_interfaces"} <= imported          # the scan sees them
+    assert imported - {"turtlesim"} <= deps, f"imported but not in package.xml: {imported - deps}"
+    optional = {e.text: e.get("condition") for e in root.findall("exec_depend") if e.get("condition")}
+    assert {"turtlesim", "ros_gz_bridge", "ros_gz_sim"} <= set(optional)
     cfg = (ROOT / "setup.cfg").read_text()
     assert "install_scripts=$base/lib/consensus" in cfg       # colcon puts console scripts under lib/<pkg>
 

@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
-import traceback
 from pathlib import Path
-from typing import Callable
 
-from consensus.errors import ConfigError, ConsensusError
+from consensus.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED,  # noqa: F401
+                              ConfigError, ConsensusError, error_boundary)
 from consensus.settings import BACKENDS, load_flat, parse_set_args
 
-EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INTERNAL = 2, 1, 130, 70
 
 
 def _int(text: str) -> int:
@@ -73,11 +70,11 @@ def _default_config(name: str) -> Path | None:
         return None
     candidates = [Path(sys.prefix) / "share" / "consensus" / "config" / name,
                   Path(__file__).resolve().parents[2] / "config" / name]
-    try:
-        from ament_index_python.packages import get_package_share_directory
-        candidates.insert(0, Path(get_package_share_directory("consensus")) / "config" / name)
-    except Exception:  # noqa: BLE001 - no ament index: fall back to the other places
-        pass
+    from consensus.runs.ament import package_share
+
+    share = package_share("consensus")              # None without an ament index: the other places
+    if share is not None:
+        candidates.insert(0, share / "config" / name)
     return next((c for c in candidates if c.is_file()), None)
 
 
@@ -155,33 +152,6 @@ def _run(args: argparse.Namespace) -> int:
     for plot in summary.get("plots", []):
         print(f"  plot: {out / plot}")
     return 0
-
-
-def error_boundary(body: Callable[[], int], prog: str) -> int:
-    """Run ``body`` and map what it raises to one line on stderr and an exit status (module docstring)."""
-    from consensus.llm.base import LLMError
-
-    try:
-        return body()
-    except ConfigError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (ConsensusError, LLMError) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except OSError as exc:
-        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-        print(f"{prog}: error:{where} {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - the boundary: one line, never a traceback (unless asked for)
-        if os.environ.get("CONSENSUS_DEBUG"):
-            traceback.print_exc()
-        print(f"{prog}: internal error: {type(exc).__name__}: {exc} (CONSENSUS_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
-        return EXIT_INTERNAL
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from consensus.errors import ConsensusError
+
 
 @dataclass(frozen=True)
 class ChatRequest:
@@ -52,7 +54,7 @@ class ChatResponse:
     tool_calls: list[dict] = field(default_factory=list)  # [{"id", "name", "arguments": str}] (tools requests)
 
 
-class LLMError(Exception):
+class LLMError(ConsensusError):
     """The request failed after the client's own retries (endpoint down, timeout, 5xx, refused)."""
 
 

@@ -262,9 +262,9 @@ def spin_node(node, kind: str, until: rclpy.task.Future | None = None) -> None:
 
 def run_node(body: Callable[[list[str]], None], name: str) -> int:
     """Run a node's ``body(args)`` with rclpy set up. What it raises goes through the package's one error boundary
-    (``consensus.cli.error_boundary``): bad input is one line and exit status 2, a failure 1, never a traceback;
+    (``consensus.errors.error_boundary``): bad input is one line and exit status 2, a failure 1, never a traceback;
     a stop signal or an external shutdown is a normal exit (0)."""
-    from consensus.cli import error_boundary
+    from consensus.errors import error_boundary
 
     logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")
     args = rclpy.utilities.remove_ros_args(sys.argv)

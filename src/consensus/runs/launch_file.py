@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from consensus.errors import ConfigError
 from consensus.runs.processes import ProcessSpec
 
 COMMON_ARGS = {
@@ -80,7 +81,7 @@ def launch_description(name: str, *, variant: LaunchVariant | None = None, **def
     for the same scenario (``LaunchVariant``, e.g. gz sim in launch/gazebo.launch.py)."""
     import os
 
-    from ament_index_python.packages import get_package_share_directory
+    from consensus.runs.ament import package_share
     from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
 
@@ -88,7 +89,12 @@ def launch_description(name: str, *, variant: LaunchVariant | None = None, **def
 
     sc = scenario(name)
     fields = launch_arguments(name)
-    default_config = os.path.join(get_package_share_directory("consensus"), "config", sc.config_file)
+    share = package_share("consensus")
+    if share is None:
+        raise ConfigError("the consensus package is not in the ament index (AMENT_PREFIX_PATH): install it "
+                          "(pip install . with AMENT_PREFIX_PATH=$VIRTUAL_ENV, or colcon build and source "
+                          "install/setup.bash)")
+    default_config = os.path.join(share, "config", sc.config_file)
     args = [DeclareLaunchArgument("config", default_value=default_config, description="the /**: parameters file"),
             DeclareLaunchArgument("use_sim_time", default_value=str(bool(variant and variant.use_sim_time)).lower(),
                                   description="the sim publishes /clock and all other nodes follow it")]
@@ -124,7 +130,6 @@ class LaunchVariant:
 def _setup(context, name: str, declared: set[str], variant: LaunchVariant):
     from launch.substitutions import LaunchConfiguration
 
-    from consensus.errors import ConfigError
     from consensus.registry import scenario
     from consensus.runs.processes import prepare_run
     from consensus.runs.rundir import default_run_dir

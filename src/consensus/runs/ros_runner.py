@@ -42,12 +42,12 @@ def executable_command(exe: str, package: str = "consensus") -> list[str]:
     """The installed node executable (lib/consensus/<exe>, as ros2 launch runs it) or the module as a fallback;
     another package's executable is found through the ament index (lib/<package>/<exe> under its prefix)."""
     if package != "consensus":
-        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+        from consensus.runs.ament import package_prefix
 
-        try:
-            path = Path(get_package_prefix(package)) / "lib" / package / exe
-        except (PackageNotFoundError, ValueError):
-            raise ConsensusError(f"ROS package '{package}' not found (AMENT_PREFIX_PATH)") from None
+        prefix = package_prefix(package)
+        if prefix is None:
+            raise ConsensusError(f"ROS package '{package}' not found (AMENT_PREFIX_PATH)")
+        path = prefix / "lib" / package / exe
         if not path.is_file():
             raise ConsensusError(f"{path} not found")
         return [str(path)]

@@ -47,11 +47,9 @@ TWIST, ODOM, CLOCK = (("geometry_msgs/msg/Twist", "gz.msgs.Twist"), ("nav_msgs/m
 def require() -> None:
     """ConfigError naming what to install unless the ``gz`` tool and the ``ros_gz_bridge`` package are found."""
     missing = [] if shutil.which("gz") else ["the `gz` command (Gazebo)"]
-    try:
-        from ament_index_python.packages import get_package_prefix
+    from consensus.runs.ament import package_prefix
 
-        get_package_prefix("ros_gz_bridge")
-    except Exception:  # noqa: BLE001 - no ament index or no such package: both mean "not installed"
+    if package_prefix("ros_gz_bridge") is None:       # no ament index or no such package: both mean "not installed"
         missing.append("the ROS package ros_gz_bridge")
     if missing:
         raise ConfigError(f"gazebo: {' and '.join(missing)} not found; {INSTALL_HINT}")

@@ -122,15 +122,15 @@ def pen(robot: int) -> tuple[int, int, int, int]:
 def find_turtlesim() -> Path:
     """The ``turtlesim_node`` executable of the ament index (``AMENT_PREFIX_PATH``), after checking that
     turtlesim's Python messages import too; one ``ConfigError`` naming what to install when either is missing."""
-    try:
-        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
-    except ImportError:               # no ROS 2 at all
-        raise ConfigError(f"sim 'turtlesim' needs ROS 2 (ament_index_python does not import); {INSTALL_HINT}") from None
-    try:
-        exe = Path(get_package_prefix(PACKAGE)) / "lib" / PACKAGE / NODE_EXECUTABLE
-    except (PackageNotFoundError, ValueError):
+    from consensus.runs import ament
+
+    if not ament.available():          # no ROS 2 at all
+        raise ConfigError(f"sim 'turtlesim' needs ROS 2 (ament_index_python does not import); {INSTALL_HINT}")
+    prefix = ament.package_prefix(PACKAGE)
+    if prefix is None:
         raise ConfigError(f"sim 'turtlesim': turtlesim was not found (no '{PACKAGE}' package in the ament index, "
-                          f"AMENT_PREFIX_PATH); {INSTALL_HINT}") from None
+                          f"AMENT_PREFIX_PATH); {INSTALL_HINT}")
+    exe = prefix / "lib" / PACKAGE / NODE_EXECUTABLE
     if not (exe.is_file() and os.access(exe, os.X_OK)):
         raise ConfigError(f"sim 'turtlesim': {exe} is missing; {INSTALL_HINT}")
     if importlib.util.find_spec(PACKAGE) is None:

@@ -168,7 +168,7 @@ def _simulate(run: DisasterConfig, client: LLMClient | None, out: Path | None, p
     elapsed = time.monotonic() - t0
     if flight is not None and out is not None:
         flight.write(out / "trajectories.csv")
-    summary = metrics.summarize(outcomes, env)
+    summary = metrics.summarize(outcomes, env.all_disasters(), env.round)
     summary.update(counters)
     summary.update(
         label=run.mode if run.mode == "implicit" else f"explicit ({run.strategy})", planner=run.planner,

@@ -46,13 +46,10 @@ d_i(t) = |x_i - x_mu| + |y_i - y_mu|, d̄(t) = (1/N) sum_i d_i(t); ``mean_deviat
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from consensus.decision.voting import majority_vote
-
-if TYPE_CHECKING:
-    from consensus.scenarios.disaster.environment import Cell, Disaster, DisasterEnv, RoundOutcome
-
+from consensus.scenarios.disaster.world import Cell, Disaster, RoundOutcome
 
 MISALLOCATION = ("section_4_2", "c1")     # the MP_t definitions (module docstring)
 
@@ -118,12 +115,14 @@ def response_delays(disasters: Iterable[Disaster], rounds_completed: int) -> lis
     return out
 
 
-def summarize(outcomes: Sequence[RoundOutcome], env: DisasterEnv) -> dict[str, Any]:
-    """Run-level metrics and per-round series (JSON-able). RD censoring uses ``env.round`` as the run's end."""
+def summarize(outcomes: Sequence[RoundOutcome], everything: Sequence[Disaster], rounds_completed: int
+              ) -> dict[str, Any]:
+    """Run-level metrics and per-round series (JSON-able) of a run's ``outcomes`` and every disaster that appeared
+    (``DisasterEnv.all_disasters()``). RD censoring takes ``rounds_completed`` (``DisasterEnv.round``) as the run's
+    end."""
     cov = [o.metrics["coverage"] for o in outcomes]
     mp = [o.metrics["misallocation_penalty"] for o in outcomes]
-    everything = env.all_disasters()
-    delays = response_delays(everything, env.round)
+    delays = response_delays(everything, rounds_completed)
     return {
         "rounds": len(outcomes),
         "coverage_rate": _mean([c for c in cov if c is not None]),

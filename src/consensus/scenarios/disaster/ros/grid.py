@@ -333,7 +333,7 @@ class DisasterGrid:
             t0 = self.samples[0][0]
             write_trajectories(self.out / "trajectories.csv", np.array([t - t0 for t, _, _ in self.samples]),
                                np.array([p for _, p, _ in self.samples]), np.array([g for _, _, g in self.samples]))
-        summary = metrics.summarize(self.outcomes, self.env)
+        summary = metrics.summarize(self.outcomes, self.env.all_disasters(), self.env.round)
         summary.update(self.clock.round_counters)
         elapsed = time.monotonic() - self.wall0
         summary.update(
