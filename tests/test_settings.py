@@ -62,3 +62,31 @@ def test_field_types_come_from_annotations_not_names():
 def test_unknown_keys_stay_a_clear_error_with_a_hint():
     with pytest.raises(ConfigError, match="unknown parameter 'num_drones'.*num_robots"):
         DisasterConfig.from_dict({"num_drones": 3})
+
+
+def test_discussion_scenarios_compose_one_discussion_group_with_one_count_field():
+    """DisasterConfig, InfoSpreadConfig and PublicGoodsConfig take the discussion fields, paper 2's LLM defaults and
+    llm_structured from DiscussionParams (declared once); the team size is one field (drones: num_robots)."""
+    import dataclasses
+
+    from consensus.discussion.config import DiscussionParams
+    from consensus.scenarios.disaster.config import DisasterConfig
+    from consensus.scenarios.info_spread.config import InfoSpreadConfig
+    from consensus.scenarios.public_goods.config import PublicGoodsConfig
+
+    own = {f.name for f in dataclasses.fields(DiscussionParams)}
+    for cls, count in ((DisasterConfig, "num_robots"), (InfoSpreadConfig, "num_agents"),
+                       (PublicGoodsConfig, "num_agents")):
+        assert issubclass(cls, DiscussionParams) and cls.COUNT_FIELD == count
+        names = set(cls.field_names())
+        assert own <= names and ({"num_robots", "num_agents"} - {count}).isdisjoint(names), cls
+        cfg = cls()
+        assert (cfg.llm_max_tokens, cfg.parse_retries, cfg.llm_structured) == (256, 1, True)
+        assert cfg.team_size() == getattr(cfg, count)
+        single = cfg.replace(baseline="single_llm", planner="llm")
+        assert single.resolved().team_size() == 1 and single.uses_llm()
+        assert not cfg.replace(baseline="random", planner="llm").uses_llm()      # the group's uses_llm wins
+        with pytest.raises(ConfigError, match="fallback_policy 'stay' is now called 'idle'"):
+            cfg.replace(fallback_policy="stay")
+        with pytest.raises(ConfigError, match="unknown fallback_policy"):
+            cfg.replace(fallback_policy="panic")

@@ -219,6 +219,17 @@ class FleetParams:
 
 
 @dataclass
+class AgentsParams:
+    """A team of agents that are not robots (paper 2's defenders and contributors, paper 4's population):
+    ``num_agents`` (N). Robots count with ``FleetParams.num_robots``."""
+
+    num_agents: int = 5
+
+    def _check_agents(self) -> None:
+        need(1 <= self.num_agents <= 10 ** 6, f"num_agents must be in [1, 1000000] (got {self.num_agents})")
+
+
+@dataclass
 class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams):
     """What the kernel's robot nodes read (``sim``, the robot base ``consensus.ros.robot.RobotAgent``,
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs

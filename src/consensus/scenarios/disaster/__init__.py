@@ -15,7 +15,7 @@ The exact rules and formulas are in each module docstring and in ``docs/disaster
 from __future__ import annotations
 
 from consensus.registry import Scenario, lazy, register
-from consensus.scenarios.disaster import cli as _cli
+from consensus.scenarios.disaster import commands as _cli
 from consensus.scenarios.disaster.config import DisasterConfig
 
 

@@ -12,7 +12,7 @@ Agents:
   (``response_format`` = the JSON schema), ``parse_retries`` correction turns, then a counted fallback:
   ``llm_error`` (the client gave up after its own retries), ``client_error`` (any other client exception),
   ``unparseable`` (no usable JSON / action not two integers), ``off_grid`` (a cell outside the grid in the last
-  reply). The fallback action is ``fallback_policy``: ``stay`` on the own cell, or ``heuristic``: what
+  reply). The fallback action is ``fallback_policy``: ``idle`` (stay on the own cell), or ``heuristic``: what
   ``HeuristicDrone`` would choose. A message is cleaned and cut to ``message_max_chars`` (counted
   ``messages_truncated``); a missing or empty one is ``""`` (counted ``messages_empty``; other drones read
   "(no message)"). Request seeds are ``seed + drone_id`` (identical prompts of two drones replay to their own

@@ -24,54 +24,33 @@ A baseline always runs in implicit mode; asking for a baseline together with ``m
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
-from consensus.discussion.baselines import BASELINES, baseline_changes
-from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, RunParams, load_flat, need,
-                                need_positive)
-from consensus.scenarios.disaster.prompts import ROLE_LEVELS
+from consensus.discussion.config import DiscussionParams
+from consensus.settings import ControlParams, FlatParams, FleetParams, RunParams, load_flat, need, need_positive
 
-PLANNERS = ("heuristic", "llm", "random")
-MODES = ("implicit", "explicit")
 MOTIONS = ("teleport", "kinematic")
-FALLBACK_POLICIES = ("stay", "heuristic")
-
-
-def explicit_strategies() -> tuple[str, ...]:
-    """The explicit-consensus strategies: consensus.decision's architectures except "single"."""
-    from consensus.decision import ARCHITECTURES
-
-    return tuple(a for a in ARCHITECTURES if a != "single")
 
 
 @dataclass
-class DisasterConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams):
-    """Parameters of one disaster response run (paper 2, scenario 1): the shared run, LLM, control and fleet groups
-    of ``consensus.settings`` (``num_robots`` is the number of drones N) and the scenario's own fields."""
+class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, FlatParams):
+    """Parameters of one disaster response run (paper 2, scenario 1): the shared run, control and fleet groups of
+    ``consensus.settings`` (``num_robots`` is the number of drones N: the drones are the discussion team), the
+    discussion group (``consensus.discussion.config.DiscussionParams``: protocol, roles, baselines, paper 2's LLM
+    defaults; ``fallback_policy`` idle = the drone stays on its cell) and the scenario's own fields."""
 
-    # team and protocol (paper 2, sections 3.1 and 4.3, appendix C.4)
+    COUNT_FIELD: ClassVar[str] = "num_robots"
+
     num_robots: int = 3               # N drones
-    planner: str = "heuristic"        # heuristic | llm | random
-    mode: str = "implicit"            # implicit | explicit
-    strategy: str = "majority"        # used in explicit mode: majority | averaging | decentralized | ... (aggregation)
-    roles: str = "medium"             # diversity level: low | medium | high
-    discussion_turns: int = 1         # K: discussion turns per round before acting (0 = no discussion)
-    baseline: str = "none"            # none | single_llm | no_interaction | random | no_diversity
-    max_agreement_turns: int = 5      # explicit decentralized / feedback strategies: at most this many votes
-    fallback_policy: str = "stay"     # a drone whose LLM reply is unusable: stay on its cell | heuristic choice
-    inbox_max_messages: int = 10      # an LLM drone reads at most this many other drones' messages per turn
-    message_max_chars: int = 300      # each drone message is cut to this many characters
     sensor_readings: bool = False     # drones also get the disasters' exact numbers (paper 2's code); default:
                                       # the noisy textual report only (docs/disaster.md "Fidelity switches")
-    rounds: int = 20                  # T (paper: 20 or 30)
 
-    # environment (consensus.scenarios.disaster.environment.EnvConfig; paper 2, appendix C.1)
+    # environment (consensus.scenarios.disaster.environment.EnvConfig; paper 2, appendix C.1); volatility: the
+    # discussion group's
     width: int = 10
     height: int = 10
     max_active: int = 3               # K: at most this many active disasters
-    volatility: str = "moderate"      # low | moderate | high
     p_new: float = 0.2                # chance of a new disaster when fewer than max_active are active
     initial_disasters: int = 2
     containment_per_drone: int = 3    # severity removed per drone on the cell per round
@@ -88,11 +67,8 @@ class DisasterConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParam
     cell_size_m: float = 1.0
     round_time_s: float = 10.0        # flight time of one round (kinematic)
     target_timeout_s: float = 10.0    # ROS: a drone without a round-clock message for this long stops
-    # LLM: the shared group, with paper 2's defaults (appendix C: temperature 0.7, 256 tokens)
-    llm_max_tokens: int = 256
+    # LLM: the discussion group's paper-2 defaults, with a longer timeout
     llm_timeout_s: float = 300.0      # embedded 1.5B on 2 cores: ~40 s per drone prompt, ~2 min when 3 share the server
-    parse_retries: int = 1
-    llm_structured: bool = True       # request the JSON schema (response_format); off for endpoints without it
 
     # ROS
     round_timeout_s: float = 600.0    # ROS: a drone that has not answered a phase after this long counts as failed
@@ -105,35 +81,9 @@ class DisasterConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParam
         mine = set(self.field_names())
         return EnvConfig(**{f.name: getattr(self, f.name) for f in fields(EnvConfig) if f.name in mine})
 
-    def resolved(self) -> "DisasterConfig":
-        """The settings the configured baseline means (see the module docstring); ``self`` when none."""
-        changes = baseline_changes(self.baseline)
-        return dataclasses.replace(self, **changes) if changes else self
-
-    def uses_llm(self) -> bool:
-        """Does a run with this config call an LLM?"""
-        return self.resolved().planner == "llm"
-
     # ------------------------------------------------------------------
     def check(self) -> None:
-        def one_of(name: str, valid: tuple[str, ...]) -> None:
-            value = getattr(self, name)
-            need(value in valid, f"unknown {name} '{value}'; valid: {', '.join(valid)}")
-
-        for name, valid in (("planner", PLANNERS), ("mode", MODES), ("roles", ROLE_LEVELS),
-                            ("baseline", BASELINES), ("motion", MOTIONS), ("fallback_policy", FALLBACK_POLICIES)):
-            one_of(name, valid)
-        one_of("strategy", explicit_strategies())         # checked in implicit mode too: a typo is never silent
-        need(not (self.baseline != "none" and self.mode == "explicit"),
-             f"baseline '{self.baseline}' runs in implicit mode; drop mode 'explicit' (or use baseline 'none')")
-        need(0 <= self.discussion_turns <= 2, f"discussion_turns must be 0, 1 or 2 (got {self.discussion_turns})")
-        need(1 <= self.max_agreement_turns <= 20,
-             f"max_agreement_turns must be in [1, 20] (got {self.max_agreement_turns})")
-        need(1 <= self.inbox_max_messages <= 100,
-             f"inbox_max_messages must be in [1, 100] (got {self.inbox_max_messages})")
-        need(20 <= self.message_max_chars <= 2000,
-             f"message_max_chars must be in [20, 2000] (got {self.message_max_chars})")
-        need(1 <= self.rounds <= 10_000, f"rounds must be in [1, 10000] (got {self.rounds})")
+        need(self.motion in MOTIONS, f"unknown motion '{self.motion}'; valid: {', '.join(MOTIONS)}")
         need_positive(self, "cell_size_m", "round_time_s", "round_timeout_s")
         need(self.kinematics == "single_integrator", "the drones fly as single integrators (kinematics: "
              f"single_integrator; got '{self.kinematics}')")

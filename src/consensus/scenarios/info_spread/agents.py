@@ -15,7 +15,7 @@ action checks nothing).
 * ``RandomDefender`` (section 4.4's random strategy): R distinct uniform nodes from ``default_rng([seed, 7, id])``.
 * ``LLMDefender``: the F.3 prompt (``prompts``), the JSON schema, ``parse_retries`` corrections, then a counted
   fallback (``consensus.discussion.agents.ask_llm``; reasons ``unknown_node``, ``too_many_nodes``, ``unparseable``,
-  ``llm_error``, ``client_error``) whose action is ``fallback_policy``: ``none`` (check nothing) or ``heuristic``.
+  ``llm_error``, ``client_error``) whose action is ``fallback_policy``: ``idle`` (check nothing) or ``heuristic``.
 * ``TallyCoordinator`` (spoke & wheel, every planner): the R nodes named in the most votes (ties: first named).
 """
 from __future__ import annotations

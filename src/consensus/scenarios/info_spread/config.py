@@ -4,15 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from consensus.discussion.config import DiscussionParams
-from consensus.settings import FlatParams, LLMParams, RunParams, need
+from consensus.settings import AgentsParams, FlatParams, RunParams, need
 
-FALLBACK_POLICIES = ("none", "heuristic")
 #: volatility -> p_spread (C.2); the injection schedule is in ``network.Adversary``
 VOLATILITY = {"low": 0.1, "moderate": 0.2, "high": 0.3}
 
 
 @dataclass
-class InfoSpreadConfig(FlatParams, RunParams, LLMParams, DiscussionParams):
+class InfoSpreadConfig(RunParams, AgentsParams, DiscussionParams, FlatParams):
     num_agents: int = 3               # N defenders (paper: 3-10)
     nodes: int = 50                   # scale-free network size
     attach: int = 3                   # Barabási-Albert m (edges of each new node)
@@ -23,10 +22,6 @@ class InfoSpreadConfig(FlatParams, RunParams, LLMParams, DiscussionParams):
     detection: float = 0.8            # a misinformed node shows up in the round's report with this probability
     report_noise: float = 0.2         # share of report items that are misleading (paper: "some ... contradictory")
     stop_share: float = 0.8           # the run ends when more than this share of nodes is misinformed
-    fallback_policy: str = "none"     # an unusable LLM reply: check nothing | the heuristic's nodes
-    llm_max_tokens: int = 256         # paper 2, appendix C
-    parse_retries: int = 1
-    llm_structured: bool = True
 
     def check(self) -> None:
         need(1 <= self.num_agents <= 30, f"num_agents must be in [1, 30] (got {self.num_agents})")
@@ -36,8 +31,6 @@ class InfoSpreadConfig(FlatParams, RunParams, LLMParams, DiscussionParams):
         need(1 <= self.checks_per_agent <= 10, f"checks_per_agent must be in [1, 10] (got {self.checks_per_agent})")
         for name in ("informed_resistance", "high_injection_p", "detection", "report_noise", "stop_share"):
             need(0.0 <= getattr(self, name) <= 1.0, f"{name} must be in [0, 1] (got {getattr(self, name)})")
-        need(self.fallback_policy in FALLBACK_POLICIES,
-             f"unknown fallback_policy '{self.fallback_policy}'; valid: {', '.join(FALLBACK_POLICIES)}")
         need(self.strategy != "averaging" or self.mode != "explicit",
              "node sets cannot be averaged: explicit strategy 'averaging' does not apply to info-spread")
 

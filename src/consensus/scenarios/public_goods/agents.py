@@ -13,7 +13,8 @@ An implicit action is the agent's own contribution x_i in [0, C_max]; a vote is 
   when shown, else its previous vote.
 * ``RandomContributor``: uniform in [0, C_max] (votes in [0, N·C_max]) from ``default_rng([seed, 7, id])``.
 * ``LLMContributor``: the F.4 prompt; fallbacks counted by ``consensus.discussion.agents.ask_llm`` (``out_of_range``,
-  ``unparseable``, ``llm_error``, ``client_error``), whose action is ``fallback_policy``: ``zero`` or ``heuristic``.
+  ``unparseable``, ``llm_error``, ``client_error``), whose action is ``fallback_policy``: ``idle`` (contribute 0) or
+  ``heuristic``.
 * ``MedianCoordinator`` (spoke & wheel, every planner): the median of the valid votes.
 """
 from __future__ import annotations

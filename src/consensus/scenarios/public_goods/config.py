@@ -5,15 +5,14 @@ import math
 from dataclasses import dataclass
 
 from consensus.discussion.config import DiscussionParams
-from consensus.settings import FlatParams, LLMParams, RunParams, need
+from consensus.settings import AgentsParams, FlatParams, RunParams, need
 
-FALLBACK_POLICIES = ("zero", "heuristic")
 #: volatility -> probability that θ shifts at the start of a round
 SHIFT_P = {"low": 0.1, "moderate": 0.25, "high": 0.5}
 
 
 @dataclass
-class PublicGoodsConfig(FlatParams, RunParams, LLMParams, DiscussionParams):
+class PublicGoodsConfig(RunParams, AgentsParams, DiscussionParams, FlatParams):
     num_agents: int = 5               # N contributors (paper: 3-30; θ(1) = 30 is given for N = 5)
     max_contribution: float = 20.0    # C_max
     threshold_per_agent: float = 6.0  # θ(1) = this * N (30 for N = 5)
@@ -22,10 +21,6 @@ class PublicGoodsConfig(FlatParams, RunParams, LLMParams, DiscussionParams):
     cost: float = 1.0                 # c (paper: 1 or 2)
     rumour_p: float = 0.5             # a misleading threshold rumour in a round with this probability
     announce_p: float = 0.8           # a threshold shift is announced truthfully with this probability
-    fallback_policy: str = "zero"     # an unusable LLM reply: contribute 0 | the heuristic's contribution
-    llm_max_tokens: int = 256
-    parse_retries: int = 1
-    llm_structured: bool = True
 
     def check(self) -> None:
         need(1 <= self.num_agents <= 30, f"num_agents must be in [1, 30] (got {self.num_agents})")
@@ -37,5 +32,3 @@ class PublicGoodsConfig(FlatParams, RunParams, LLMParams, DiscussionParams):
              "threshold_per_agent must not exceed max_contribution (the good could never be funded)")
         for name in ("rumour_p", "announce_p"):
             need(0.0 <= getattr(self, name) <= 1.0, f"{name} must be in [0, 1] (got {getattr(self, name)})")
-        need(self.fallback_policy in FALLBACK_POLICIES,
-             f"unknown fallback_policy '{self.fallback_policy}'; valid: {', '.join(FALLBACK_POLICIES)}")

@@ -15,7 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from consensus.scenarios.disaster.config import BASELINES, MODES, MOTIONS, PLANNERS, ROLE_LEVELS, explicit_strategies
+from consensus.discussion.baselines import BASELINES
+from consensus.discussion.config import PLANNERS, explicit_strategies
+from consensus.discussion.roles import ROLE_LEVELS
+from consensus.discussion.rounds import MODES
+from consensus.scenarios.disaster.config import MOTIONS
 from consensus.scenarios.disaster.environment import VOLATILITY
 
 
