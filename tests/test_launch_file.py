@@ -63,3 +63,14 @@ def test_launch_with_a_robots_map_drives_the_mapped_robots_without_the_builtin_s
     params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
     assert params["sim"] == "none" and params["dry_run"] is True and params["num_robots"] == 4
     assert Path(params["robots_file"]).is_absolute()
+
+
+def test_launch_argument_foxglove_reaches_the_recorder_and_the_manifest(monkeypatch, tmp_path):
+    import json
+
+    _, nodes = _launch(monkeypatch, planner="average", foxglove=18765, output_dir=tmp_path / "run")
+    params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
+    assert params["foxglove"] == 18765 and params["foxglove_host"] == "127.0.0.1"
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["config"]["foxglove"] == 18765
+    _, nodes = _launch(monkeypatch, planner="average", foxglove="", output_dir=tmp_path / "off")
+    assert yaml.safe_load((tmp_path / "off" / "params.yaml").read_text())["/**"]["ros__parameters"]["foxglove"] == 0

@@ -230,6 +230,21 @@ class AgentsParams:
 
 
 @dataclass
+class LiveViewParams:
+    """The live Foxglove view of a ROS run (``consensus.runs.foxglove_live``): a WebSocket server in the node that
+    records the run. 0 = off."""
+
+    foxglove: int = 0                 # port of the Foxglove WebSocket server (--foxglove [PORT]); 0 = off
+    foxglove_host: str = "127.0.0.1"  # address it listens on (0.0.0.0: every interface)
+
+    def _check_live_view(self) -> None:
+        need(0 <= self.foxglove <= 65535, f"foxglove must be a port in [1, 65535], or 0 for off (got {self.foxglove})")
+        host = self.foxglove_host
+        need(0 < len(host) <= 253 and not any(c.isspace() for c in host),
+             f"foxglove_host must be a host name or address (got '{host}')")
+
+
+@dataclass
 class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams):
     """What the kernel's robot nodes read (``sim``, the robot base ``consensus.ros.robot.RobotAgent``,
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs

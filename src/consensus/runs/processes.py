@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from consensus.runs.foxglove_live import check_live_view
 from consensus.runs.rundir import new_run_dir, write_manifest
 from consensus.settings import RobotBaseConfig
 
@@ -39,6 +40,7 @@ def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None =
 
     ``cfg`` is a scenario config (``consensus.settings.FlatParams`` with the LLM group). Returns the final config
     and the path of the params file every node is started with."""
+    check_live_view(cfg)          # --foxglove: the SDK is installed and the port free, before anything is written
     out = new_run_dir(out_dir)
     changes: dict = {"output_dir": str(out)}
     if cfg.uses_llm() and cfg.llm_backend == "embedded" and not cfg.llm_base_url:

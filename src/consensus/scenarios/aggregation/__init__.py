@@ -10,6 +10,7 @@ from consensus.registry import Scenario, lazy, register
 from consensus.scenarios.aggregation.config import PERSONALITIES, PLANNERS, AggregationConfig
 from consensus.graphs.topology import TOPOLOGIES
 from consensus.llm.styles import PROMPT_STYLES
+from consensus.runs import foxglove_live
 from consensus.settings import SIMS
 
 
@@ -37,6 +38,7 @@ register(Scenario(
         ("--robots-file", "robots_file", dict(help="YAML robots: map of real robots (docs/real-robots.md)")),
         ("--dry-run", "dry_run", dict(action="store_true", default=None,
                                       help="log the velocity commands (RUN/dry_run.jsonl) instead of publishing them")),
+        *foxglove_live.CLI_FLAGS,
     ),
     runner=lazy("consensus.scenarios.aggregation.runner:run"),
     result_line=lazy("consensus.scenarios.aggregation.runner:result_line"),
@@ -51,6 +53,7 @@ register(Scenario(
         "sim": "builtin | turtlesim | gazebo | none: who moves the robots",
         "robots_file": "YAML robots: map of real robots (docs/real-robots.md)",
         "dry_run": "true: log the velocity commands instead of publishing them",
+        **foxglove_live.LAUNCH_ARGS,
     },
     executables={
         "robot": "consensus.scenarios.aggregation.ros.robot",

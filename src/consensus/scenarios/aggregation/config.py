@@ -12,17 +12,17 @@ from typing import Any
 import yaml
 
 from consensus.errors import ConfigError
-from consensus.settings import RobotBaseConfig, load_flat, need, need_positive
+from consensus.settings import LiveViewParams, RobotBaseConfig, load_flat, need, need_positive
 
 PLANNERS = ("llm", "average", "average_no_self", "stubborn", "suggestible")
 PERSONALITIES = ("none", "stubborn", "suggestible")
 
 
 @dataclass
-class AggregationConfig(RobotBaseConfig):
+class AggregationConfig(RobotBaseConfig, LiveViewParams):
     """Parameters of a multi-robot aggregation run (paper 1, section 4). The shared groups (run, LLM, control and
-    safety, fleet, workspace and simulator) are ``consensus.settings.RobotBaseConfig``'s; these are the
-    aggregation's own."""
+    safety, fleet, workspace and simulator) are ``consensus.settings.RobotBaseConfig``'s, the live Foxglove view
+    (``foxglove``, ``foxglove_host``) ``consensus.settings.LiveViewParams``'; these are the aggregation's own."""
 
     # graph
     topology: str = "complete"

@@ -75,6 +75,8 @@ def run_ros(cfg: AggregationConfig, out_dir: str | Path, *, use_sim_time: bool =
 def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_sim_time: bool = False,
         echo: Callable[[str], None] = print) -> dict:
     """The registered runner of ``consensus run aggregation``."""
+    if headless and cfg.foxglove:
+        raise ConfigError("--foxglove serves the live view from a ROS run's recorder: drop --headless")
     if headless and cfg.sim == "turtlesim":
         raise ConfigError("sim 'turtlesim' runs the robots as ROS 2 nodes: drop --headless")
     if cfg.sim == "gazebo":

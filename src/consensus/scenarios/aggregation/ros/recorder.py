@@ -18,6 +18,11 @@ Visualization (``markers``, default on): at 2 Hz the recorder publishes ``marker
 frame ``world``: robots, targets, plans, the communication edges of the latched ``/topology/graph``, each robot's
 last reasoning; see ``consensus.scenarios.aggregation.ros.markers``) and, where tf2_msgs is installed, ``/tf``
 (``world -> robot_<i>/base_link``). A malformed graph record counts as a bad message.
+
+Live view (``foxglove``: a port, default 0 = off): the recorder also serves a Foxglove WebSocket server on
+``foxglove_host:foxglove`` (``consensus.runs.foxglove_live.LiveView``) and feeds it at the same 2 Hz the scene
+(robots, targets, plans, edges, reasoning labels), the robots' frames, ``/fleet``, ``/progress`` and every planning
+record as it arrives (``/reasoning``). It is independent of ``markers``.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from rclpy.node import Node
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
+from consensus.runs.foxglove_live import REASONING_CHARS, LiveView
 from consensus.runs.ros_runner import announce_results
 from consensus.metrics.convergence import SettleWatch, spread
 from consensus.ros import qos
@@ -95,7 +101,11 @@ class Recorder:
         self.end_reason = "interrupted"                               # until the run ends on its own
         node.create_timer(1.0 / cfg.state_rate_hz, g(self.sample, "recorder.sample"))
         self.publish_health = publish_health(node, self.health)
-        self.viz = cfg.markers
+        self.live = LiveView(cfg.foxglove, cfg.foxglove_host, name="consensus aggregation") if cfg.foxglove else None
+        if self.live is not None:
+            node.get_logger().info(f"Foxglove live view: ws://{self.live.host}:{self.live.port} "
+                                   f"(layout config/foxglove_aggregation.json)")
+        self.viz = cfg.markers or self.live is not None
         if self.viz:
             self._init_viz(g)
 
@@ -184,9 +194,8 @@ class Recorder:
         pos[list(self.lost)] = np.nan                     # a lost robot's last position is not part of the fleet
         self.positions.append(pos)
         self.targets.append(self.tgt.copy())
-        valid = pos[~np.isnan(pos).any(axis=1)]
-        sp = spread(valid) if len(valid) > 1 else float("nan")
-        settled = self.settle.update(t, sp) if len(valid) >= min(2, self.cfg.num_robots) else False
+        sp = self._spread(pos)
+        settled = self.settle.update(t, sp)
         if t - self.last_progress >= min(PROGRESS_PERIOD_S, self.cfg.planner_period_s) or settled:
             self.last_progress = t
             self.node.get_logger().info(self.progress_line(t, sp))
@@ -213,6 +222,11 @@ class Recorder:
         if self.cfg.planner == "llm":
             line += f"  llm calls {c['llm_calls']}  fallbacks {c['llm_fallbacks']}"
         return line
+
+    @staticmethod
+    def _spread(pos: np.ndarray) -> float:
+        valid = pos[~np.isnan(pos).any(axis=1)]
+        return spread(valid) if len(valid) > 1 else float("nan")
 
     def _note_losses(self, now: float, t: float) -> None:
         """A robot whose state is older than robot_timeout_s is lost (its process died, its link failed): it leaves
@@ -255,14 +269,19 @@ class Recorder:
         self.reasoning: dict[int, str] = {}
         self.edges: list[tuple[int, int]] = []
         self.frames = [f"robot_{i}/base_link" for i in range(n)]
-        self.marker_pub = node.create_publisher(MarkerArray, "markers", qos.EVENTS)
-        self.tf_pub = node.create_publisher(markers.TFMessage, "/tf", qos.EVENTS) if markers.TFMessage else None
+        self.marker_pub = self.tf_pub = None
+        if self.cfg.markers:
+            self.marker_pub = node.create_publisher(MarkerArray, "markers", qos.EVENTS)
+            if markers.TFMessage:
+                self.tf_pub = node.create_publisher(markers.TFMessage, "/tf", qos.EVENTS)
         node.create_subscription(String, "/topology/graph", g(self._on_graph, "recorder.graph"), qos.LATCHED)
         node.create_timer(VIZ_PERIOD_S, g(self.publish_viz, "recorder.viz"))
 
     def _note_reasoning(self, robot: int, rec: dict) -> None:
         if self.viz:
-            self.reasoning[robot] = str(rec.get("reasoning", ""))[:markers.TEXT_CHARS + 1]
+            self.reasoning[robot] = text = str(rec.get("reasoning", ""))[:REASONING_CHARS + 1]
+            if self.live is not None:
+                self.live.reasoning(self.node.get_clock().now().nanoseconds, robot, int(rec["round"]), text)
 
     def _on_graph(self, msg: String) -> None:
         try:
@@ -275,14 +294,32 @@ class Recorder:
             self.edges = edges
 
     def publish_viz(self) -> None:
-        stamp = self.node.get_clock().now().to_msg()
-        self.marker_pub.publish(markers.fleet_markers(self.pos, self.tgt, self.edges, self.reasoning, stamp,
-                                                      self.colors))
-        if self.tf_pub is not None:
-            self.tf_pub.publish(markers.tf_message(markers.robot_transforms(self.pos, stamp, self.frames)))
+        now = self.node.get_clock().now()
+        if self.marker_pub is not None:
+            stamp = now.to_msg()
+            self.marker_pub.publish(markers.fleet_markers(self.pos, self.tgt, self.edges, self.reasoning, stamp,
+                                                          self.colors))
+            if self.tf_pub is not None:
+                self.tf_pub.publish(markers.tf_message(markers.robot_transforms(self.pos, stamp, self.frames)))
+        if self.live is not None:
+            self.publish_live(now.nanoseconds)
+
+    def publish_live(self, now_ns: int) -> None:
+        """The Foxglove live view: the fleet (lost robots' positions left out, as in the recording) and the
+        progress the log line shows."""
+        pos = self.pos.copy()
+        pos[list(self.lost)] = np.nan
+        self.live.fleet(now_ns, pos, self.tgt, self.edges, self.reasoning, self.colors, lost=sorted(self.lost))
+        c = self.counters()
+        self.live.progress(now_ns, t_s=None if self.t0 is None else now_ns * 1e-9 - self.t0,
+                           duration_s=self.cfg.duration_s, round=c["rounds_max"], spread_m=self._spread(pos),
+                           llm_calls=c["llm_calls"], llm_fallbacks=c["llm_fallbacks"], lost_robots=len(self.lost),
+                           bad_messages=c["bad_messages"], callback_errors=c["callback_errors"])
 
     def finish(self) -> dict:
         self.plans.close()
+        if self.live is not None:
+            self.live.close()
         n = self.cfg.num_robots
         times = np.asarray(self.times)
         pos = np.asarray(self.positions).reshape(-1, n, 2)
