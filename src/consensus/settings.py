@@ -196,7 +196,7 @@ class ControlParams:
     deadband: float = 0.02            # [m] closer than this to the target: stop
     odom_timeout_s: float = 0.5       # stale odometry -> zero velocity
     target_timeout_s: float = 30.0    # no planner round completed for this long -> zero velocity
-    estop_topic: str = "/estop"       # std_msgs/Bool: true stops every robot of the fleet until false (latched)
+    estop_topic: str = "/estop"       # names.ESTOP, std_msgs/Bool: true stops every robot until false (latched)
     dry_run: bool = False             # log the velocity commands instead of publishing them
 
     def _check_control(self) -> None:

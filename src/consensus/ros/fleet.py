@@ -28,11 +28,11 @@ from consensus.errors import ConfigError
 from consensus.llm.from_config import client_from_config
 from consensus.ros.params import make_executor, on_stop, run_node, spin
 from consensus.runs.processes import ROBOT_NODE
+from consensus import names
 
 
 
-def namespace(robot_id: int) -> str:
-    return f"robot_{robot_id}"
+namespace = names.namespace          # robot_<i> (consensus.names)
 
 
 def robot_ids(node: Node, num_robots: int) -> list[int]:

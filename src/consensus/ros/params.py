@@ -42,6 +42,7 @@ from std_msgs.msg import String
 import typing
 
 from consensus.ros import qos
+from consensus import names
 
 _LIST_TYPES = {str: Parameter.Type.STRING_ARRAY, float: Parameter.Type.DOUBLE_ARRAY,
                int: Parameter.Type.INTEGER_ARRAY, bool: Parameter.Type.BOOL_ARRAY}
@@ -169,7 +170,7 @@ class Health:
 #: the process's health counters (``guarded`` counts here unless given another ``Health``)
 HEALTH = Health()
 
-HEALTH_TOPIC = "health"     # relative: /health for the nodes of the root namespace
+HEALTH_TOPIC = names.HEALTH.name     # relative: /health for the nodes of the root namespace
 HEALTH_PERIOD_S = 1.0
 
 
@@ -178,7 +179,7 @@ def publish_health(node: Node, health: Health | None = None, period_s: float = H
     every ``period_s`` and once right away; returns the publish function (call it once more before shutdown for
     the final counts)."""
     health = health or HEALTH
-    pub = node.create_publisher(String, HEALTH_TOPIC, qos.EVENTS)
+    pub = node.create_publisher(String, names.HEALTH.name, qos.profile(names.HEALTH))
 
     def publish() -> None:
         pub.publish(String(data=json.dumps(health.record(node))))

@@ -22,3 +22,10 @@ def command(best_effort: bool) -> QoSProfile:
 
 # subscribers of cmd_vel (the sim) accept both
 COMMAND_SUB = STREAM
+
+
+def profile(topic, *, best_effort_commands: bool = False) -> QoSProfile:
+    """The QoS profile of a ``consensus.names.Topic`` (its QoS class), for its publishers and subscribers alike."""
+    if topic.qos == "command":
+        return command(best_effort_commands)
+    return {"stream": STREAM, "events": EVENTS, "latched": LATCHED}[topic.qos]

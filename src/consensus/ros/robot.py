@@ -74,6 +74,7 @@ from consensus.ros.cdr import CdrTemplate, odom_pose, pose_array_xy
 from consensus.control.ticks import TickTimer
 from consensus.robots.map import robot_entry
 from consensus.robots.presets import ODOMETRY, TWIST
+from consensus import names
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class RobotAgent:
         self.kinematics = entry.kinematics(cfg.kinematics) if entry else cfg.kinematics
         v_max, w_max = entry.limits(cfg.v_max, cfg.w_max) if entry else (cfg.v_max, cfg.w_max)
         self.ctrl = make_controller(self.kinematics, kp=cfg.kp, v_max=v_max, w_max=w_max, deadband=cfg.deadband)
-        self.cmd_topic = entry.cmd_topic if entry else node.resolve_topic_name("cmd_vel")
+        self.cmd_topic = entry.cmd_topic if entry else node.resolve_topic_name(names.CMD_VEL.name)
         self.cmd_type = entry.cmd_type if entry else TWIST
         self.pose_type = entry.pose_type if entry else ODOMETRY
         self.estopped = False
@@ -115,11 +116,13 @@ class RobotAgent:
         self._odom_raw: bytes | None = None
         self._neighbors_raw: bytes | None = None
         node.create_subscription(Odometry if self.pose_type == ODOMETRY else PoseStamped,
-                                 entry.pose_topic_name if entry else "odom", self._on_odom_raw, qos.STREAM, raw=True)
-        node.create_subscription(PoseArray, "neighbors", self._on_neighbors_raw, qos.STREAM, raw=True)
+                                 entry.pose_topic_name if entry else names.ODOM.name, self._on_odom_raw,
+                                 qos.profile(names.ODOM), raw=True)
+        node.create_subscription(PoseArray, names.NEIGHBORS.name, self._on_neighbors_raw, qos.profile(names.NEIGHBORS),
+                                 raw=True)
         # (the raw callbacks above only store bytes; the timers below never let an exception escape)
         node.create_subscription(Bool, cfg.estop_topic, guarded(self._on_estop, f"robot_{robot_id}.estop", self.health),
-                                 qos.LATCHED)
+                                 qos.profile(names.ESTOP))
         # cmd_vel and state are published as pre-serialized bytes (10 Hz x N robots; see consensus.ros.cdr)
         if self.cmd_type == TWIST:
             self._cmd_tpl = CdrTemplate(Twist(), {"vx": "linear.x", "vy": "linear.y", "wz": "angular.z"},
@@ -135,15 +138,17 @@ class RobotAgent:
             if cfg.output_dir:
                 self._dry_log = open(f"{cfg.output_dir}/dry_run.jsonl", "a", buffering=1, encoding="utf-8")
         else:
+            cmd_qos = qos.profile(names.CMD_VEL, best_effort_commands=cfg.cmd_vel_best_effort)
             self.pub_cmd = node.create_publisher(Twist if self.cmd_type == TWIST else TwistStamped, self.cmd_topic,
-                                                 qos.command(cfg.cmd_vel_best_effort))
+                                                 cmd_qos)
         state = PointStamped()
-        state.header.frame_id = "world"
+        state.header.frame_id = names.WORLD_FRAME
         self._state_tpl = CdrTemplate(state, {"x": "point.x", "y": "point.y"}, stamped=True)
-        self.pub_state = node.create_publisher(PointStamped, "state", qos.STREAM)
-        self.pub_target = node.create_publisher(PointStamped, "target", qos.EVENTS)
-        self.pub_reason = node.create_publisher(String, "planner/reasoning", qos.EVENTS)
-        self.pub_status = node.create_publisher(String, "planner/status", qos.EVENTS)
+        self.pub_state = node.create_publisher(PointStamped, names.STATE.name, qos.profile(names.STATE))
+        self.pub_target = node.create_publisher(PointStamped, names.TARGET.name, qos.profile(names.TARGET))
+        self.pub_reason = node.create_publisher(String, names.PLANNER_REASONING.name,
+                                                qos.profile(names.PLANNER_REASONING))
+        self.pub_status = node.create_publisher(String, names.PLANNER_STATUS.name, qos.profile(names.PLANNER_STATUS))
         # (Staggering the robots' timers over the period was measured and made timing worse with the
         # EventsExecutor: timers created from a callback cost more than the burst they avoid.)
         self.control_timer = node.create_timer(cfg.control_period_s,
@@ -360,7 +365,7 @@ class RobotAgent:
     def _publish_point(self, pub, p: np.ndarray) -> None:
         msg = PointStamped()
         msg.header.stamp = self.node.get_clock().now().to_msg()
-        msg.header.frame_id = "world"
+        msg.header.frame_id = names.WORLD_FRAME
         msg.point.x = float(p[0])
         msg.point.y = float(p[1]) if len(p) > 1 else 0.0
         pub.publish(msg)

@@ -32,6 +32,7 @@ from consensus.settings import RobotBaseConfig
 from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, publish_health, run_node,
                                   sane, spin_node)
 from consensus.control.kinematics import initial_positions
+from consensus import names
 
 CMD_TIMEOUT_S = 0.5
 
@@ -54,11 +55,12 @@ class Simulator:
         self.t0 = time.monotonic()
         self.pubs = []
         for i in range(n):
-            node.create_subscription(Twist, f"/robot_{i}/cmd_vel",
+            node.create_subscription(Twist, names.CMD_VEL.of(i),
                                      guarded(self._on_cmd(i), "sim.cmd_vel", self.health),
                                      qos.COMMAND_SUB, raw=True)
-            self.pubs.append(node.create_publisher(Odometry, f"/robot_{i}/odom", qos.STREAM))
-        self.clock_pub = node.create_publisher(Clock, "/clock", qos.STREAM) if cfg.publish_clock else None
+            self.pubs.append(node.create_publisher(Odometry, names.ODOM.of(i), qos.profile(names.ODOM)))
+        self.clock_pub = (node.create_publisher(Clock, names.CLOCK.name, qos.profile(names.CLOCK)) if cfg.publish_clock
+                          else None)
         fields = {"x": "pose.pose.position.x", "y": "pose.pose.position.y", "qz": "pose.pose.orientation.z",
                   "qw": "pose.pose.orientation.w", "vx": "twist.twist.linear.x", "vy": "twist.twist.linear.y",
                   "wz": "twist.twist.angular.z"}
@@ -69,8 +71,8 @@ class Simulator:
 
     def _odom_msg(self, i: int) -> Odometry:
         msg = Odometry()
-        msg.header.frame_id = "world"
-        msg.child_frame_id = f"robot_{i}/base_link"
+        msg.header.frame_id = names.WORLD_FRAME
+        msg.child_frame_id = names.base_link(i)
         return msg
 
     def _on_cmd(self, i: int):

@@ -40,6 +40,7 @@ from consensus.ros import qos
 from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, sane, spin_node
 from consensus.settings import RobotBaseConfig
 from consensus.sims.turtlesim import CommandHold, WindowMap, odom_from_pose, pen, turtle_name
+from consensus import names
 
 SPAWN_WAIT_S = 30.0       # turtlesim's window may take a while to come up on a busy machine
 CALL_TIMEOUT_S = 10.0
@@ -60,13 +61,16 @@ class TurtlesimBridge:
         self.odom_pubs, self.turtle_pubs = [], []
         for i in range(n):
             turtle = turtle_name(i)
-            node.create_subscription(Pose, f"/{turtle}/pose", guarded(self._on_pose(i), "bridge.pose", self.health),
+            node.create_subscription(Pose, names.turtle_name(turtle, names.TURTLE_POSE),
+                                     guarded(self._on_pose(i), "bridge.pose", self.health),
                                      qos.STREAM)
-            node.create_subscription(Twist, f"/robot_{i}/cmd_vel",
+            node.create_subscription(Twist, names.CMD_VEL.of(i),
                                      guarded(self._on_cmd(i), "bridge.cmd_vel", self.health), qos.COMMAND_SUB)
-            self.odom_pubs.append(node.create_publisher(Odometry, f"/robot_{i}/odom", qos.STREAM))
-            self.turtle_pubs.append(node.create_publisher(Twist, f"/{turtle}/cmd_vel", qos.command(False)))
-        self.clock_pub = node.create_publisher(Clock, "/clock", qos.STREAM) if cfg.publish_clock else None
+            self.odom_pubs.append(node.create_publisher(Odometry, names.ODOM.of(i), qos.profile(names.ODOM)))
+            self.turtle_pubs.append(node.create_publisher(Twist, names.turtle_name(turtle, names.TURTLE_CMD_VEL),
+                                                          qos.command(False)))
+        self.clock_pub = (node.create_publisher(Clock, names.CLOCK.name, qos.profile(names.CLOCK)) if cfg.publish_clock
+                          else None)
 
     # ------------------------------------------------------------------ set-up (before spinning)
     def _call(self, client, request, what: str):
@@ -78,7 +82,7 @@ class TurtlesimBridge:
 
     def place_turtles(self) -> None:
         """Spawn (or reuse) one turtle per robot at its mapped initial position, each with its robot's pen."""
-        spawn = self.node.create_client(Spawn, "/spawn")
+        spawn = self.node.create_client(Spawn, names.TURTLESIM_SPAWN)
         if not spawn.wait_for_service(timeout_sec=SPAWN_WAIT_S):
             raise ConsensusError(f"turtlesim's /spawn did not appear within {SPAWN_WAIT_S:.0f} s "
                                  "(is turtlesim_node running, with a display?)")
@@ -89,8 +93,8 @@ class TurtlesimBridge:
                 got = self._call(spawn, Spawn.Request(x=tx, y=ty, theta=0.0, name=turtle), f"/spawn {turtle}")
                 if got.name != turtle:
                     self.node.get_logger().info(f"{turtle} exists already: reusing it")
-            set_pen = self.node.create_client(SetPen, f"/{turtle}/set_pen")
-            teleport = self.node.create_client(TeleportAbsolute, f"/{turtle}/teleport_absolute")
+            set_pen = self.node.create_client(SetPen, names.turtle_name(turtle, names.TURTLE_SET_PEN))
+            teleport = self.node.create_client(TeleportAbsolute, names.turtle_name(turtle, names.TURTLE_TELEPORT))
             for client in (set_pen, teleport):
                 if not client.wait_for_service(timeout_sec=CALL_TIMEOUT_S):
                     raise ConsensusError(f"turtlesim offers no {client.srv_name}")
@@ -156,8 +160,8 @@ class TurtlesimBridge:
             x, y, yaw, v, w = self.pose[i]
             msg = Odometry()
             msg.header.stamp = stamp
-            msg.header.frame_id = "world"
-            msg.child_frame_id = f"robot_{i}/base_link"
+            msg.header.frame_id = names.WORLD_FRAME
+            msg.child_frame_id = names.base_link(i)
             msg.pose.pose.position.x, msg.pose.pose.position.y = x, y
             msg.pose.pose.orientation.z, msg.pose.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
             msg.twist.twist.linear.x, msg.twist.twist.angular.z = v, w

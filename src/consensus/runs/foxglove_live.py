@@ -37,12 +37,13 @@ import socket
 import unicodedata
 from typing import Any, Mapping, Sequence
 
+from consensus import names
 from consensus.errors import ConfigError, ConsensusError
 
 SDK = "foxglove-sdk==0.30.3"
 INSTALL = f"pip install 'consensus[foxglove]' (or: pip install {SDK})"
 SUBPROTOCOL = "foxglove.sdk.v1"
-FRAME = "world"
+FRAME = names.WORLD_FRAME
 LIFETIME_S = 2.0
 LABEL_CHARS = 120             # a robot's label in the 3D scene
 REASONING_CHARS = 500         # /fleet and /reasoning
@@ -205,7 +206,7 @@ class LiveView:
                                                 color=self._color(colors[i], 0.8))]
             entities.append(m.SceneEntity(timestamp=stamp, frame_id=FRAME, id=f"robot_{i}", lifetime=life, **ent))
             transforms.append(m.FrameTransform(timestamp=stamp, parent_frame_id=FRAME,
-                                               child_frame_id=f"robot_{i}/base_link",
+                                               child_frame_id=names.base_link(i),
                                                translation=m.Vector3(x=x, y=y, z=0.0),
                                                rotation=m.Quaternion(x=0.0, y=0.0, z=0.0, w=1.0)))
         segments, pairs = [], []

@@ -15,9 +15,10 @@ from typing import Any
 from consensus.runs.foxglove_live import check_live_view
 from consensus.runs.rundir import new_run_dir, write_manifest
 from consensus.settings import RobotBaseConfig
+from consensus import names
 
-FLEET_NODE = "fleet"      # the node of a process that runs every robot (root namespace)
-ROBOT_NODE = "agent"      # a robot's node: /robot_<i>/agent
+FLEET_NODE = names.FLEET_NODE      # the node of a process that runs every robot (root namespace)
+ROBOT_NODE = names.ROBOT_NODE      # a robot's node: /robot_<i>/agent
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def robot_specs(executable: str, cfg, params: dict, num_robots: int | None = Non
     n = cfg.num_robots if num_robots is None else num_robots
     if cfg.fleet:
         return [ProcessSpec(executable, FLEET_NODE, params=params)]
-    return [ProcessSpec(executable, ROBOT_NODE, namespace=f"robot_{i}", params={**params, "robot_id": i},
+    return [ProcessSpec(executable, ROBOT_NODE, namespace=names.namespace(i), params={**params, "robot_id": i},
                         expendable=n > 1) for i in range(n)]
 
 

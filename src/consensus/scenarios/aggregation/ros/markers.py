@@ -26,12 +26,14 @@ from geometry_msgs.msg import Point, TransformStamped
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
+from consensus import names
+
 try:                                      # a ROS install only
     from tf2_msgs.msg import TFMessage
 except ImportError:                       # pragma: no cover - depends on the install
     TFMessage = None
 
-FRAME = "world"
+FRAME = names.WORLD_FRAME
 LIFETIME_S = 2.0
 TEXT_CHARS = 120
 ROBOT_DIAMETER_M = 0.4

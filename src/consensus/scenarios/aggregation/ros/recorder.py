@@ -45,9 +45,10 @@ from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.ros import markers
 from consensus.ros.cdr import point_stamped_xy
-from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, declare_config, decode_or_count, guarded,
+from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded,
                                   publish_health, run_node, sane, spin_node, sum_health)
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
+from consensus import names
 
 START_WAIT_S = 10.0
 PROGRESS_PERIOD_S = 5.0     # a progress line at least this often (or once per planning period, if that is shorter)
@@ -80,17 +81,19 @@ class Recorder:
         self.node_health: dict[str, dict] = {}            # newest /health record of every other node
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
         for i in range(n):
-            node.create_subscription(PointStamped, f"/robot_{i}/state",
+            node.create_subscription(PointStamped, names.STATE.of(i),
                                      g(self._raw_point(i, self.pos, "recorder.state", self.last_seen),
                                        "recorder.state"),
-                                     qos.STREAM, raw=True)
-            node.create_subscription(PointStamped, f"/robot_{i}/target",
-                                     g(self._point(i, self.tgt, "recorder.target"), "recorder.target"), qos.EVENTS)
-            node.create_subscription(String, f"/robot_{i}/planner/reasoning", g(self._on_plan, "recorder.plan"),
-                                     qos.EVENTS)
-            node.create_subscription(String, f"/robot_{i}/planner/status", g(self._on_status, "recorder.status"),
-                                     qos.EVENTS)
-        node.create_subscription(String, f"/{HEALTH_TOPIC}", g(self._on_health, "recorder.health"), qos.EVENTS)
+                                     qos.profile(names.STATE), raw=True)
+            node.create_subscription(PointStamped, names.TARGET.of(i),
+                                     g(self._point(i, self.tgt, "recorder.target"), "recorder.target"),
+                                     qos.profile(names.TARGET))
+            node.create_subscription(String, names.PLANNER_REASONING.of(i), g(self._on_plan, "recorder.plan"),
+                                     qos.profile(names.PLANNER_REASONING))
+            node.create_subscription(String, names.PLANNER_STATUS.of(i), g(self._on_status, "recorder.status"),
+                                     qos.profile(names.PLANNER_STATUS))
+        node.create_subscription(String, names.HEALTH.name, g(self._on_health, "recorder.health"),
+                                 qos.profile(names.HEALTH))
         self.t_created = self._now()
         self.t0: float | None = None
         self.done = rclpy.task.Future()
@@ -268,13 +271,14 @@ class Recorder:
         self.colors = colors(n)
         self.reasoning: dict[int, str] = {}
         self.edges: list[tuple[int, int]] = []
-        self.frames = [f"robot_{i}/base_link" for i in range(n)]
+        self.frames = [names.base_link(i) for i in range(n)]
         self.marker_pub = self.tf_pub = None
         if self.cfg.markers:
-            self.marker_pub = node.create_publisher(MarkerArray, "markers", qos.EVENTS)
+            self.marker_pub = node.create_publisher(MarkerArray, names.MARKERS.name, qos.profile(names.MARKERS))
             if markers.TFMessage:
-                self.tf_pub = node.create_publisher(markers.TFMessage, "/tf", qos.EVENTS)
-        node.create_subscription(String, "/topology/graph", g(self._on_graph, "recorder.graph"), qos.LATCHED)
+                self.tf_pub = node.create_publisher(markers.TFMessage, names.TF.name, qos.profile(names.TF))
+        node.create_subscription(String, names.TOPOLOGY_GRAPH.name, g(self._on_graph, "recorder.graph"),
+                                 qos.profile(names.TOPOLOGY_GRAPH))
         node.create_timer(VIZ_PERIOD_S, g(self.publish_viz, "recorder.viz"))
 
     def _note_reasoning(self, robot: int, rec: dict) -> None:

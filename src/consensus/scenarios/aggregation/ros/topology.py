@@ -38,6 +38,7 @@ from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.ros.cdr import point_stamped_xy, pose_array_bytes
 from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, publish_health, run_node,
                                   sane, spin_node)
+from consensus import names
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
 
@@ -57,11 +58,12 @@ class TopologyRelay:
         self.max_age = cfg.robot_timeout_s + cfg.link_delay_s
         self.lost: set[int] = set()
         for j in range(n):
-            node.create_subscription(PointStamped, f"/robot_{j}/state",
+            node.create_subscription(PointStamped, names.STATE.of(j),
                                      guarded(self._on_state(j), "topology.state", self.health),
-                                     qos.STREAM, raw=True)
-        self.pubs = [node.create_publisher(PoseArray, f"/robot_{i}/neighbors", qos.STREAM) for i in range(n)]
-        self.graph_pub = node.create_publisher(String, "/topology/graph", qos.LATCHED)
+                                     qos.profile(names.STATE), raw=True)
+        self.pubs = [node.create_publisher(PoseArray, names.NEIGHBORS.of(i), qos.profile(names.NEIGHBORS))
+                     for i in range(n)]
+        self.graph_pub = node.create_publisher(String, names.TOPOLOGY_GRAPH.name, qos.profile(names.TOPOLOGY_GRAPH))
         self.delivered_count = 0
         self.dropped_count = 0
         node.add_on_set_parameters_callback(self._on_params)

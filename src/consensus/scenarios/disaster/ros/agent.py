@@ -94,6 +94,8 @@ DECISIONS = "/disaster/decisions"
 VOTE_REQUEST = "disaster/vote_request"      # relative: each drone hears only its own requests
 VOTES = "/disaster/votes"
 COLLECTIVE = "/disaster/collective"
+METRICS = "disaster/metrics"               # the grid node's per-round metrics (relative: /disaster/metrics)
+MARKERS = "disaster/markers"               # the grid's MarkerArray (relative: /disaster/markers)
 #: the round clock: reliable, kept for late joiners (a drone started after the grid gets the current phase)
 STATE_QOS = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 

@@ -47,7 +47,7 @@ from consensus.llm.from_config import client_from_config
 from consensus.scenarios.disaster.agents import DroneReply, make_coordinator
 from consensus.scenarios.disaster.prompts import role_for
 from consensus.ros import qos
-from consensus.ros.fleet import namespace
+from consensus import names
 from consensus.scenarios.disaster.round_clock import cell_list, timeout_reply
 from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUEST, VOTES, cell_or_none,
                                                     context_to_dict, declare_disaster_config, dumps, inbox_from_dict,
@@ -109,7 +109,7 @@ class Aggregator:
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
         node.create_subscription(String, STATE, g(self._on_state, "aggregator.state"), STATE_QOS)
         node.create_subscription(String, VOTES, g(self._on_vote, "aggregator.votes"), qos.EVENTS)
-        self.pub_requests = [node.create_publisher(String, f"/{namespace(i)}/{VOTE_REQUEST}", qos.EVENTS)
+        self.pub_requests = [node.create_publisher(String, names.robot_topic(i, VOTE_REQUEST), qos.EVENTS)
                              for i in range(cfg.num_robots)]
         self.pub_collective = node.create_publisher(String, COLLECTIVE, qos.EVENTS)
         self.pub_status = node.create_publisher(String, STATUS, qos.EVENTS)

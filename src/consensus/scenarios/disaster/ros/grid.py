@@ -66,11 +66,12 @@ from consensus.scenarios.disaster.plots import plot_run
 from consensus.scenarios.disaster.round_clock import COUNTERS, RoundClock, Step
 from consensus.ros import qos
 from consensus.ros.cdr import odom_pose
-from consensus.ros.fleet import namespace
-from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCUSSION, HEARTBEAT_S, STATE, STATE_QOS,
+from consensus import names
+from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCUSSION, HEARTBEAT_S, MARKERS, METRICS,
+                                                    STATE, STATE_QOS,
                                                     declare_disaster_config, dumps, reply_from_dict)
 from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
-from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, decode_or_count, guarded, publish_health, run_node,
+from consensus.ros.params import (HEALTH, Health, decode_or_count, guarded, publish_health, run_node,
                                   sane, spin_node, sum_health)
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
@@ -120,10 +121,12 @@ class DisasterGrid:
         self.node_health: dict[str, dict] = {}       # newest /health record of every other node
 
         for i in range(self.n):
-            node.create_subscription(Odometry, f"/{namespace(i)}/odom",
-                                     guarded(self._on_odom(i), "grid.odom", self.health), qos.STREAM, raw=True)
-            node.create_subscription(String, f"/{namespace(i)}/planner/status",
-                                     guarded(self._on_status, "grid.status", self.health), qos.EVENTS)
+            node.create_subscription(Odometry, names.ODOM.of(i),
+                                     guarded(self._on_odom(i), "grid.odom", self.health), qos.profile(names.ODOM),
+                                     raw=True)
+            node.create_subscription(String, names.PLANNER_STATUS.of(i),
+                                     guarded(self._on_status, "grid.status", self.health),
+                                     qos.profile(names.PLANNER_STATUS))
         node.create_subscription(String, DISCUSSION, guarded(self._on_discussion, "grid.discussion", self.health),
                                  qos.EVENTS)
         node.create_subscription(String, DECISIONS, guarded(self._on_decision, "grid.decision", self.health),
@@ -132,12 +135,12 @@ class DisasterGrid:
                                  qos.EVENTS)
         node.create_subscription(String, AGGREGATOR_STATUS,
                                  guarded(self._on_aggregator, "grid.aggregator", self.health), qos.EVENTS)
-        node.create_subscription(String, f"/{HEALTH_TOPIC}", guarded(self._on_health, "grid.health", self.health),
-                                 qos.EVENTS)
+        node.create_subscription(String, names.HEALTH.name, guarded(self._on_health, "grid.health", self.health),
+                                 qos.profile(names.HEALTH))
         publish_health(node, self.health)
         self.pub_state = node.create_publisher(String, STATE.lstrip("/"), STATE_QOS)
-        self.pub_metrics = node.create_publisher(String, "disaster/metrics", qos.EVENTS)
-        self.pub_markers = node.create_publisher(MarkerArray, "disaster/markers", qos.EVENTS)
+        self.pub_metrics = node.create_publisher(String, METRICS, qos.EVENTS)
+        self.pub_markers = node.create_publisher(MarkerArray, MARKERS, qos.EVENTS)
         node.create_timer(TICK_S, guarded(self.tick, "grid.tick", self.health))
         node.create_timer(1.0 / SAMPLE_HZ, guarded(self.sample, "grid.sample", self.health))
         node.create_timer(0.5, guarded(self.publish_markers, "grid.markers", self.health))
@@ -281,12 +284,12 @@ class DisasterGrid:
 
         def marker(ns: str, mid: int, kind: int, **kw) -> Marker:
             m = Marker(ns=ns, id=mid, type=kind, action=Marker.ADD, **kw)
-            m.header.frame_id, m.header.stamp = "world", stamp
+            m.header.frame_id, m.header.stamp = names.WORLD_FRAME, stamp
             m.pose.orientation.w = 1.0
             return m
 
         clear = Marker(action=Marker.DELETEALL)
-        clear.header.frame_id, clear.header.stamp = "world", stamp
+        clear.header.frame_id, clear.header.stamp = names.WORLD_FRAME, stamp
         markers = [clear]
         lines = marker("grid", 0, Marker.LINE_LIST, color=ColorRGBA(r=0.6, g=0.6, b=0.6, a=0.6))
         lines.scale.x = 0.02 * s

@@ -32,8 +32,8 @@ from std_msgs.msg import String
 from consensus.runs.ros_runner import announce_results
 from consensus.errors import ConsensusError
 from consensus.ros import qos
-from consensus.ros.fleet import namespace
-from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, guarded, publish_health, run_node, spin_node,
+from consensus import names
+from consensus.ros.params import (HEALTH, Health, guarded, publish_health, run_node, spin_node,
                                   sum_health)
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest
 from consensus.scenarios.naming_game.robots import (PairSchedule, Tally, fleet_policy, game_summary,
@@ -81,10 +81,12 @@ class Matchmaker:
         self.summary: dict | None = None
 
         for i in range(self.n):
-            node.create_subscription(String, f"/{namespace(i)}/planner/status",
-                                     self._guard(self._on_robot_status, "robot_status"), qos.EVENTS)
+            node.create_subscription(String, names.PLANNER_STATUS.of(i),
+                                     self._guard(self._on_robot_status, "robot_status"),
+                                     qos.profile(names.PLANNER_STATUS))
         node.create_subscription(String, WORDS, self._guard(self._on_word, "words"), GAME_QOS)
-        node.create_subscription(String, f"/{HEALTH_TOPIC}", self._guard(self._on_health, "health"), qos.EVENTS)
+        node.create_subscription(String, names.HEALTH.name, self._guard(self._on_health, "health"),
+                                 qos.profile(names.HEALTH))
         self.pub_pair = node.create_publisher(String, PAIRS, GAME_QOS)
         self.pub_outcome = node.create_publisher(String, OUTCOMES, GAME_QOS)
         self.pub_status = node.create_publisher(String, STATUS, qos.EVENTS)

@@ -1,0 +1,99 @@
+"""Every ROS name the kernel uses, in one place: topics (with their message type and QoS class), frames, the robot
+namespace, and the node names of the kernel's processes.
+
+No ROS import here (the run directory, the robots map, the Foxglove view and the process lists read the names too);
+``consensus.ros.qos.profile(topic)`` turns a topic's QoS class into the rclpy profile, so a publisher and its
+subscribers always agree. After aerostack2's ``as2_core/names/topics.hpp``: one namespace per subsystem, the name beside
+its QoS. A scenario's own topics (disaster protocol, naming-game protocol) live in that scenario's ``ros/`` protocol
+module, built the same way from ``Topic``.
+
+Names inside a robot's namespace are relative (``odom``, ``planner/status``): a robot node started in
+``/robot_<i>`` uses them as they are; a node of the root namespace that talks to robot i uses ``topic.of(i)``.
+
+QoS classes (``consensus.ros.qos``): ``stream`` (best effort, newest wins: odom, state, neighbors, clock),
+``events`` (reliable, depth 50: records that must not be lost), ``latched`` (transient local: the graph),
+``command`` (cmd_vel: reliable unless ``cmd_vel_best_effort``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+QOS_CLASSES = ("stream", "events", "latched", "command")
+ROBOT_PREFIX = "robot_"
+
+
+def namespace(robot_id: int) -> str:
+    """The namespace of robot ``robot_id`` (without the leading slash): ``robot_<i>``."""
+    return f"{ROBOT_PREFIX}{int(robot_id)}"
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str        # relative (inside a robot's or the node's namespace) or absolute (starts with "/")
+    type: str        # the ROS message type, e.g. "nav_msgs/msg/Odometry"
+    qos: str         # one of QOS_CLASSES
+
+    def __post_init__(self) -> None:
+        if self.qos not in QOS_CLASSES:
+            raise ValueError(f"topic {self.name}: unknown QoS class {self.qos!r}")
+
+    def of(self, robot_id: int) -> str:
+        """The absolute name of this per-robot topic for robot ``robot_id``: ``/robot_<i>/<name>``."""
+        if self.name.startswith("/"):
+            raise ValueError(f"{self.name} is not a per-robot topic")
+        return f"/{namespace(robot_id)}/{self.name}"
+
+
+# --- a robot (inside /robot_<i>): its driver, its controller, its planner --------------------------------------
+ODOM = Topic("odom", "nav_msgs/msg/Odometry", "stream")             # the driver's (or sim's) pose and twist
+CMD_VEL = Topic("cmd_vel", "geometry_msgs/msg/Twist", "command")     # the controller's velocity command
+STATE = Topic("state", "geometry_msgs/msg/PointStamped", "stream")  # the robot's position, broadcast to the graph
+NEIGHBORS = Topic("neighbors", "geometry_msgs/msg/PoseArray", "stream")   # the in-neighbours' states (topology)
+TARGET = Topic("target", "geometry_msgs/msg/PointStamped", "events")      # the planner's current target
+PLANNER_REASONING = Topic("planner/reasoning", "std_msgs/msg/String", "events")   # one JSON record per plan
+PLANNER_STATUS = Topic("planner/status", "std_msgs/msg/String", "events")         # counters, control timing
+
+# --- the fleet (root namespace) ------------------------------------------------------------------------------------
+HEALTH = Topic("health", "std_msgs/msg/String", "events")             # every root node's health record, each second
+ESTOP = Topic("/estop", "std_msgs/msg/Bool", "latched")               # the fleet's e-stop (default of estop_topic)
+CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", "stream")          # sim time (publish_clock)
+TF = Topic("/tf", "tf2_msgs/msg/TFMessage", "events")                 # world -> robot_<i>/base_link
+TOPOLOGY_GRAPH = Topic("/topology/graph", "std_msgs/msg/String", "latched")   # the communication graph (JSON)
+MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # relative to the recorder: /markers
+
+ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, TARGET, PLANNER_REASONING, PLANNER_STATUS)
+FLEET_TOPICS = (HEALTH, ESTOP, CLOCK, TF, TOPOLOGY_GRAPH, MARKERS)
+
+def robot_topic(robot_id: int, name: str) -> str:
+    """``/robot_<i>/<name>``: a scenario's own per-robot topic (e.g. the disaster drones' vote requests)."""
+    return f"/{namespace(robot_id)}/{name.lstrip('/')}"
+
+
+# --- turtlesim (the external simulator's own names; consensus.ros.turtlesim_bridge) ------------------------------
+TURTLESIM_SPAWN = "/spawn"                          # turtlesim/srv/Spawn
+TURTLE_POSE = "pose"                                # turtlesim/msg/Pose, inside /<turtle>
+TURTLE_CMD_VEL = "cmd_vel"                          # geometry_msgs/msg/Twist, inside /<turtle>
+TURTLE_SET_PEN = "set_pen"                          # turtlesim/srv/SetPen, inside /<turtle>
+TURTLE_TELEPORT = "teleport_absolute"               # turtlesim/srv/TeleportAbsolute, inside /<turtle>
+
+
+def turtle_name(turtle: str, name: str) -> str:
+    """``/<turtle>/<name>``: a name of one of turtlesim's turtles."""
+    return f"/{turtle}/{name}"
+
+
+# --- frames --------------------------------------------------------------------------------------------------------
+WORLD_FRAME = "world"
+
+
+def base_link(robot_id: int) -> str:
+    """Robot ``robot_id``'s body frame: ``robot_<i>/base_link``."""
+    return f"{namespace(robot_id)}/base_link"
+
+
+# --- node names of the kernel's processes ----------------------------------------------------------------------------
+ROBOT_NODE = "agent"          # /robot_<i>/agent (one process per robot)
+FLEET_NODE = "fleet"          # /fleet (all robots in one process)
+SIM_NODE = "sim"
+TOPOLOGY_NODE = "topology"
+RECORDER_NODE = "recorder"

@@ -1,0 +1,53 @@
+"""consensus.names: every ROS name of the kernel in one place, with its QoS class; no publisher or subscriber spells a
+topic out where it is used."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from consensus import names
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "consensus"
+ENDPOINTS = ("create_publisher", "create_subscription", "create_client", "create_service")
+
+
+def test_per_robot_topics_resolve_into_the_robot_namespace_and_fleet_topics_do_not():
+    assert names.namespace(3) == "robot_3" and names.base_link(3) == "robot_3/base_link"
+    assert names.ODOM.of(0) == "/robot_0/odom" and names.PLANNER_STATUS.of(12) == "/robot_12/planner/status"
+    for topic in names.ROBOT_TOPICS:
+        assert not topic.name.startswith("/") and topic.of(7).startswith("/robot_7/")
+    with pytest.raises(ValueError, match="not a per-robot topic"):
+        names.CLOCK.of(0)
+    with pytest.raises(ValueError, match="unknown QoS class"):
+        names.Topic("x", "std_msgs/msg/String", "sometimes")
+
+
+def test_every_topic_has_a_profile_that_publisher_and_subscriber_share():
+    rclpy_qos = pytest.importorskip("rclpy.qos")
+    from consensus.ros import qos
+
+    for topic in (*names.ROBOT_TOPICS, *names.FLEET_TOPICS):
+        assert isinstance(qos.profile(topic), rclpy_qos.QoSProfile), topic
+    assert qos.profile(names.TOPOLOGY_GRAPH).durability == rclpy_qos.DurabilityPolicy.TRANSIENT_LOCAL
+    assert qos.profile(names.CMD_VEL).reliability == rclpy_qos.ReliabilityPolicy.RELIABLE
+    assert qos.profile(names.CMD_VEL, best_effort_commands=True).reliability == \
+        rclpy_qos.ReliabilityPolicy.BEST_EFFORT
+
+
+def _literal_endpoints(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ENDPOINTS \
+                and len(node.args) >= 2:
+            arg = node.args[1]
+            if isinstance(arg, (ast.Constant, ast.JoinedStr)):
+                out.append(f"{path.relative_to(SRC)}:{node.lineno}: {ast.unparse(arg)}")
+    return out
+
+
+def test_no_topic_name_is_spelled_out_at_a_publisher_or_subscriber():
+    """Topic names come from consensus.names (or a scenario's protocol module), never a literal at the call."""
+    found = [hit for path in SRC.rglob("*.py") for hit in _literal_endpoints(path)]
+    assert not found, "\n".join(found)
