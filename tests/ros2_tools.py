@@ -19,9 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TOOLS = ROOT.parent / "shared" / "ros2-tools"
-INSTALL_HINT = ("install ROS 2 (its ros2 launch/CLI) or the wheels of ../shared/ros2-tools: "
-                "pip install -r requirements/ros2-tools.txt && pip install --no-deps ../shared/ros2-tools/*.whl "
-                "(`make ros2-tools`)")
+INSTALL_HINT = ("install ROS 2 (its ros2 launch/CLI) or run `make ros2-tools` (the real tools built from the pinned "
+                "ROS 2 sources, or the wheels of ../shared/ros2-tools; docs/ros2-tools.md)")
 
 
 def ros2_executable() -> str | None:

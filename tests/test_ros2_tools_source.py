@@ -129,6 +129,40 @@ def test_local_sources_are_built_at_the_pinned_commit(layout, demo_repo, tmp_pat
     assert again.returncode == 0 and "building" not in again.stdout          # the second run reuses the wheels
 
 
+def test_without_local_sources_the_archives_are_downloaded_at_the_pinned_commit(demo_repo, tmp_path):
+    """The GitHub path, against a local HTTP server in GitHub's layout (ROS2_TOOLS_ARCHIVE_URL): the archive of the
+    pinned commit is downloaded once, kept, and built; a server that serves another commit is refused."""
+    import functools
+    import http.server
+    import threading
+
+    repo, commit, sources = demo_repo
+    served = tmp_path / "served" / "example" / "demo" / "archive"
+    served.mkdir(parents=True)
+    git(repo, "archive", "--format=tar.gz", f"--prefix=demo-{commit}/", "-o", str(served / f"{commit}.tar.gz"), commit)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "served"))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = dict(ROS2_TOOLS_ARCHIVE_URL=f"http://127.0.0.1:{server.server_port}/{{repo}}/archive/{{commit}}.tar.gz",
+               no_proxy="127.0.0.1,localhost", NO_PROXY="127.0.0.1,localhost")
+    args = ["--sources", str(sources), "--shared", str(tmp_path / "no-shared"), "--build-only"]
+    try:
+        result = run_script(*args, "--cache", str(tmp_path / "cache"), **env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert sorted(p.name for p in (tmp_path / "cache").glob("wheels-*/r2t_demo_pkg-*.whl")) == [
+            "r2t_demo_pkg-0.1-py3-none-any.whl"]
+        assert (tmp_path / "cache" / "downloads" / f"demo-{commit}.tar.gz").is_file()          # kept
+
+        git(repo, "archive", "--format=tar.gz", "--prefix=demo/", "-o", str(served / f"{commit}.tar.gz"), "HEAD")
+        wrong = run_script(*args, "--cache", str(tmp_path / "cache2"), **env)
+        assert wrong.returncode == 1 and wrong.stderr == "", wrong.stdout + wrong.stderr
+        assert len(wrong.stdout.splitlines()) == 1 and f"did not serve commit {commit}" in wrong.stdout
+        assert not list((tmp_path / "cache2").glob("downloads/*.tar.gz"))
+    finally:
+        server.shutdown()
+
+
 @pytest.mark.parametrize("layout, message", [
     ("clone without the commit", "lacks the pinned commit"),
     ("git archive of another commit", "not the pinned"),

@@ -9,7 +9,8 @@ the venv's Python; the first of these that applies is used:
    that commit (``DIR/launch-<commit>.tar.gz`` as GitHub serves it, or ``DIR/launch.tar.gz`` from ``git archive``);
 3. ``--shared DIR`` (``../shared/ros2-tools``) when it holds the wheels: install those;
 4. otherwise download each repository's archive at its commit from GitHub (https://github.com/<repo>/archive/<commit>
-   .tar.gz, kept in the cache) and build the wheels; ``ROS2_TOOLS_OFFLINE=1`` forbids this download.
+   .tar.gz, kept in the cache; ``ROS2_TOOLS_ARCHIVE_URL`` names another host, e.g. a mirror, with the same
+   ``{repo}`` and ``{commit}`` fields) and build the wheels; ``ROS2_TOOLS_OFFLINE=1`` forbids this download.
 
 The repositories, their pinned commits and the package subfolders are in requirements/ros2-tools-sources.txt; each
 subfolder is built unchanged with ``pip wheel --no-deps``, plus the project's import stand-in for
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "requirements" / "ros2-tools-sources.txt"
 PYPI_DEPS = ROOT / "requirements" / "ros2-tools.txt"
 STAND_IN = Path(__file__).resolve().parent / "composition_interfaces"
-GITHUB_ARCHIVE = "https://github.com/{repo}/archive/{commit}.tar.gz"
+GITHUB_ARCHIVE = "https://github.com/{repo}/archive/{commit}.tar.gz"    # ROS2_TOOLS_ARCHIVE_URL: another host
 DOC = "docs/ros2-tools.md"
 
 
@@ -141,11 +142,15 @@ def local_tree(repo: Repo, src: Path, work: Path, repos: list[Repo]) -> Path:
                f"<name>-<commit>.tar.gz (requirements/ros2-tools-sources.txt; {DOC})")
 
 
+def archive_url() -> str:
+    return os.environ.get("ROS2_TOOLS_ARCHIVE_URL") or GITHUB_ARCHIVE
+
+
 def github_tree(repo: Repo, downloads: Path, work: Path, repos: list[Repo]) -> Path:
     """The repository's GitHub archive at its pinned commit (downloaded once into ``downloads``), unpacked."""
     archive = downloads / f"{repo.name}-{repo.commit}.tar.gz"
     if not archive.is_file():
-        url = GITHUB_ARCHIVE.format(repo=repo.repo, commit=repo.commit)
+        url = archive_url().format(repo=repo.repo, commit=repo.commit)
         downloads.mkdir(parents=True, exist_ok=True)
         partial = archive.with_suffix(".part")
         try:
@@ -256,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             wheel_dir = cache / f"wheels-{cache_key(repos)}"
             wheels = build(repos, lambda repo, work: github_tree(repo, cache / "downloads", work, repos), wheel_dir)
-            origin = "built from GitHub archives"
+            origin = f"built from archives of {archive_url().split('/{')[0]}"
         if args.build_only:
             say(f"{len(wheels)} wheels {origin}: {wheels[0].parent}")
             return 0
