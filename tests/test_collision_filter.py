@@ -318,6 +318,14 @@ def test_closed_form_is_the_projection_onto_the_one_active_row():
     assert flag == 1 and np.allclose(u, x, atol=1e-9)
 
 
+def test_a_binding_speed_limit_uses_the_inscribed_polygon():
+    # the half-plane alone gives (0.083, 2.0), far beyond v_max: the QP then meets the polygon's edge
+    u, info = filter_velocity([0.0, 0.0], [2.0, 2.0], [[0.6, 0.0]], D_MIN, V_MAX, GAMMA)
+    assert info.method == "qp"
+    assert V_MAX * math.cos(math.pi / POLYGON_SIDES) - 1e-9 <= np.linalg.norm(u) <= V_MAX
+    assert 1.2 * u[0] <= GAMMA * (0.36 - 0.25) / 2 + 1e-9 and u[1] > 0.45
+
+
 def test_far_neighbours_are_pruned_and_too_fast_commands_scaled():
     u, info = filter_velocity([0.0, 0.0], [0.3, 0.0], [[50.0, 0.0], [0.0, -40.0]], D_MIN, V_MAX)
     assert info.rows == 0 and info.method == "nominal" and not info.intervened and info.neighbours == 2

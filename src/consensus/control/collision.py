@@ -19,14 +19,16 @@ with ``γ dt <= 1`` (``gamma <= 1 / dt``: 10 at 10 Hz) every sample keeps the pa
 continuous-time limit. A smaller ``γ`` brakes earlier and more gently (the default 1/s starts braking at about
 ``|p_ij| - d_min ≈ 2 v_max / γ`` for two robots approaching at full speed).
 
-**Speed limit.** When the nominal command already satisfies every row, or when one closed form below is the
-answer, the exact disc ``|u| <= v_max`` is used. The QP replaces the disc by the regular 16-gon *inscribed* in it
-(apothem ``v_max cos(π/16) ≈ 0.981 v_max``), so the QP stays linear and its result never exceeds ``v_max``: in
-the QP case the robot may lose up to 1.9 % of its top speed. A final norm clamp removes rounding. In 1-D the
-interval ``[-v_max, v_max]`` is exact.
+**Speed limit.** The fast paths below and the QP use the exact disc ``|u| <= v_max`` whenever its answer lies
+inside it: the QP is first solved without the speed limit, and that result is the exact optimum when it is
+within ``v_max`` (always so when ``|u_nom| <= v_max`` and every pair is at least ``d_min`` apart: projecting onto
+a convex set that contains 0 never lengthens a vector). Otherwise the QP is solved again with the disc replaced
+by the regular 16-gon *inscribed* in it (apothem ``v_max cos(π/16) ≈ 0.981 v_max``), so it stays linear and its
+result never exceeds ``v_max``; then the robot may lose up to 1.9 % of its top speed. A final norm clamp removes
+rounding. In 1-D the interval ``[-v_max, v_max]`` is exact.
 
-**Solver and fast paths.** The QP is solved by DAQP (a dense dual active-set solver: exact active-set solutions, a
-few tens of µs for these two-variable problems). Before it, three exact shortcuts:
+**Solver and fast paths.** The QP is solved by DAQP (a dense dual active-set solver: exact active-set solutions in
+10 to 50 µs for these two-variable problems). Before it, three exact shortcuts:
 
 1. a row whose half-plane contains the whole speed disc (``2 |p_ij| v_max <= γ h_ij / 2``) can never bind and is
    dropped (far neighbours cost one distance each);
@@ -197,23 +199,38 @@ _UNIT_POLYGONS[2] = (np.column_stack([np.cos(_ang), np.sin(_ang)]),
                      np.full(POLYGON_SIDES, math.cos(math.pi / POLYGON_SIDES)))
 
 
-def _solve_qp(a: np.ndarray, b: np.ndarray, u0: np.ndarray, v_max: float) -> np.ndarray | None:
-    """argmin |u - u0|² s.t. ``a u <= b`` and the speed polygon inscribed in the disc; None if infeasible."""
-    dim = u0.size
-    poly_a, poly_b = _UNIT_POLYGONS[dim]
-    a_all = np.ascontiguousarray(np.vstack([a, poly_a]))
-    b_all = np.concatenate([b, v_max * poly_b])
-    x, _, exitflag, _ = daqp.solve(np.eye(dim), -u0, a_all, b_all, np.full(b_all.size, -1e30),
-                                   np.zeros(b_all.size, dtype=np.int32), primal_tol=1e-10)
+_EYE = {1: np.eye(1), 2: np.eye(2)}
+
+
+def _daqp(a: np.ndarray, b: np.ndarray, u0: np.ndarray) -> np.ndarray | None:
+    """argmin |u - u0|² s.t. ``a u <= b`` (DAQP); None if infeasible."""
+    x, _, exitflag, _ = daqp.solve(_EYE[u0.size], -u0, np.ascontiguousarray(a), np.ascontiguousarray(b),
+                                   primal_tol=1e-10)
     if exitflag < 1:
         return None
     x = np.array(x, dtype=float)
-    speed = math.sqrt(float(x @ x))
-    if not math.isfinite(speed):
+    return x if all(map(math.isfinite, x.tolist())) else None
+
+
+def _solve_qp(a: np.ndarray, b: np.ndarray, u0: np.ndarray, v_max: float) -> np.ndarray | None:
+    """argmin |u - u0|² s.t. ``a u <= b`` and the speed limit; None if infeasible.
+
+    First without the speed limit: a result within ``v_max`` is then the exact optimum (always the case when
+    ``|u0| <= v_max`` and every row admits ``u = 0``, since projecting onto a convex set that contains 0 never
+    lengthens a vector). Otherwise again with the 16-gon inscribed in the speed disc."""
+    x = _daqp(a, b, u0)
+    if x is None:
         return None
-    if speed > v_max:                       # rounding only: the polygon lies inside the disc
-        x *= v_max / speed
-    if a.shape[0] and float(np.max(a @ x - b)) > QP_CHECK_TOL:
+    speed = math.sqrt(float(x @ x))
+    if speed > v_max:
+        poly_a, poly_b = _UNIT_POLYGONS[u0.size]
+        x = _daqp(np.vstack([a, poly_a]), np.concatenate([b, v_max * poly_b]), u0)
+        if x is None:
+            return None
+        speed = math.sqrt(float(x @ x))
+        if speed > v_max:                   # rounding only: the polygon lies inside the disc
+            x *= v_max / speed
+    if float((a @ x - b).max()) > QP_CHECK_TOL:
         return None
     return x
 
