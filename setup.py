@@ -38,6 +38,7 @@ setup(
         "tqdm>=4.60",           # progress bars of long extractions and sweeps
         "mcap>=1.1",            # the run's MCAP bag (writer and reader)
         "mcap-ros2-support>=0.5",   # decodes the bag's CDR messages without ROS (`consensus plot BAG`)
+        "daqp>=0.11",           # the collision filter's small dense QPs (consensus.control.collision)
     ],
     extras_require={
         # ROS 2 Kilted from PyPI wheels, for users without an apt ROS install (see requirements/ros-kilted.txt)

@@ -19,18 +19,20 @@ Presets (see docs/real-robots.md for the sources of each name):
 
 * ``turtlebot3``: ``turtlebot3_node`` subscribes ``cmd_vel`` as ``geometry_msgs/msg/Twist`` (ROS 2 Humble default;
   on Jazzy with ``enable_stamped_cmd_vel: true`` set ``cmd_stamped: true`` in the map entry) and publishes ``odom``.
-  Differential drive (unicycle), burger limits 0.22 m/s and 2.84 rad/s.
+  Differential drive (unicycle), burger limits 0.22 m/s and 2.84 rad/s, footprint radius 0.105 m (burger).
 * ``turtlebot4``: namespaced robots (``/<ns>/cmd_vel``, ``/<ns>/odom``), ``geometry_msgs/msg/TwistStamped``
   (Jazzy, the Nav2 convention; a Humble TurtleBot 4 takes Twist: set ``cmd_stamped: false``). Create 3 limits
-  0.306 m/s and 1.9 rad/s.
+  0.306 m/s and 1.9 rad/s, footprint radius 0.17 m.
 * ``crazyflie``: crazyswarm2. Commands go out as ``geometry_msgs/msg/Twist`` on ``cmd_vel`` in the drone's
   namespace (``/<cf>/cmd_vel``), where crazyswarm2's ``vel_mux`` (crazyflie_examples) takes off to its
   ``hover_height`` on the first non-zero command and turns every Twist into a ``/<cf>/cmd_hover`` setpoint
   (vx, vy, yaw rate at a fixed height); a zero Twist hovers in place. Pose: ``/<cf>/pose``
   (``geometry_msgs/msg/PoseStamped``, crazyswarm2's default ``pose`` logging topic, in its ``reference_frame``
   ``world`` = the motion-capture frame). Holonomic at a fixed height (single integrator), capped at 0.5 m/s.
-  ``cmd_vel_legacy`` (roll/pitch/thrust, not velocities) is never used.
-* ``generic``: any Twist/Odometry robot (``cmd_vel``, ``odom``), with the run's kinematics and limits.
+  ``cmd_vel_legacy`` (roll/pitch/thrust, not velocities) is never used. Footprint radius 0.10 m: 0.05 m of
+  body and propellers plus 0.05 m for the downwash and the air pushed sideways by a neighbour.
+* ``generic``: any Twist/Odometry robot (``cmd_vel``, ``odom``), with the run's kinematics and limits; footprint
+  radius 0.2 m (as ``sim``).
 * ``sim``: a robot of our builtin simulator (Twist ``cmd_vel``, Odometry ``odom`` in ``world``); a map of only sim
   robots keeps ``sim: builtin``, which needs namespaces ``robot_<i>`` in map order.
 """
@@ -61,6 +63,7 @@ class Preset:
     dim: int = 2
     takeoff: str = ""                 # what must happen before commands move the robot ("" = nothing)
     simulated: bool = False           # driven by our builtin sim
+    footprint_radius_m: float = 0.2   # radius of a disc that covers the robot [m] (consensus.control.collision)
 
     @property
     def pose_type(self) -> str:
@@ -83,13 +86,14 @@ def resolve(namespace: str, topic: str) -> str:
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("turtlebot3", "ROBOTIS TurtleBot 3 (turtlebot3_node: Twist cmd_vel, Odometry odom)",
-           kinematics="unicycle", v_max=0.22, w_max=2.84),
+           kinematics="unicycle", v_max=0.22, w_max=2.84, footprint_radius_m=0.105),
     Preset("turtlebot4", "Clearpath TurtleBot 4 (namespaced; TwistStamped cmd_vel, Odometry odom)",
-           cmd_type=TWIST_STAMPED, kinematics="unicycle", v_max=0.306, w_max=1.9),
+           cmd_type=TWIST_STAMPED, kinematics="unicycle", v_max=0.306, w_max=1.9, footprint_radius_m=0.17),
     Preset("crazyflie", "Bitcraze Crazyflie through crazyswarm2 (Twist cmd_vel to vel_mux -> cmd_hover; "
            "PoseStamped pose from motion capture)",
            pose_topic="pose", pose_source="world_pose", kinematics="single_integrator", v_max=0.5, w_max=1.0,
-           takeoff="crazyswarm2 vel_mux takes off to hover_height on the first non-zero command"),
+           takeoff="crazyswarm2 vel_mux takes off to hover_height on the first non-zero command",
+           footprint_radius_m=0.10),
     Preset("generic", "any robot with a Twist cmd_vel and an Odometry odom (odometry from its start pose)"),
     Preset("sim", "a robot of the builtin simulator (Odometry in the shared frame 'world')",
            pose_source="world_odom", simulated=True),
