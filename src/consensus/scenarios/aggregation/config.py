@@ -35,7 +35,7 @@ class AggregationConfig(RobotBaseConfig):
     neighbor_rate_hz: float = 2.0     # rate at which the topology node delivers neighbour states (planner input)
 
     # planning
-    planner: str = "llm"
+    planner: str = "average"          # not llm: an LLM run is asked for (--planner llm), never started by accident
     personalities: list[str] = field(default_factory=list)   # per robot; empty = all "none"
     memory: bool = False              # LLM planner keeps the chat history (1-D paper setting)
 

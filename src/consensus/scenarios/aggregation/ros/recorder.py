@@ -45,6 +45,10 @@ START_WAIT_S = 10.0
 VIZ_PERIOD_S = 0.5          # markers and TF at 2 Hz
 
 
+def fmt_m(value) -> str:
+    return "n/a" if value is None else f"{value:.3f} m"
+
+
 class Recorder:
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -279,7 +283,7 @@ class Recorder:
                                   "per_robot": [self.status.get(i, {}) for i in range(n)],
                                   "lost_robots": sorted(self.lost), "losses": self.losses})
         self.node.get_logger().info(
-            f"done: converged={summary['converged']} final_spread={summary['final_spread_m']} m; "
+            f"done: converged={summary['converged']} final_spread={fmt_m(summary['final_spread_m'])}; "
             f"results in {self.out}")
         announce_results(self.out)
         return summary

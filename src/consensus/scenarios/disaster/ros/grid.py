@@ -265,7 +265,7 @@ class DisasterGrid:
         m, totals = outcome.metrics, clock.round_counters
         self.node.get_logger().info(
             f"progress round {outcome.round + 1}/{cfg.rounds}: active={m['active']} attended={m['attended']} "
-            f"cleared={m['cleared']} coverage={m['coverage']} net_reward={outcome.net_reward:.1f} "
+            f"cleared={m['cleared']} coverage={'n/a' if m['coverage'] is None else format(m['coverage'], '.3f')} net_reward={outcome.net_reward:.1f} "
             f"llm_calls={totals.get('llm_calls', 0)} fallbacks={totals.get('llm_fallbacks', 0)}")
         self._do(step, now)
 
