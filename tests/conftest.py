@@ -22,6 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))   # tests/fake_openai_s
 HAVE_RCLPY = importlib.util.find_spec("rclpy") is not None
 
 
+def pytest_runtest_setup(item):
+    from needs import need
+
+    for marker in item.iter_markers(name="needs"):
+        need(*marker.args)
+
+
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("CONSENSUS_REQUIRE_ALL") == "1":
         return                                  # CI: a missing dependency must fail, not skip

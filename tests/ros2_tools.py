@@ -1,14 +1,13 @@
-"""The real ROS 2 command-line and launch tools for the tests: where they are, how to call them, when to skip.
+"""The real ROS 2 command-line and launch tools for the tests: how to call them (whether they are there, and what to
+do when they are not, is tests/needs.py's one decision).
 
-They come with a ROS 2 install, or here from ../shared/ros2-tools (wheels built from the ROS 2 sources; `make test`
-installs them into the venv). On a machine with neither, the tests that need them skip with the reason; in CI
-(CONSENSUS_REQUIRE_ALL=1) with ../shared present they must run, so a missing install fails instead of skipping.
+They come with a ROS 2 install, or from `make ros2-tools` (wheels of the ROS 2 sources: ../shared/ros2-tools or
+built from source). On a machine with neither, the tests that need them skip with the reason; in CI
+(CONSENSUS_REQUIRE_ALL=1, set by .ci/run where ../shared is there) a missing install fails instead of skipping.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,38 +16,17 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_TOOLS = ROOT.parent / "shared" / "ros2-tools"
-INSTALL_HINT = ("install ROS 2 (its ros2 launch/CLI) or the wheels of ../shared/ros2-tools: "
-                "pip install -r requirements/ros2-tools.txt && pip install --no-deps ../shared/ros2-tools/*.whl "
-                "(`make ros2-tools`)")
-
-
-def ros2_executable() -> str | None:
-    """The ``ros2`` of this venv (the wheels) or of the PATH (a ROS 2 install) whose Python can import launch."""
-    mine = Path(sys.prefix) / "bin" / "ros2"
-    if mine.is_file() and importlib.util.find_spec("ros2cli") is not None:
-        return str(mine)
-    found = shutil.which("ros2")
-    return found if found and importlib.util.find_spec("ros2cli") is not None else None
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("CONSENSUS_REQUIRE_ALL") == "1" and SHARED_TOOLS.is_dir():
-        pytest.fail(f"{what} missing although {SHARED_TOOLS} exists: {INSTALL_HINT}")
-    pytest.skip(f"{what} not installed: {INSTALL_HINT}")
+from needs import ROOT, need, ros2_executable  # noqa: F401  (ros2_executable: re-exported for the tests)
 
 
 def need_ros2() -> str:
-    exe = ros2_executable()
-    if exe is None:
-        _missing("the ros2 command-line tools (ros2cli, ros2launch)")
-    return exe
+    """The ``ros2`` executable, or skip (fail in CI) with the reason and the install command (tests/needs.py)."""
+    need("ros2_cli")
+    return ros2_executable()
 
 
 def need_launch() -> None:
-    if importlib.util.find_spec("launch") is None or importlib.util.find_spec("launch_ros") is None:
-        _missing("ROS 2 launch and launch_ros")
+    need("ros2_launch")
 
 
 def tool_env(**extra: str) -> dict[str, str]:

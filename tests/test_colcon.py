@@ -3,7 +3,6 @@ through AMENT_PREFIX_PATH, `colcon build`, `source install/setup.bash`, `ros2 la
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from needs import need
 from ros2_tools import ROOT, need_ros2, tool_env
 
 pytestmark = pytest.mark.ros
@@ -20,12 +20,8 @@ def colcon() -> str:
     exe = Path(sys.prefix) / "bin" / "colcon"
     if exe.is_file():
         return str(exe)
-    found = shutil.which("colcon")
-    if found:
-        return found
-    if os.environ.get("CONSENSUS_REQUIRE_ALL") == "1":
-        pytest.fail("colcon missing: pip install -r requirements/test.txt (colcon-common-extensions)")
-    pytest.skip("colcon not installed: pip install colcon-common-extensions (or a ROS 2 install's colcon)")
+    need("colcon")
+    return shutil.which("colcon")
 
 
 def test_colcon_build_source_and_launch_from_the_install(tmp_path):

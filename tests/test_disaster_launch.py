@@ -12,6 +12,8 @@ from consensus.scenarios.disaster.headless import start_cells
 from consensus.scenarios.disaster.config import load_disaster_config
 from ros2_tools import launch_actions, node_info
 
+pytestmark = pytest.mark.needs("ros2_launch")
+
 
 def _launch(monkeypatch, **args):
     from launch_ros.actions import Node

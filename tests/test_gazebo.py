@@ -133,6 +133,7 @@ def _visit(monkeypatch, **args):
     return launch_run("gazebo.launch.py", monkeypatch, **args)
 
 
+@pytest.mark.needs("ros2_launch")
 def test_launch_without_gz_stops_with_one_message_before_making_the_run(monkeypatch, tmp_path):
     monkeypatch.setattr(gazebo.shutil, "which", lambda name: None)
     with pytest.raises(ConfigError, match="sudo apt install ros-kilted-ros-gz"):
@@ -140,6 +141,7 @@ def test_launch_without_gz_stops_with_one_message_before_making_the_run(monkeypa
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.needs("ros2_launch")
 def test_launch_starts_gz_the_bridge_and_the_run_without_the_builtin_sim(monkeypatch, tmp_path):
     from launch.actions import ExecuteProcess
     from launch.utilities import perform_substitutions

@@ -11,6 +11,8 @@ import yaml
 from consensus.errors import ConfigError
 from ros2_tools import launch_actions, node_info
 
+pytestmark = pytest.mark.needs("ros2_launch")
+
 
 def _launch(monkeypatch, **args):
     from launch_ros.actions import Node

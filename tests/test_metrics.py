@@ -124,3 +124,20 @@ def test_planned_vs_actual_error():
     assert e["samples"] == 3
     assert e["mean_m"] == pytest.approx(2.0) and e["max_m"] == pytest.approx(5.0)
     assert e["final_mean_m"] == pytest.approx(0.5)
+
+
+def test_settle_watch_needs_an_unbroken_stretch_below_tolerance():
+    from consensus.metrics.convergence import SettleWatch
+
+    w = SettleWatch(tol=0.1, settle_s=3.0)
+    samples = [(0, 1.0), (1, 0.05), (2, 0.05), (3, 0.2), (4, 0.05), (5, 0.09), (6, 0.05), (6.9, 0.01), (7, 0.01)]
+    ends = [w.update(t, sp) for t, sp in samples]
+    assert ends == [False] * 8 + [True]            # the break at t=3 restarts the clock: below tol since t=4
+    assert w.held_s(7) == 3.0
+    assert not w.update(8, float("nan")) and w.held_s(8) == 0.0        # no spread (robots missing) is no consensus
+    never = SettleWatch(tol=0.1, settle_s=0.0)                           # 0: never ends a run
+    assert not any(never.update(t, 0.0) for t in range(100))
+    with pytest.raises(ValueError, match="settle_s"):
+        SettleWatch(0.1, -1.0)
+    with pytest.raises(ValueError, match="tol"):
+        SettleWatch(0.0, 1.0)

@@ -94,6 +94,7 @@ def test_ros2_cli_sees_and_drives_a_running_aggregation(tmp_path):
     assert "Traceback" not in log, log[-3000:]
     assert code == 0, log[-3000:]
     assert (out / "summary.json").is_file(), log[-3000:]      # Ctrl-C still leaves the run's results
+    assert json.loads((out / "summary.json").read_text())["end_reason"] == "interrupted"
 
 
 def test_ros2_launch_fails_when_the_process_that_ends_the_run_dies(tmp_path):

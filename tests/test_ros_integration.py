@@ -48,6 +48,27 @@ def test_five_robots_average_planner_converge(tmp_path):
     assert all(st["callback_errors"] == 0 and st["bad_messages"] == 0 for st in summary["per_robot"])
 
 
+def test_run_ends_once_the_robots_held_consensus_for_settle_s(tmp_path):
+    """``settle_s``: a 120 s run of robots that meet within seconds ends about settle_s after they met, says why,
+    and its progress lines say how long consensus has held."""
+    import io
+    from contextlib import redirect_stdout
+
+    from consensus.scenarios.aggregation.runner import run_ros
+
+    cfg = _cfg(num_robots=4, duration_s=120.0, settle_s=3.0)
+    lines = io.StringIO()
+    with redirect_stdout(lines):
+        summary = run_ros(cfg, tmp_path / "run", echo=print)
+    assert summary["end_reason"] == "converged_and_settled" and summary["converged"] is True
+    assert summary["time_to_converge_s"] + 3.0 <= summary["duration_s"] < summary["time_to_converge_s"] + 8.0
+    assert summary["duration_s"] < 40.0
+    progress = [ln for ln in lines.getvalue().splitlines() if "progress t=" in ln]
+    assert progress and progress[0].startswith("[recorder] progress t=")         # no ROS time stamp on the console
+    assert re.search(r"round \d+  spread \d+\.\d{3} m \(tol 0.1\)", progress[0]), progress[0]
+    assert any("consensus held" in ln for ln in progress)
+
+
 def test_directed_leader_follower_ends_at_the_leader(tmp_path):
     from consensus.scenarios.aggregation.runner import run_ros
 
@@ -59,6 +80,20 @@ def test_directed_leader_follower_ends_at_the_leader(tmp_path):
     assert summary["callback_errors"] == 0
 
 
+def _end_run(out) -> None:
+    """End the run in ``out`` as Ctrl-C would: SIGINT to its recorder, which writes the summary and exits."""
+    import os
+    import signal
+    import subprocess
+
+    pids = subprocess.run(["pgrep", "-f", f"__node:=recorder .*{out}"], capture_output=True, text=True).stdout
+    for pid in pids.split():
+        try:
+            os.kill(int(pid), signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
+
 def _points(msg) -> set[tuple[float, float]]:
     return {(round(p.position.x, 4), round(p.position.y, 4)) for p in msg.poses}
 
@@ -67,7 +102,11 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
     """Stubborn robots stay put, so each robot's `neighbors` must hold exactly its in-neighbours' positions;
     then the graph is switched from a directed ring to complete through the topology node's parameters.
     Forged states (NaN, 1e308) of robot 0 are dropped by the topology and the recorder and counted in the run's
-    ``bad_messages``."""
+    ``bad_messages``.
+
+    The run lasts until the test has seen what it needs and then ends it as Ctrl-C does (SIGINT to the recorder,
+    which writes its summary): with a fixed short duration the run could end, on a loaded machine, while the test
+    was still waiting for the switched graph (it was once flaky that way)."""
     import rclpy
     from geometry_msgs.msg import PointStamped, PoseArray
     from rcl_interfaces.msg import Parameter as ParamMsg
@@ -79,7 +118,7 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
     from consensus.ros.qos import STREAM
     from consensus.scenarios.aggregation.runner import run_ros
 
-    cfg = _cfg(num_robots=5, topology="ring", directed=True, planner="stubborn", duration_s=12.0)
+    cfg = _cfg(num_robots=5, topology="ring", directed=True, planner="stubborn", duration_s=300.0)
     start = initial_positions(cfg)
     pts = [(round(float(x), 4), round(float(y), 4)) for x, y in start]
     ring = cfg.graph()
@@ -136,7 +175,9 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
     finally:
         node.destroy_node()
         rclpy.shutdown()
+        _end_run(tmp_path / "run")
         runner.join(timeout=60)
+    assert result.get("end_reason") == "interrupted", result
     assert result.get("final_spread_m", 0) > 1.0          # stubborn robots never gathered
     assert result["callback_errors"] == 0
     by_node = result["health_by_node"]

@@ -190,3 +190,32 @@ def test_progress_callback_and_missing_client():
     assert seen == [(1, 3), (2, 3), (3, 3)]
     with pytest.raises(ConfigError, match="needs an LLM client"):
         run_headless(cfg_of(planner="llm"))
+
+
+# ----------------------------------------------------------------------------------------------- settle: end early
+def test_settled_run_ends_once_consensus_held_for_settle_s_and_says_why():
+    full = run_headless(cfg_of(duration_s=120.0))
+    early = run_headless(cfg_of(duration_s=120.0, settle_s=6.0))
+    assert full.summary["end_reason"] == "duration" and full.times[-1] == pytest.approx(120.0)
+    s = early.summary
+    assert s["end_reason"] == "converged_and_settled" and s["converged"]
+    ttc = s["time_to_converge_s"]
+    # it ends in the first round whose end is settle_s past the moment the spread went below tol ...
+    assert ttc + 6.0 <= early.times[-1] < ttc + 6.0 + cfg_of().planner_period_s + 1e-9
+    assert early.times[-1] < 60.0
+    # ... and until then it is the same run
+    k = len(early.times)
+    assert np.array_equal(early.positions, full.positions[:k]) and len(early.plan_log) == s["rounds"] * 5
+    assert s["rounds"] < full.summary["rounds"]
+
+
+def test_settle_does_not_end_a_run_that_never_agrees_and_max_rounds_is_its_own_reason():
+    res = run_headless(cfg_of(planner="stubborn", settle_s=2.0))
+    assert res.summary["end_reason"] == "duration" and not res.summary["converged"]
+    assert res.times[-1] == pytest.approx(30.0)
+    assert run_headless(cfg_of(max_rounds=3)).summary["end_reason"] == "max_rounds"
+
+
+def test_negative_settle_is_refused():
+    with pytest.raises(ConfigError, match="settle_s must be >= 0"):
+        cfg_of(settle_s=-1.0).validate()

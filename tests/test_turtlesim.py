@@ -2,18 +2,17 @@
 
 The coordinate map, the Pose -> odometry conversion, the checks before a run and the process lists are tested
 always. The real turtlesim (../shared/turtlesim, built for the pinned wheels) runs an aggregation under Xvfb and
-the turtles must meet in turtlesim's own /turtle<i>/pose; without that folder, Xvfb, the Qt libraries or the
-std_srvs wheel the test skips with the reason (in CI, CONSENSUS_REQUIRE_ALL=1 with ../shared present, it must run).
+the turtles must meet in turtlesim's own /turtle<i>/pose; without turtlesim (that folder or a ROS 2 install), Xvfb,
+the Qt libraries or the std_srvs wheel the test skips with the reason (tests/needs.py; in CI,
+CONSENSUS_REQUIRE_ALL=1 with ../shared present, it must run).
 """
 from __future__ import annotations
 
 import csv
-import ctypes.util
 import importlib.util
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from consensus.errors import ConfigError
 from consensus.scenarios.aggregation.config import load_config
 from consensus.scenarios.aggregation.processes import aggregation_processes
 from consensus.sims import turtlesim as ts
+from needs import need
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TURTLESIM = ROOT.parent / "shared" / "turtlesim"
@@ -178,14 +178,14 @@ def test_another_packages_node_gets_its_own_parameters_only(fake_turtlesim, tmp_
     assert "--params-file" in ros_args(bridge, tmp_path / "params.yaml")
 
 
+@pytest.mark.needs("ros2_launch")
 def test_turtlesim_launch_file_is_the_aggregation_on_turtlesim(fake_turtlesim, monkeypatch, tmp_path):
     from launch.actions import DeclareLaunchArgument
     from launch_ros.actions import Node
 
     from consensus.runs.launch_file import launch_arguments
-    from ros2_tools import launch_actions, need_launch, node_info, tool_env
+    from ros2_tools import launch_actions, node_info, tool_env
 
-    need_launch()
     monkeypatch.setenv("AMENT_PREFIX_PATH", tool_env()["AMENT_PREFIX_PATH"])   # the package and the fake turtlesim
     spec = importlib.util.spec_from_file_location("turtlesim_launch", ROOT / "launch" / "turtlesim.launch.py")
     module = importlib.util.module_from_spec(spec)
@@ -206,23 +206,12 @@ def test_turtlesim_launch_file_is_the_aggregation_on_turtlesim(fake_turtlesim, m
 
 
 # ----------------------------------------------------------------------------------------------- the real one
-def _require_all() -> bool:
-    return os.environ.get("CONSENSUS_REQUIRE_ALL") == "1"
-
-
 def _turtlesim_env() -> dict:
-    """os.environ plus what ../shared/turtlesim/setup-env.sh sets for this interpreter's venv (sourced by bash)."""
-    if not SHARED_TURTLESIM.is_dir():
-        pytest.skip(f"{SHARED_TURTLESIM} not found (the real turtlesim built for the pinned wheels)")
-    if not _require_all():
-        missing = [what for what, ok in (
-            ("Xvfb (apt install xvfb)", shutil.which("Xvfb")),
-            ("the Qt 5 libraries (apt install libqt5widgets5 libqt5gui5 libqt5core5a)",
-             ctypes.util.find_library("Qt5Widgets")),
-            ("the std_srvs wheel (pip install -r ../shared/turtlesim/requirements.txt)",
-             importlib.util.find_spec("std_srvs"))) if not ok]
-        if missing:
-            pytest.skip("real turtlesim: missing " + ", ".join(missing))
+    """os.environ, plus what ../shared/turtlesim/setup-env.sh sets for this interpreter's venv (sourced by bash) when
+    the turtlesim comes from there rather than from a ROS 2 install."""
+    if not (SHARED_TURTLESIM / "setup-env.sh").is_file():
+        return dict(os.environ)
+    need("qt5", "std_srvs")                     # what the ../shared build links and a ROS 2 install would bring
     script = SHARED_TURTLESIM / "setup-env.sh"
     out = subprocess.run(["bash", "-c", 'source "$0" "$1" >/dev/null && env -0', str(script), sys.prefix],
                          capture_output=True, check=True)
@@ -247,6 +236,7 @@ def xvfb():
 
 
 @pytest.mark.ros
+@pytest.mark.needs("turtlesim", "xvfb")
 def test_real_turtlesim_turtles_converge_in_turtlesims_own_pose(xvfb, tmp_path):
     env = {**_turtlesim_env(), "DISPLAY": xvfb}
     n, out = 3, tmp_path / "run"

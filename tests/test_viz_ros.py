@@ -3,7 +3,6 @@ the run's MCAP bag (decoded with mcap_ros2, rosbag2's metadata.yaml, `ros2 bag i
 and `consensus plot RUN/bag`."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 import time
@@ -15,12 +14,6 @@ import yaml
 from consensus.scenarios.aggregation.config import load_config
 
 pytestmark = pytest.mark.ros
-
-
-def _have_ros2_bag() -> bool:
-    ros2 = shutil.which("ros2")
-    return bool(ros2) and subprocess.run([ros2, "bag", "info", "--help"], capture_output=True,
-                                         check=False).returncode == 0
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +99,12 @@ def test_plot_redraws_the_figures_from_the_bag(run):
         assert (out / "bag" / "plots" / name).stat().st_size > 1000
 
 
-@pytest.mark.skipif(not _have_ros2_bag(), reason="`ros2 bag` (rosbag2 + its MCAP plugin) is not installed: it comes "
-                                                  "with a ROS 2 install only (no PyPI wheel, not in ../shared)")
+@pytest.mark.needs("rosbag2")
 def test_ros2_bag_info_reads_the_bag(run):
+    from needs import ros2_executable
+
     out, _ = run
-    res = subprocess.run(["ros2", "bag", "info", str(out / "bag")], capture_output=True, text=True, check=False)
+    res = subprocess.run([ros2_executable(), "bag", "info", str(out / "bag")], capture_output=True, text=True,
+                         check=False)
     assert res.returncode == 0, res.stderr
     assert "mcap" in res.stdout and "/robot_0/odom" in res.stdout

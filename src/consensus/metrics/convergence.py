@@ -101,6 +101,38 @@ def time_to_converge(times: np.ndarray, positions: np.ndarray, tol: float) -> fl
     return float(times[first])
 
 
+# Why a run ended (summary.json's ``end_reason``)
+END_REASONS = ("converged_and_settled", "duration", "max_rounds", "interrupted")
+
+
+class SettleWatch:
+    """Ends a run early once consensus has been *shown*: the spread stayed below ``tol`` (as ``converged_mask``
+    judges it) for ``settle_s`` seconds without a break. ``settle_s = 0`` never ends a run (studies that need a fixed
+    duration). Fed one ``(t, spread)`` sample at a time, in time order; no clock of its own (headless loop and ROS
+    recorder alike)."""
+
+    def __init__(self, tol: float, settle_s: float) -> None:
+        if not (tol > 0 and math.isfinite(tol)):
+            raise ValueError(f"tol must be a finite number > 0, got {tol}")
+        if not (settle_s >= 0 and math.isfinite(settle_s)):
+            raise ValueError(f"settle_s must be a finite number >= 0, got {settle_s}")
+        self.tol, self.settle_s = float(tol), float(settle_s)
+        self.since: float | None = None            # start of the current stretch below tol
+
+    def update(self, t: float, spread_m: float) -> bool:
+        """Note the spread at time ``t``; True when the run may end (held below tol for settle_s)."""
+        if math.isfinite(spread_m) and spread_m < self.tol:
+            if self.since is None:
+                self.since = float(t)
+        else:
+            self.since = None
+        return self.settle_s > 0 and self.since is not None and t - self.since >= self.settle_s
+
+    def held_s(self, t: float) -> float:
+        """How long the spread has been below tol at time ``t`` (0 when it is not)."""
+        return 0.0 if self.since is None else max(0.0, float(t) - self.since)
+
+
 def _num(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 

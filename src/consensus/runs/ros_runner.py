@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,6 +74,19 @@ def ros_args(spec: ProcessSpec, params_file: Path) -> list[str]:
     return args
 
 
+_ROS_LOG = re.compile(r"^\[(?P<level>[A-Z]+)\] \[[0-9.]+\] \[(?P<node>[^\]]+)\]: (?P<msg>.*)$")
+
+
+def _readable(line: str) -> str:
+    """A node's log line as a person reads it on the console: ``[recorder] progress ...`` (the level only when it is
+    not INFO; the full line, with its time stamp, stays in RUN/logs)."""
+    m = _ROS_LOG.match(line)
+    if not m:
+        return line
+    level = "" if m["level"] == "INFO" else f"{m['level']} "
+    return f"{level}[{m['node']}] {m['msg']}"
+
+
 class _Proc:
     def __init__(self, spec: ProcessSpec, params_file: Path, log_dir: Path, echo: Callable[[str], None] | None):
         self.spec = spec
@@ -89,8 +103,8 @@ class _Proc:
         assert self.popen.stdout is not None
         for line in self.popen.stdout:
             self.log.write(line)
-            if self.echo and ("progress" in line or "done:" in line or "error" in line.lower()):
-                self.echo(line.rstrip())
+            if self.echo and ("progress" in line or "done" in line.split(": ", 1)[-1][:6] or "error" in line.lower()):
+                self.echo(_readable(line.rstrip()))
         self.log.flush()
 
     def tail(self, n: int = 15) -> str:

@@ -28,7 +28,9 @@ register(Scenario(
         ("--prompt-style", "prompt_style", dict(choices=PROMPT_STYLES, help="how the LLM is asked (model card)")),
         ("--personality", "personalities", dict(action="append", choices=PERSONALITIES,
                                                 help="one for all robots, or once per robot")),
-        ("--duration", "duration_s", dict(type=float, help="run length [s]")),
+        ("--duration", "duration_s", dict(type=float, help="run length [s] (the upper bound with --settle)")),
+        ("--settle", "settle_s", dict(type=float, help="end the run once the robots held the consensus tolerance "
+                                                       "for this many seconds (0 = run for --duration)")),
         ("--rounds", "max_rounds", dict(type=int, help="stop planning after this many rounds (a ROS run ends "
                                                        "one planning period later)")),
         ("--sim", "sim", dict(choices=SIMS, help="who moves the robots (turtlesim: docs/turtlesim.md)")),
@@ -43,7 +45,8 @@ register(Scenario(
     launch_args={
         "topology": "complete | ring | star | line | leader_follower | random | custom",
         "planner": "llm | average | average_no_self | stubborn | suggestible",
-        "duration_s": "run length in seconds",
+        "duration_s": "run length in seconds (the upper bound when settle_s ends it earlier)",
+        "settle_s": "end once the robots held converge_tol_m this many seconds (0 = run for duration_s)",
         "max_rounds": "stop planning after this many rounds (0 = until duration_s)",
         "sim": "builtin | turtlesim | gazebo | none: who moves the robots",
         "robots_file": "YAML robots: map of real robots (docs/real-robots.md)",

@@ -40,14 +40,16 @@ class AggregationConfig(RobotBaseConfig):
     memory: bool = False              # LLM planner keeps the chat history (1-D paper setting)
 
     # run
-    duration_s: float = 40.0
+    duration_s: float = 40.0          # the run's length, or its upper bound when settle_s ends it earlier
     converge_tol_m: float = 0.1
+    settle_s: float = 0.0             # end the run once the spread stayed below converge_tol_m this long (0 = never)
 
     # ------------------------------------------------------------------
     def check(self) -> None:
         need(self.num_robots >= 2, f"num_robots must be at least 2 for an aggregation (got {self.num_robots})")
         need(self.planner in PLANNERS, f"unknown planner '{self.planner}'; valid: {', '.join(PLANNERS)}")
         need_positive(self, "neighbor_rate_hz", "duration_s", "converge_tol_m")
+        need(self.settle_s >= 0, f"settle_s must be >= 0 (0 = run for duration_s; got {self.settle_s})")
         need(self.link_delay_s >= 0, f"link_delay_s must be >= 0 (got {self.link_delay_s})")
         need(0.0 <= self.link_drop_prob < 1.0, f"link_drop_prob must be in [0, 1) (got {self.link_drop_prob})")
         need(0.0 <= self.topology_p <= 1.0, f"topology_p must be in [0, 1] (got {self.topology_p})")

@@ -14,6 +14,9 @@ and controllers, but a synchronous loop in one process:
   uses ``planner_period_s = 2`` and ``control_period_s = 0.1``, i.e. 20 steps a round) when it is
   ``"point_mass_pid"``. With ``dim == 1`` robots move along x only;
 * the number of rounds is ``rounds``, else ``cfg.max_rounds``, else ``floor(duration_s / planner_period_s)``;
+  with ``cfg.settle_s > 0`` the loop ends after the round in which the spread has stayed below ``converge_tol_m``
+  for ``settle_s`` (``SettleWatch``, sampled at every control step; the series end there). The summary's
+  ``end_reason`` says why the run ended (``converged_and_settled``, ``max_rounds`` or ``duration``);
 * with the ``llm`` planner the robots of a round are asked in parallel on a thread pool of
   ``cfg.llm_concurrency`` workers; results are used in robot order, so runs are deterministic
   whenever the client is.
@@ -42,7 +45,7 @@ from consensus.control.kinematics import PointMassPID, step_single_integrator, s
 from consensus.errors import ConfigError
 from consensus.graphs.topology import Graph
 from consensus.llm.base import LLMClient
-from consensus.metrics.convergence import convergence_summary
+from consensus.metrics.convergence import SettleWatch, convergence_summary, spread
 from consensus.control.planner import Planner, PlanRequest, PlanResult
 from consensus.scenarios.aggregation.planners.factory import planners_from_config
 from consensus.llm.counters import new_counters
@@ -99,11 +102,16 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     plan_log: list[dict] = []
     counters = new_counters()
 
+    settle = SettleWatch(cfg.converge_tol_m, cfg.settle_s)
+    settle.update(0.0, spread(pos))
+    end_reason = "max_rounds" if (rounds is not None or cfg.max_rounds) else "duration"
+    rounds_run = n_rounds
     workers = min(cfg.llm_concurrency, n) if cfg.planner == "llm" else 1
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="planner") if workers > 1 else None
     try:
         for r in range(n_rounds):
             k0 = r * steps
+            settled = False
             results = _plan_round(planners, graph, pos, r, pool)
             for i, res in enumerate(results):
                 if res.target is not None:
@@ -124,16 +132,23 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                 else:
                     pos = step_single_integrator(pos, pctl.compute_batch(pos, target), dt)
                 positions[k + 1] = pos
+                settled = settle.update(float(times[k + 1]), spread(pos))
             if progress is not None:
                 progress(r + 1, n_rounds)
+            if settled and r + 1 < n_rounds:
+                end_reason, rounds_run = "converged_and_settled", r + 1
+                break
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
+    end = rounds_run * steps + 1
+    times, positions, targets = times[:end], positions[:end], targets[:end]
     targets[-1] = target
 
     summary = convergence_summary(times, positions, cfg.converge_tol_m, initial_positions=positions[0])
     summary.update(llm_calls=counters["calls"], llm_fallbacks=sum(counters["fallbacks"].values()),
-                   parse_failures=counters["parse_failures"], clamped=counters["clamped"], rounds=n_rounds)
+                   parse_failures=counters["parse_failures"], clamped=counters["clamped"], rounds=rounds_run,
+                   end_reason=end_reason, settle_s=cfg.settle_s)
     return AggregationResult(times=times, positions=positions, targets=targets, plan_log=plan_log,
                              counters=counters, summary=summary)
 

@@ -46,6 +46,7 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
                     tol=cfg.converge_tol_m, counters=counters,
                     title=f"LLM aggregation (headless), planner={cfg.planner}", workspace=cfg.workspace,
                     extra={"planner": cfg.planner, "topology": cfg.topology, "num_robots": cfg.num_robots,
+                           "end_reason": result.summary["end_reason"], "settle_s": cfg.settle_s,
                            **({"prompt_style": cfg.prompt_style} if cfg.uses_llm() else {})})
 
 
@@ -94,14 +95,17 @@ def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_
     return run_ros(cfg, out, use_sim_time=use_sim_time, echo=echo)
 
 
-def _num(value, fmt: str = ".3f") -> str:
-    return "n/a" if value is None else format(value, fmt)
-
-
 def result_line(summary: dict) -> str:
-    point = summary.get("consensus_point")
-    point = "n/a" if point is None else "(" + ", ".join(_num(v, ".2f") for v in point) + ")"
-    reason = f"  end: {summary['end_reason']}" if summary.get("end_reason") else ""
-    return (f"converged: {summary.get('converged')}  final spread: {_num(summary.get('final_spread_m'))} m  "
-            f"consensus point: {point} m  llm calls: {summary.get('llm_calls')}  "
-            f"fallbacks: {summary.get('llm_fallbacks')}{reason}")
+    def num(x, fmt=".3f"):
+        return "n/a" if x is None else format(x, fmt)
+
+    point = summary.get("consensus_point") or []
+    ttc = summary.get("time_to_converge_s")
+    line = (f"converged: {summary.get('converged')}"
+            + (f" at t={num(ttc, '.1f')} s" if summary.get("converged") and ttc is not None else "")
+            + f"  final spread: {num(summary.get('final_spread_m'))} m"
+            + f"  consensus point: ({', '.join(num(v, '.2f') for v in point)})"
+            + f"  llm calls: {summary.get('llm_calls')}  fallbacks: {summary.get('llm_fallbacks')}")
+    if summary.get("end_reason"):
+        line += f"  ended: {summary['end_reason']}"
+    return line

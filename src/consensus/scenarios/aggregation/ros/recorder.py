@@ -1,5 +1,7 @@
-"""``recorder``: watches a run, writes the run directory and ends the run after ``duration_s`` (or, with
-``max_rounds``, one planning period after every robot has made its last planning round).
+"""``recorder``: watches a run, writes the run directory and ends the run after ``duration_s``, or earlier: with
+``settle_s > 0`` once the robots' spread has stayed below ``converge_tol_m`` for ``settle_s`` (consensus shown), with
+``max_rounds`` one planning period after every robot has made its last planning round. ``summary.json`` says which
+(``end_reason``: converged_and_settled | duration | max_rounds | interrupted).
 
 Subscribes per robot ``state``, ``target``, ``planner/reasoning`` and ``planner/status``; samples trajectories at
 ``state_rate_hz``; appends every planning record to ``plans.jsonl`` as it arrives; logs progress once per planning
@@ -32,7 +34,7 @@ from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from consensus.runs.ros_runner import announce_results
-from consensus.metrics.convergence import spread
+from consensus.metrics.convergence import SettleWatch, spread
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.ros import markers
@@ -42,11 +44,8 @@ from consensus.ros.params import (HEALTH, HEALTH_TOPIC, Health, declare_config, 
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 
 START_WAIT_S = 10.0
+PROGRESS_PERIOD_S = 5.0     # a progress line at least this often (or once per planning period, if that is shorter)
 VIZ_PERIOD_S = 0.5          # markers and TF at 2 Hz
-
-
-def fmt_m(value) -> str:
-    return "n/a" if value is None else f"{value:.3f} m"
 
 
 class Recorder:
@@ -92,6 +91,8 @@ class Recorder:
         self.last_progress = -math.inf
         self.rounds_planned = np.zeros(cfg.num_robots, dtype=int)   # planning rounds recorded per robot
         self.t_all_planned: float | None = None                       # when every robot reached max_rounds
+        self.settle = SettleWatch(cfg.converge_tol_m, cfg.settle_s)
+        self.end_reason = "interrupted"                               # until the run ends on its own
         node.create_timer(1.0 / cfg.state_rate_hz, g(self.sample, "recorder.sample"))
         self.publish_health = publish_health(node, self.health)
         self.viz = cfg.markers
@@ -183,22 +184,35 @@ class Recorder:
         pos[list(self.lost)] = np.nan                     # a lost robot's last position is not part of the fleet
         self.positions.append(pos)
         self.targets.append(self.tgt.copy())
-        if t - self.last_progress >= self.cfg.planner_period_s:
+        valid = pos[~np.isnan(pos).any(axis=1)]
+        sp = spread(valid) if len(valid) > 1 else float("nan")
+        settled = self.settle.update(t, sp) if len(valid) >= min(2, self.cfg.num_robots) else False
+        if t - self.last_progress >= min(PROGRESS_PERIOD_S, self.cfg.planner_period_s) or settled:
             self.last_progress = t
-            c = self.counters()
-            valid = pos[~np.isnan(pos).any(axis=1)]
-            sp = spread(valid) if len(valid) > 1 else float("nan")
-            self.node.get_logger().info(
-                f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s round={c['rounds_max']} spread={sp:.3f} m "
-                f"llm_calls={c['llm_calls']} fallbacks={c['llm_fallbacks']}")
+            self.node.get_logger().info(self.progress_line(t, sp))
         if (self.cfg.max_rounds and self.t_all_planned is None
                 and all(r >= self.cfg.max_rounds for i, r in enumerate(self.rounds_planned) if i not in self.lost)):
             self.t_all_planned = t
-        # the run ends at duration_s, or one planning period after every robot made its last round (max_rounds),
-        # so the robots can fly to their final targets
-        settled = self.t_all_planned is not None and t >= self.t_all_planned + self.cfg.planner_period_s
-        if (t >= self.cfg.duration_s or settled) and not self.done.done():
+        # the run ends at duration_s; once consensus has held for settle_s; or one planning period after every robot
+        # made its last round (max_rounds), so the robots can fly to their final targets
+        reason = ("converged_and_settled" if settled else
+                  "max_rounds" if self.t_all_planned is not None and t >= self.t_all_planned + self.cfg.planner_period_s
+                  else "duration" if t >= self.cfg.duration_s else None)
+        if reason and not self.done.done():
+            self.end_reason = reason
             self.done.set_result(True)
+
+    def progress_line(self, t: float, sp: float) -> str:
+        """The line a person watching the run reads: time, round, spread, LLM calls (and how long consensus held)."""
+        c = self.counters()
+        held = self.settle.held_s(t)
+        line = (f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s  round {c['rounds_max']}  "
+                f"spread {sp:.3f} m (tol {self.cfg.converge_tol_m:g})")
+        if self.cfg.settle_s > 0 and held > 0:
+            line += f"  consensus held {held:.0f}/{self.cfg.settle_s:g} s"
+        if self.cfg.planner == "llm":
+            line += f"  llm calls {c['llm_calls']}  fallbacks {c['llm_fallbacks']}"
+        return line
 
     def _note_losses(self, now: float, t: float) -> None:
         """A robot whose state is older than robot_timeout_s is lost (its process died, its link failed): it leaves
@@ -280,13 +294,18 @@ class Recorder:
                            workspace=self.cfg.workspace,
                            extra={"planner": self.cfg.planner, "topology": self.cfg.topology,
                                   "num_robots": n, "duration_s": float(times[-1]) if len(times) else 0.0,
+                                  "end_reason": self.end_reason, "settle_s": self.cfg.settle_s,
                                   "per_robot": [self.status.get(i, {}) for i in range(n)],
                                   "lost_robots": sorted(self.lost), "losses": self.losses})
         self.node.get_logger().info(
-            f"done: converged={summary['converged']} final_spread={fmt_m(summary['final_spread_m'])}; "
-            f"results in {self.out}")
+            f"done ({self.end_reason}): converged={summary['converged']} "
+            f"final_spread={_fmt(summary['final_spread_m'])} m; results in {self.out}")
         announce_results(self.out)
         return summary
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
 
 
 def _body(_args: list[str]) -> None:
