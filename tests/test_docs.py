@@ -159,6 +159,13 @@ def _summary(cwd: Path, run: str) -> dict:
     return json.loads((cwd / run / "summary.json").read_text())
 
 
+def _run_dir(res: Result) -> Path:
+    """The run folder a ``consensus run`` printed (``results: PATH``)."""
+    found = re.findall(r"^results: (.+)$", res.out, re.M)
+    assert found, f"no 'results: PATH' line in\n{res.out}"
+    return Path(found[-1])
+
+
 def _files(cwd: Path, run: str, *names: str) -> None:
     missing = [n for n in names if not (cwd / run / n).is_file()]
     assert not missing, f"{run}: the docs name {missing}, the run wrote {sorted(p.name for p in (cwd / run).iterdir())}"
@@ -180,10 +187,9 @@ def check_leader_follower(cwd: Path, res: Result) -> None:
 
 
 def check_disaster_headless(cwd: Path, res: Result) -> None:
-    runs = sorted((cwd / "runs").glob("disaster-*"))
-    assert runs, "no runs/disaster-<time>/"
-    latest = max(runs, key=lambda p: p.stat().st_mtime)
-    _files(cwd, str(latest.relative_to(cwd)), "manifest.json", "rounds.jsonl", "summary.json",
+    run = _run_dir(res)
+    assert run.parent == cwd / "runs" and run.name.startswith("disaster-"), run     # default: runs/disaster-<time>
+    _files(cwd, str(run.relative_to(cwd)), "manifest.json", "rounds.jsonl", "summary.json",
            "coverage_deviation.png")
     assert "coverage" in res.out.lower()
 
@@ -211,15 +217,22 @@ def check_report(cwd: Path, res: Result) -> None:
 
 
 def check_naming_run(cwd: Path, res: Result) -> None:
-    runs = sorted((cwd / "runs").glob("naming-game-*"))
-    assert runs, "no runs/naming-game-<time>/"
-    s = json.loads((max(runs, key=lambda p: p.stat().st_mtime) / "summary.json").read_text())
+    s = json.loads((_run_dir(res) / "summary.json").read_text())
     assert s["N"] == 100 and s["runs"] == 100 and s["converged"] == 100, s
     assert re.search(r"collective bias toward '\w+': \d\.\d{3} ± \d\.\d{3}", res.out), res.out
 
 
 def check_fig2(cwd: Path, res: Result) -> None:
     _files(cwd, "runs/ng-fig2", "report.md", "results.jsonl")
+
+
+def check_naming_table(cwd: Path, res: Result) -> None:
+    assert "toward 'his'" in res.out and "converged: 1000/1000" in res.out, res.out
+
+
+def check_naming_robots_headless(cwd: Path, res: Result) -> None:
+    assert re.search(r"converged on word \d .* at round \d+; \d+ interactions, success rate \d\.\d{3}", res.out), \
+        res.out
 
 
 def check_gz(cwd: Path, res: Result) -> None:
@@ -247,6 +260,7 @@ class Run:
 
 
 #: every command the docs test runs, by its text as a shell reads it (``DocCommand.key``)
+NAMING = dict(needs=needs_tables, env={"CONSENSUS_NAMING_TABLES": str(TABLES)})
 RUN: dict[str, Run] = {
     ". .venv/bin/activate": Run(),
     "consensus run aggregation --robots 6 --topology ring --planner average --duration 120 --settle 5 "
@@ -256,13 +270,23 @@ RUN: dict[str, Run] = {
     "consensus run disaster --headless": Run(check_disaster_headless),
     "consensus run disaster --headless --mode explicit --strategy majority --roles high --volatility high --seed 3":
         Run(check_disaster_headless),
+    "consensus run disaster --headless --mode explicit --strategy spoke_wheel --roles high --volatility high":
+        Run(check_disaster_headless),
+    "consensus run disaster --headless --baseline no_interaction --seed 3 --set report_noise=0.1":
+        Run(check_disaster_headless),
     "consensus experiment disaster --out runs/disaster-batch": Run(check_disaster_batch),
     "consensus experiment --list": Run(check_list),
     "consensus experiment consensus-1d --out runs/fig4": Run(check_fig4),
     "consensus report runs/fig4": Run(check_report),
     "consensus run naming-game --robots 100 --set policy=memory_invariant:0.55": Run(check_naming_run),
-    "consensus experiment naming-game-bias --out runs/ng-fig2": Run(check_fig2, needs=needs_tables,
-                                                                      env={"CONSENSUS_NAMING_TABLES": str(TABLES)}),
+    "consensus experiment naming-game-bias --out runs/ng-fig2": Run(check_fig2, **NAMING),
+    "consensus experiment naming-game-trajectories --out runs/ng-fig1":
+        Run(lambda cwd, res: _files(cwd, "runs/ng-fig1", "report.md", "results.jsonl"), **NAMING),
+    "consensus experiment naming-game-time --out runs/ng-fig4":
+        Run(lambda cwd, res: _files(cwd, "runs/ng-fig4", "report.md", "results.jsonl"), **NAMING),
+    "consensus run naming-game --robots 24 --set policy=table:$CONSENSUS_NAMING_TABLES#gpt-4o/his,her --set runs=1000":
+        Run(check_naming_table, **NAMING),
+    "consensus run naming-game-robots --robots 5 --seed 4 --headless": Run(check_naming_robots_headless),
     "consensus gazebo-world --scenario disaster --robots 3 --out runs/gz": Run(check_gz),
 }
 
@@ -270,7 +294,7 @@ RUN: dict[str, Run] = {
 # ------------------------------------------------------------------------------------------ quoted figures
 GENERATED = re.compile(r"<!-- generated: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
 QUOTE = re.compile(r"implicit CR (?P<icr>[\d.]+) / MP (?P<imp>[\d.]+) / RD (?P<ird>[\d.]+) vs explicit CR "
-                   r"(?P<ecr>[\d.]+) / MP (?P<emp>[\d.]+) / RD (?P<erd>[\d.]+)")
+                   r"(?P<ecr>[\d.]+) / MP (?P<emp>[\d.]+) / RD (?P<erd>[\d.]+)".replace(" ", r"\s+"))
 QUOTED_IN = ("README.md", "docs/disaster.md")
 
 
@@ -378,10 +402,11 @@ def ran(tmp_path_factory):
     env.pop("CONSENSUS_NAMING_TABLES", None)
     (cwd / ".venv" / "bin").mkdir(parents=True)
     (cwd / ".venv" / "bin" / "activate").write_text("# the test's interpreter is the venv\n")
-    order = []
+    order, text = [], {}
     for cmd in doc_commands():
         if cmd.key in RUN and cmd.key not in order:
             order.append(cmd.key)
+            text[cmd.key] = cmd.text            # what the user types (quotes and $VARIABLES as written)
     results: dict[str, object] = {}
     background = {}
     for key in sorted(order, key=lambda k: not RUN[k].background):
@@ -391,13 +416,14 @@ def ran(tmp_path_factory):
             results[key] = skip
             continue
         start = time.monotonic()
-        proc = subprocess.Popen(["bash", "-c", key], cwd=cwd, env={**env, **spec.env}, text=True,
+        proc = subprocess.Popen(["bash", "-c", text[key]], cwd=cwd, env={**env, **spec.env}, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if spec.background:
             background[key] = (proc, start)
             continue
         out, err = proc.communicate(timeout=600)
         results[key] = Result(proc.returncode, out, err, time.monotonic() - start)
+        print(f"docs: {results[key].seconds:5.1f} s  exit {proc.returncode}  {key}")     # shown with -s
     for key, (proc, start) in background.items():
         try:
             out, err = proc.communicate(timeout=300)
