@@ -176,7 +176,7 @@ def check_ring6(cwd: Path, res: Result) -> None:
     # README: the robots gather (converged within 0.1 m) and the run ends once settled, well before its cap
     assert s["converged"] is True and s["final_spread_m"] < 0.1, s
     assert s["end_reason"] == "converged_and_settled", s
-    assert "converged: True" in res.out and "final spread: 0.0" in res.out
+    assert "converged: True" in res.out and "final spread: 0.0" in res.out and "ended: converged_and_settled" in res.out
     _files(cwd, "runs/ring6", "manifest.json", "params.yaml", "trajectories.csv", "plans.jsonl", "summary.json",
            "paths.png", "paths.svg", "planned_vs_actual.png")
     assert (cwd / "runs/ring6/logs").is_dir() and (cwd / "runs/ring6/bag").is_dir()
@@ -421,7 +421,11 @@ def ran(tmp_path_factory):
         if spec.background:
             background[key] = (proc, start)
             continue
-        out, err = proc.communicate(timeout=600)
+        try:
+            out, err = proc.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
         results[key] = Result(proc.returncode, out, err, time.monotonic() - start)
         print(f"docs: {results[key].seconds:5.1f} s  exit {proc.returncode}  {key}")     # shown with -s
     for key, (proc, start) in background.items():
