@@ -2,6 +2,8 @@
 non-zero exit status, never a Python traceback, and starts nothing."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from consensus import cli
@@ -60,12 +62,56 @@ CASES = [
 @pytest.mark.parametrize("argv, status, message", CASES, ids=[c[0].split(" {")[0] for c in CASES])
 def test_bad_invocation_is_one_clear_line(argv, status, message, files, capsys, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(files)                    # a run without --out would go to ./runs: here, not the checkout
+    before = sorted(str(p.relative_to(files)) for p in files.rglob("*"))
     code = cli.main(argv.format(d=files).split())
     err = capsys.readouterr().err
     assert code == status, err
     assert "Traceback" not in err
     lines = [ln for ln in err.splitlines() if ln.startswith("consensus")]
     assert len(lines) == 1 and message in lines[0], err
+    if status == 2:                             # refused: nothing created, not even an empty runs/ folder
+        assert sorted(str(p.relative_to(files)) for p in files.rglob("*")) == before
+
+
+@pytest.mark.parametrize("argv, message", [
+    ("run aggregation --headless --replay {d}/missing.jsonl", "calls no LLM"),
+    ("run aggregation --planner llm --replay {d}/missing.jsonl", "transcript file not found"),
+    ("run disaster --headless --planner llm --replay {d}/missing.jsonl", "transcript file not found"),
+    ("run naming-game --set policy=table:{d}/nope.zip#gpt-4o/his,her", "no q-tables file"),
+    ("run naming-game --set policy=table:nope.zip#gpt-4o/his,her", "CONSENSUS_NAMING_TABLES"),
+])
+def test_a_refused_run_leaves_nothing_on_disk(argv, message, files, capsys, monkeypatch):
+    """Refused before anything starts (no ROS node either): one line, exit 2, and no run folder in ./runs."""
+    monkeypatch.chdir(files)
+    monkeypatch.setenv("CONSENSUS_NAMING_TABLES", str(files / "tables"))
+    (files / "tables").mkdir()
+    code = cli.main(argv.format(d=files).split())
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not (files / "runs").exists()
+
+
+def test_a_run_refused_after_its_folder_was_made_removes_it(tmp_path, monkeypatch, capsys):
+    """The boundary's safety net: a ConfigError raised by a runner once the run directory exists removes that
+    directory and the parents the command created, and only those."""
+    from consensus.errors import ConfigError
+    import dataclasses
+
+    from consensus import registry
+    from consensus.runs.rundir import new_run_dir
+
+    def refuse(cfg, out, **_):
+        new_run_dir(out)
+        (Path(out) / "params.yaml").write_text("x")
+        raise ConfigError("refused late")
+    sc = registry.scenario("aggregation")
+    monkeypatch.setitem(registry._SCENARIOS, "aggregation", dataclasses.replace(sc, runner=refuse))
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    assert cli.main(["run", "aggregation", "--headless", "--out", str(keep / "a" / "b")]) == 2
+    assert "refused late" in capsys.readouterr().err
+    assert keep.exists() and list(keep.iterdir()) == []
 
 
 @pytest.mark.parametrize("argv", ["run", "run nosuchscenario", "run aggregation --robots many", "model fly",

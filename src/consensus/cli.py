@@ -12,7 +12,9 @@
 ``consensus run <scenario>`` exists for every registered scenario with a runner (``consensus.registry``). Every
 one takes the same common flags (``COMMON_FLAGS``: ``--config``, ``--robots``, ``--seed``, ``--backend``,
 ``--model``, ``--base-url``, ``--replay``, ``--temperature``, ``--set``, ``--headless``, ``--use-sim-time``,
-``--per-robot-processes``, ``--out``, ``-q``) plus the scenario's own.
+``--per-robot-processes``, ``--out``, ``-q``), ``--planner`` and ``--prompt-style`` where its config has the field
+(``FIELD_FLAGS``), plus the scenario's own. A run refused with a ``ConfigError`` removes the run directory it
+created (and its new parents), so a refused command leaves nothing on disk.
 
 Errors: ``error_boundary`` is the one place where every command (and, through ``consensus.ros.params.run_node``,
 every node main) turns an exception into one line on stderr and an exit status: bad input (``ConfigError``) 2,
@@ -22,12 +24,15 @@ for the traceback).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
+import shutil
 import sys
 from pathlib import Path
 
 from consensus.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED,  # noqa: F401
                               ConfigError, ConsensusError, error_boundary)
+from consensus.llm.styles import PROMPT_STYLES
 from consensus.settings import BACKENDS, load_flat, parse_set_args
 
 
@@ -56,6 +61,13 @@ COMMON_FLAGS: tuple = (
     ("--temperature", "llm_temperature", dict(type=_float)),
 )
 
+#: flags every `consensus run <scenario>` whose config has the field gets (unless the scenario defines the flag with
+#: its own choices): (flag, config field, argparse keyword arguments)
+FIELD_FLAGS: tuple = (
+    ("--planner", "planner", dict(help="who plans (the scenario's planners; see --help of the scenario)")),
+    ("--prompt-style", "prompt_style", dict(choices=PROMPT_STYLES, help="how the LLM is asked (docs/model-card.md)")),
+)
+
 
 def _add_flag(parser: argparse.ArgumentParser, flag: str, field: str, kwargs: dict) -> None:
     kwargs = dict(kwargs)
@@ -82,7 +94,10 @@ def _add_run_parser(runs, sc) -> None:
     p = runs.add_parser(sc.name, help=sc.summary, description=sc.description or sc.summary)
     p.add_argument("--config", type=Path,
                    help=f"the /**: params file (default: the packaged {sc.config_file or 'defaults'})")
-    for flag, field, kwargs in COMMON_FLAGS + tuple(sc.cli_flags):
+    own = {flag for flag, _, _ in sc.cli_flags}
+    fields = {f.name for f in dataclasses.fields(sc.config_cls)} if dataclasses.is_dataclass(sc.config_cls) else set()
+    shared = tuple(f for f in FIELD_FLAGS if f[1] in fields and f[0] not in own)
+    for flag, field, kwargs in COMMON_FLAGS + shared + tuple(sc.cli_flags):
         _add_flag(p, flag, field, kwargs)
     p.add_argument("--replay", help="transcripts.jsonl to replay (implies --backend replay)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -102,12 +117,40 @@ def config_from_args(sc, args: argparse.Namespace):
     flags = {key[len("cfg__"):]: value for key, value in vars(args).items()
              if key.startswith("cfg__") and value is not None}
     if args.replay:
-        flags.update(llm_backend="replay", replay_path=args.replay)
+        flags.update(llm_backend="replay", replay_path=str(Path(args.replay).expanduser().resolve()))
     if args.per_robot_processes:
         flags["fleet"] = False
     sets.update(flags)
     path = args.config or _default_config(sc.config_file)
-    return load_flat(sc.config_cls, path, **sets)
+    cfg = load_flat(sc.config_cls, path, **sets)
+    if args.replay and not cfg.uses_llm():
+        raise ConfigError("--replay answers an LLM's requests from a transcript, but this run calls no LLM: add "
+                          "the recorded run's flags (e.g. --planner llm)")
+    return cfg
+
+
+def _created_by(out: Path) -> list[Path]:
+    """``out`` and those of its ancestors that do not exist yet (deepest first): what a run into ``out`` creates."""
+    missing, here = [], out.resolve()
+    while not here.exists() and here != here.parent:
+        missing.append(here)
+        here = here.parent
+    return missing
+
+
+def _remove_created(missing: list[Path]) -> None:
+    """Undo ``_created_by``'s list after a refused run: the run directory (created by this command, so everything
+    in it is ours) and its then-empty new parents."""
+    for i, path in enumerate(missing):
+        if not path.exists():
+            continue
+        if i == 0:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                path.rmdir()
+            except OSError:
+                return
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,7 +187,12 @@ def _run(args: argparse.Namespace) -> int:
     cfg = config_from_args(sc, args)
     out = args.out or default_run_dir(sc.name)
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
-    summary = sc.runner(cfg, out, headless=args.headless, use_sim_time=args.use_sim_time, echo=say)
+    created = _created_by(Path(out))
+    try:
+        summary = sc.runner(cfg, out, headless=args.headless, use_sim_time=args.use_sim_time, echo=say)
+    except ConfigError:
+        _remove_created(created)        # a refused run leaves nothing on disk
+        raise
     if sc.result_line is not None:
         print(sc.result_line(summary))
     out = Path(out).resolve()

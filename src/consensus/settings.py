@@ -174,6 +174,7 @@ class LLMParams:
         need(1 <= self.llm_port <= 65535, f"llm_port must be in [1, 65535] (got {self.llm_port})")
         if self.llm_backend == "replay" and self.uses_llm():
             need(bool(self.replay_path), "llm_backend 'replay' needs replay_path (a transcripts.jsonl)")
+            need(Path(self.replay_path).expanduser().is_file(), f"transcript file not found: {self.replay_path}")
 
     def manifest_llm(self) -> dict[str, str]:
         """The ``backend`` and ``model`` a run's manifest records ("none" and "" when the run calls no LLM; the

@@ -11,7 +11,7 @@ Layout::
       transcripts.jsonl    every LLM request/response (LLM runs; replay with --backend replay)
       summary.json         converged, final_spread_m, consensus_point, time_to_converge_s, llm_calls, ...
       paths.png/.svg       paths in the plane (paper 1, Fig. 10a)
-      planned_vs_actual.png/.svg  planned and actual x, y over time (paper 1, Fig. 10b)
+      planned_vs_actual.png  planned and actual x, y over time (paper 1, Fig. 10b)
 """
 from __future__ import annotations
 

@@ -89,6 +89,9 @@ def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_
     echo(f"aggregation: {cfg.num_robots} robots, topology={cfg.topology}, planner={cfg.planner}"
          + (f", backend={cfg.llm_backend}, prompt_style={cfg.prompt_style}" if cfg.uses_llm() else "")
          + (" (headless)" if headless else " (ROS 2 nodes)") + f" -> {out}")
+    if cfg.uses_llm() and cfg.llm_backend == "embedded":
+        echo(f"  planner llm: the embedded {cfg.manifest_llm()['model']} (llama.cpp on this machine), prompt style "
+             f"{cfg.prompt_style}: its first answers take ~10-30 s per round on 2 cores (docs/model-card.md)")
     if headless:
         return run_headless_to_dir(cfg, out, progress=lambda r, total, *_: echo(f"  round {r}/{total}"))
     return run_ros(cfg, out, use_sim_time=use_sim_time, echo=echo)

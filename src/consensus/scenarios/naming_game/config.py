@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from consensus.errors import ConfigError
 from consensus.scenarios.naming_game.game import H_MAX, H_MIN
 from consensus.settings import FlatParams, LLMParams, RunParams, load_flat, need
 
@@ -74,10 +75,36 @@ class NamingGameConfig(FlatParams, RunParams, LLMParams):
         return tuple(w.strip() for w in self.words.split(","))
 
     def table_source(self) -> tuple[Path, str]:
-        """``table:PATH#SELECT`` → (PATH, SELECT or "")."""
+        """``table:PATH#SELECT`` → (PATH, SELECT or ""). PATH is read like every other path: relative to the current
+        folder; when it is not there, beside ``$CONSENSUS_NAMING_TABLES`` (a folder: PATH inside it; a file: that
+        file when PATH names it or is empty). A PATH found nowhere is one error naming the places tried."""
         spec = self.policy.split(":", 1)[1]
         path, _, select = spec.partition("#")
-        return Path(path).expanduser(), select.strip()
+        return resolve_tables_path(path), select.strip()
+
+
+TABLES_ENV = "CONSENSUS_NAMING_TABLES"
+
+
+def resolve_tables_path(path: str) -> Path:
+    """A q-tables file named in a policy (see ``NamingGameConfig.table_source``)."""
+    import os
+
+    given = Path(path).expanduser()
+    if path and given.exists():
+        return given
+    env = os.environ.get(TABLES_ENV, "")
+    tried = [str(given)] if path else []
+    if env:
+        base = Path(env).expanduser()
+        if base.is_dir() and path and (base / path).exists():
+            return base / path
+        if base.is_file() and (not path or base.name == given.name):
+            return base
+        tried.append(f"{base / path if base.is_dir() else base} (${TABLES_ENV})")
+    if not tried:
+        raise ConfigError(f"policy 'table:' names no file and ${TABLES_ENV} is not set: policy=table:PATH#MODEL/W0,W1")
+    raise ConfigError(f"no q-tables file {path!r}: tried {', '.join(tried)}")
 
 
 def load_naming_game_config(path=None, **overrides: Any) -> NamingGameConfig:

@@ -355,13 +355,17 @@ def run(cfg: RobotsGameConfig, out, *, headless: bool = False, use_sim_time: boo
     return summary
 
 
+def _fmt(value) -> str:
+    return format(value, ".3f") if isinstance(value, float) else str(value)
+
+
 def result_line(summary: dict) -> str:
     """One line: the outcome of a fleet run (ROS or headless)."""
     if summary.get("converged"):
         head = f"converged on word {summary['word']} ({summary.get('word_name')}) at round {summary['consensus_time']}"
     else:
         head = f"not converged after {summary.get('rounds')} rounds"
-    line = f"{head}; {summary.get('interactions')} interactions, success rate {summary.get('success_rate')}"
+    line = f"{head}; {summary.get('interactions')} interactions, success rate {_fmt(summary.get('success_rate'))}"
     if summary.get("runtime") == "ros":
         line += (f"; skipped {summary.get('skipped')}, reference match {summary.get('reference_match')}, "
                  f"arrived {summary.get('arrived')}")

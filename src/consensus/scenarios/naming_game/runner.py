@@ -60,10 +60,10 @@ def run(cfg: NamingGameConfig, out: str | Path, *, headless: bool = True, use_si
     from consensus.scenarios.naming_game.policy import individual_bias, is_neutral, save_policies
     from consensus.scenarios.naming_game.simulate import collective_bias, simulate
 
+    policy = policy_of(cfg)             # a bad policy or table is refused before the run directory exists
     out = new_run_dir(out)
     cfg = cfg.replace(output_dir=str(out))
     (out / "params.yaml").write_text(cfg.to_ros_params_yaml())
-    policy = policy_of(cfg)
     write_manifest(out, scenario="naming_game", config=cfg.to_dict(), seed=cfg.seed,
                    **cfg.manifest_llm(),
                    mode="headless", extra={"policy": {"name": policy.name, "source": policy.source,
@@ -71,6 +71,9 @@ def run(cfg: NamingGameConfig, out: str | Path, *, headless: bool = True, use_si
     save_policies(out / "policy.json", [policy])
     echo(f"naming game: N={cfg.num_robots}, H={policy.H}, {cfg.runs} runs, policy {policy.name or cfg.policy} "
          f"(q(∅) = {individual_bias(policy):.3f}) -> {out}")
+    # one tiny call first, so that numba's start-up (loading the compiled kernel, its threads) is not timed:
+    # interactions_per_s is then the kernel's rate, the figure docs/naming-game.md's benchmark quotes
+    simulate(policy.q, policy.H, 2, 1, cfg.seed, max_rounds=1)
     res = simulate(policy.q, policy.H, cfg.num_robots, cfg.runs, cfg.seed, max_rounds=cfg.max_rounds,
                    threshold=cfg.threshold, window=cfg.window_factor * cfg.num_robots, trajectory=cfg.trajectory)
     with (out / "runs.jsonl").open("w") as fh:
@@ -97,15 +100,23 @@ def run(cfg: NamingGameConfig, out: str | Path, *, headless: bool = True, use_si
         ax.set_ylim(0, 1)
         ax.set_xlabel("population round")
         ax.set_ylabel(f"share of '{policy.words[0]}'")
-        ax.set_title(f"{policy.name or cfg.policy}, N = {res.N}: collective bias {summary['collective_bias']}")
+        bias = _fmt(summary['collective_bias'], '.3f')
+        ax.set_title(f"{policy.name or cfg.policy}, N = {res.N}: collective bias {bias}")
         plots.save_figure(fig, out / "word_use.png", svg=False)
         summary["plots"].append("word_use.png")
     write_json(out / "summary.json", summary)
     return summary
 
 
+def _fmt(value, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
 def result_line(summary: dict) -> str:
     w0 = summary["words"][0]
-    return (f"collective bias toward '{w0}': {summary['collective_bias']} ± {summary['sem']}  "
-            f"individual bias: {summary['individual_bias']:.3f}  converged: {summary['converged']}/{summary['runs']}"
-            f"  consensus time mode: {summary['time_mode']} rounds  {summary['interactions_per_s']} interactions/s")
+    rate = summary.get("interactions_per_s")
+    return (f"collective bias toward '{w0}': {_fmt(summary['collective_bias'], '.3f')} ± "
+            f"{_fmt(summary['sem'], '.3f')} (SEM)  individual bias: {summary['individual_bias']:.3f}  "
+            f"converged: {summary['converged']}/{summary['runs']}  consensus time mode: {summary['time_mode']} rounds"
+            f"  kernel: {summary['interactions']:,} pair interactions at {_fmt(rate and rate / 1e6, '.1f')} M/s "
+            f"(large runs reach more: docs/naming-game.md)")

@@ -249,7 +249,10 @@ def _table_md(header: Sequence[str], rows: Sequence[Sequence]) -> list[str]:
     def cell(v) -> str:
         if v is None:
             return "—"
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
+        if not isinstance(v, float):
+            return str(v)
+        text = f"{v:.3f}"
+        return text[1:] if text == "-0.000" else text       # no "-0.000" for a tiny negative number
     return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows])
 

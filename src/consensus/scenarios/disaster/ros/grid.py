@@ -266,9 +266,10 @@ class DisasterGrid:
         self.pub_metrics.publish(dumps({**outcome.to_dict(), "counters": decision.counters,
                                         "cells_end": [list(c) for c in cells], "ros": clock.record}))
         m, totals = outcome.metrics, clock.round_counters
+        coverage = "n/a" if m["coverage"] is None else f"{m['coverage']:.3f}"
         self.node.get_logger().info(
             f"progress round {outcome.round + 1}/{cfg.rounds}: active={m['active']} attended={m['attended']} "
-            f"cleared={m['cleared']} coverage={m['coverage']} net_reward={outcome.net_reward:.1f} "
+            f"cleared={m['cleared']} coverage={coverage} net_reward={outcome.net_reward:.1f} "
             f"llm_calls={totals.get('llm_calls', 0)} fallbacks={totals.get('llm_fallbacks', 0)}")
         self._do(step, now)
 
