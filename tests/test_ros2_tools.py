@@ -120,3 +120,29 @@ def test_ros2_launch_fails_when_the_process_that_ends_the_run_dies(tmp_path):
     log = (tmp_path / "launch.log").read_text()
     assert code != 0, log[-2000:]
     assert "recorder ended the run with exit code -9" in log, log[-2000:]
+
+
+@pytest.mark.usefixtures("ros2_daemon")
+def test_ros2_param_set_changes_the_speed_limit_live_and_refuses_read_only_parameters(tmp_path):
+    out = tmp_path / "run"
+    launch = start_ros2("launch", "consensus", "aggregation.launch.py",
+                        *launch_args(planner="average", num_robots=2, fleet="false", duration_s=120, output_dir=out),
+                        log=tmp_path / "launch.log")
+    try:
+        up = wait_until(lambda: "/robot_0/agent" in ros2("node", "list", timeout=20).stdout.split() or None, 40)
+        assert up, (tmp_path / "launch.log").read_text()[-2000:]
+        ok = ros2("param", "set", "/robot_0/agent", "v_max", "0.3", timeout=20)
+        assert "Set parameter successful" in ok.stdout, ok.stdout
+        assert "0.3" in ros2("param", "get", "/robot_0/agent", "v_max", timeout=20).stdout
+        ro = ros2("param", "set", "/robot_0/agent", "num_robots", "5", timeout=20)
+        assert "Setting parameter failed" in ro.stdout and "read-only" in ro.stdout, ro.stdout
+        bad = ros2("param", "set", "/robot_0/agent", "v_max", "-1.0", timeout=20)
+        assert "Setting parameter failed" in bad.stdout, bad.stdout
+        described = ros2("param", "describe", "/robot_0/agent", "v_max", timeout=20).stdout
+        assert "speed limit" in described and "changeable at run time" in described, described
+        log = wait_until(lambda: "controller settings changed: v_max=0.3" in (tmp_path / "launch.log").read_text()
+                         or None, 20)
+        assert log, (tmp_path / "launch.log").read_text()[-2000:]
+    finally:
+        code = stop_group(launch)
+    assert code == 0, (tmp_path / "launch.log").read_text()[-3000:]

@@ -290,3 +290,71 @@ def test_stale_odometry_gives_zero_velocity():
         drv.destroy_node()
     finally:
         rclpy.shutdown()
+
+
+def test_speed_limit_changes_live_and_read_only_parameters_are_refused_with_their_reason(tmp_path):
+    """``v_max`` (ControlParams.RUNTIME) set on a running robot applies from its next control tick; a read-only
+    parameter and an invalid value are refused with the reason; the descriptors carry meaning and range."""
+    import rclpy
+    from geometry_msgs.msg import Twist
+    from rcl_interfaces.msg import Parameter as ParamMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import DescribeParameters, SetParameters
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from consensus.scenarios.aggregation.runner import run_ros
+
+    cfg = _cfg(num_robots=2, fleet=False, duration_s=300.0, init_radius=9.0, kp=2.0, seed=11)
+    result: dict = {}
+    runner = threading.Thread(target=lambda: result.update(run_ros(cfg, tmp_path / "run", echo=None)))
+    runner.start()
+    rclpy.init()
+    node = Node("param_probe")
+    speeds: list[tuple[float, float]] = []
+    node.create_subscription(Twist, "/robot_0/cmd_vel", lambda m: speeds.append(
+        (time.monotonic(), float(np.hypot(m.linear.x, m.linear.y)))), 10)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+
+    def call(srv_type, name, request):
+        client = node.create_client(srv_type, name)
+        assert client.wait_for_service(timeout_sec=30), name
+        fut = client.call_async(request)
+        ex.spin_until_future_complete(fut, timeout_sec=10)
+        return fut.result()
+
+    def param(name, value):
+        kind = ParameterType.PARAMETER_DOUBLE if isinstance(value, float) else ParameterType.PARAMETER_INTEGER
+        pv = ParameterValue(type=kind, double_value=value) if isinstance(value, float) else \
+            ParameterValue(type=kind, integer_value=value)
+        return SetParameters.Request(parameters=[ParamMsg(name=name, value=pv)])
+
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not any(v > 0.5 for _, v in speeds):
+            ex.spin_once(timeout_sec=0.1)
+        assert any(v > 0.5 for _, v in speeds), speeds[-5:]            # on its way at up to v_max = 1
+        ok = call(SetParameters, "/robot_0/agent/set_parameters", param("v_max", 0.3)).results[0]
+        assert ok.successful, ok.reason
+        t_set = time.monotonic()
+        ro = call(SetParameters, "/robot_0/agent/set_parameters", param("num_robots", 5)).results[0]
+        assert not ro.successful and "read-only" in ro.reason, ro.reason
+        bad = call(SetParameters, "/robot_0/agent/set_parameters", param("v_max", -1.0)).results[0]
+        assert not bad.successful, bad.reason
+        described = call(DescribeParameters, "/robot_0/agent/describe_parameters",
+                         DescribeParameters.Request(names=["v_max", "num_robots"])).descriptors
+        assert "speed limit" in described[0].description and not described[0].read_only
+        assert described[0].floating_point_range and described[0].floating_point_range[0].to_value == 100.0
+        assert described[1].read_only and "read-only" in described[1].description
+        speeds.clear()
+        while time.monotonic() < t_set + 3.0:
+            ex.spin_once(timeout_sec=0.1)
+        after = [v for t, v in speeds if t > t_set + 0.5]                 # a control period and transit later
+        assert after and max(after) <= 0.3 + 1e-6, after
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        _end_run(tmp_path / "run")
+        runner.join(timeout=60)
+    assert result.get("end_reason") == "interrupted" and result["callback_errors"] == 0, result

@@ -30,7 +30,7 @@ import math
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -57,13 +57,62 @@ def need_positive(cfg: Any, *names: str) -> None:
         need(math.isfinite(value) and value > 0, f"{name} must be a positive number (got {value})")
 
 
+def _field_comments(klass: type) -> dict[str, str]:
+    """``name -> the comment after the field's declaration`` (and comment-only lines right below it) in ``klass``'s
+    source: the one place a field's meaning is written down, read for the ROS parameter descriptions."""
+    import inspect
+    import re
+
+    try:
+        lines = inspect.getsource(klass).splitlines()
+    except (OSError, TypeError):
+        return {}
+    out: dict[str, str] = {}
+    decl = re.compile(r"^    (\w+): [^=#]+=.*?#\s?(.*)$")
+    current = None
+    for line in lines:
+        m = decl.match(line)
+        if m:
+            current = m.group(1)
+            out[current] = m.group(2).strip()
+        elif current and re.match(r"^\s+#\s?(.*)$", line) and not line.startswith("    #"):
+            out[current] += " " + line.strip().lstrip("#").strip()
+        else:
+            current = None
+    return out
+
+
 class FlatParams:
     """Base of every config dataclass whose fields are ROS parameters: the flat-mapping reader (unknown keys and
-    wrong types are errors), validated copies, and the ``/**:`` parameters file."""
+    wrong types are errors), validated copies, and the ``/**:`` parameters file.
+
+    A group may declare ``RANGES`` (field -> (low, high), the bounds its checks enforce, published in the ROS
+    parameter descriptors) and ``RUNTIME`` (the fields a running node applies when they change; every other
+    parameter is read-only once a node has started)."""
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {}
+    RUNTIME: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+    @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Each field's documented meaning (the comment at its declaration; the nearest class in the MRO wins)."""
+        docs: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            if klass is not object:
+                docs.update({k: v for k, v in _field_comments(klass).items() if v})
+        return {f.name: docs.get(f.name, "") for f in fields(cls)}
+
+    @classmethod
+    def field_ranges(cls) -> dict[str, tuple[float, float]]:
+        """The declared ``RANGES`` of every group of ``cls`` (nearest class wins)."""
+        out: dict[str, tuple[float, float]] = {}
+        for klass in reversed(cls.__mro__):
+            out.update(vars(klass).get("RANGES", {}))
+        return {k: v for k, v in out.items() if k in set(cls.field_names())}
 
     @classmethod
     def field_types(cls) -> dict[str, Any]:
@@ -135,8 +184,8 @@ class FlatParams:
 class RunParams:
     """What every run has: a seed and a run directory."""
 
-    seed: int = 0
-    output_dir: str = ""
+    seed: int = 0                     # the run's seed (initial positions, roles, the LLM's seed where it takes one)
+    output_dir: str = ""              # the run directory (empty: runs/<scenario>-<time>)
 
     def _check_run(self) -> None:
         need(0 <= self.seed < 2 ** 63, f"seed must be a non-negative integer (got {self.seed})")
@@ -150,8 +199,8 @@ class LLMParams:
     llm_model: str = ""               # model name (openai) or .gguf path (embedded; default: the pinned model)
     llm_base_url: str = ""            # OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, ...)
     llm_api_key_env: str = "OPENAI_API_KEY"   # the environment variable holding the key (never logged)
-    llm_temperature: float = 0.7
-    llm_max_tokens: int = 160
+    llm_temperature: float = 0.7      # sampling temperature of every LLM request
+    llm_max_tokens: int = 160         # the longest reply an LLM may generate (tokens)
     llm_timeout_s: float = 60.0       # per request; a 2-core embedded model queues requests for tens of seconds
     llm_max_retries: int = 2          # transport retries with backoff
     llm_concurrency: int = 4          # requests in flight at once (one shared client per process)
@@ -159,6 +208,9 @@ class LLMParams:
     replay_path: str = ""             # transcripts.jsonl to replay (llm_backend: replay)
     llm_port: int = 18080             # port of the embedded LLM server (llm_server node)
     prompt_style: str = "paper"       # paper (the paper's wording, free reasoning) | json (schema) | tools
+
+    RANGES: ClassVar[dict] = {"llm_temperature": (0.0, 2.0), "llm_max_tokens": (1, 4096), "llm_max_retries": (0, 10),
+                              "llm_concurrency": (1, 256), "parse_retries": (0, 10), "llm_port": (1, 65535)}
 
     def _check_llm(self) -> None:
         need(self.prompt_style in PROMPT_STYLES,
@@ -200,17 +252,25 @@ class ControlParams:
     estop_topic: str = "/estop"       # names.ESTOP, std_msgs/Bool: true stops every robot until false (latched)
     dry_run: bool = False             # log the velocity commands instead of publishing them
 
+    RANGES: ClassVar[dict] = {"kp": (1e-6, 1e3), "v_max": (1e-6, 1e2), "w_max": (1e-6, 1e2), "deadband": (0.0, 10.0)}
+    #: what a running robot applies when it changes (``ros2 param set /robot_<i>/agent v_max 0.3``, or on ``/fleet``
+    #: for every robot of a fleet process); the e-stop is a topic (``estop_topic``), not a parameter
+    RUNTIME: ClassVar[tuple[str, ...]] = ("kp", "v_max", "w_max", "deadband")
+
     def _check_control(self) -> None:
         need(self.kinematics in KINEMATICS, f"unknown kinematics '{self.kinematics}'; valid: {', '.join(KINEMATICS)}")
         need_positive(self, "control_period_s", "kp", "v_max", "w_max", "odom_timeout_s", "target_timeout_s")
         need(math.isfinite(self.deadband) and self.deadband >= 0, f"deadband must be >= 0 (got {self.deadband})")
+        for name in ("kp", "v_max", "w_max", "deadband"):
+            lo, hi = ControlParams.RANGES[name]
+            need(getattr(self, name) <= hi, f"{name} must be at most {hi:g} (got {getattr(self, name)})")
 
 
 @dataclass
 class FleetParams:
     """How many robots and how their ROS processes are laid out. One robot is a valid fleet."""
 
-    num_robots: int = 4
+    num_robots: int = 4               # N robots (drones) of the fleet
     fleet: bool = True                # all robots in one process (scales to ~100); False = one process per robot
     executor: str = "events"          # "events" (rclpy EventsExecutor) or "single"
 
@@ -251,7 +311,7 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs
     of mobile robots extend it."""
 
-    dim: int = 2
+    dim: int = 2                      # 1 (a line, paper 1's number game in motion) or 2 (the plane)
     workspace: list[float] = field(default_factory=lambda: [-10.0, 10.0, -10.0, 10.0])   # geofence [min, max]/axis
     planner_period_s: float = 2.0     # ΔTp
     max_rounds: int = 0               # 0 = unlimited

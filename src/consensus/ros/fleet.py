@@ -25,6 +25,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from consensus.errors import ConfigError
+from consensus.settings import ControlParams
 from consensus.llm.from_config import client_from_config
 from consensus.ros.params import make_executor, on_stop, run_node, spin
 from consensus.runs.processes import ROBOT_NODE
@@ -72,6 +73,33 @@ def policies_with_llm(cfg: Any, build: Callable[[Any], list], prefix: str = "pla
     return policies, pool, client.status, close
 
 
+def _runtime_settings(node: Node, cfg: Any, robots: list):
+    """The parameter callback of a robot process's main node (``/robot_<i>/agent``, or ``/fleet`` for all its
+    robots): a change of ``ControlParams.RUNTIME`` (kp, v_max, w_max, deadband) is validated like the config and
+    applied to every robot from its next control tick on (``RobotAgent.set_limits``); a bad value is refused with
+    the config's reason. Every other parameter is read-only (``declare_config``)."""
+    from rcl_interfaces.msg import SetParametersResult
+
+    current = [cfg]
+
+    def on_set(params) -> SetParametersResult:
+        changes = {p.name: p.value for p in params if p.name in ControlParams.RUNTIME}
+        if not changes:
+            return SetParametersResult(successful=True)
+        try:
+            new = current[0].replace(**changes)
+        except ConfigError as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        for robot in robots:
+            if hasattr(robot, "set_limits"):
+                robot.set_limits(new)
+        current[0] = new
+        node.get_logger().info("controller settings changed: " + ", ".join(f"{k}={v}" for k, v in changes.items()))
+        return SetParametersResult(successful=True)
+
+    return on_set
+
+
 def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[Any, list[int], Any], list],
                attach: Callable[..., Any]) -> int:
     """The main of a robot executable. ``read_config(node)`` declares and validates the parameters,
@@ -96,6 +124,7 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
             if node is not main_node:
                 nodes.append(node)
                 executor.add_node(node)
+        main_node.add_on_set_parameters_callback(_runtime_settings(main_node, cfg, robots))
         on_stop(lambda: [robot.stop() for robot in robots])      # zero velocity before the context goes down
         main_node.get_logger().info(f"{len(robots)} robot(s) up (executor={cfg.executor})")
         try:

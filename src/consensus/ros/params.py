@@ -48,15 +48,35 @@ _LIST_TYPES = {str: Parameter.Type.STRING_ARRAY, float: Parameter.Type.DOUBLE_AR
                int: Parameter.Type.INTEGER_ARRAY, bool: Parameter.Type.BOOL_ARRAY}
 
 
-def declare_config(node: Node, cls: type):
+def descriptor(name: str, doc: str, bounds: tuple | None, runtime: bool, kind: type) -> ParameterDescriptor:
+    """The ROS descriptor of config field ``name``: its documented meaning, its range (where the config declares
+    one) and read-only unless a running node applies a change of it."""
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange
+
+    when = "changeable at run time" if runtime else "read-only: set at start (params file, launch argument)"
+    desc = ParameterDescriptor(description=f"{doc or name} ({when})", read_only=not runtime)
+    if bounds is not None and kind in (int, float):
+        lo, hi = bounds
+        desc.additional_constraints = f"{lo:g} <= {name} <= {hi:g}"
+        if kind is float:
+            desc.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
+        else:
+            desc.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=1)]
+    return desc
+
+
+def declare_config(node: Node, cls: type, runtime: Iterable[str] = ()):
     """Declare every field of the config dataclass ``cls`` (a ``consensus.settings.FlatParams``) as a parameter
-    of ``node``, defaults from the dataclass (an empty list typed by the field's annotation), and return the
-    validated config."""
+    of ``node``, defaults from the dataclass (an empty list typed by the field's annotation), descriptors from the
+    fields' documented meaning and ranges (``FlatParams.field_docs``/``field_ranges``), every parameter read-only
+    except ``runtime`` (the ones this node applies when they change: its ``add_on_set_parameters_callback``); and
+    return the validated config. ``ros2 param set`` of a read-only parameter is refused with the reason."""
     values: dict = {}
     types = cls.field_types()
+    docs, ranges, runtime = cls.field_docs(), cls.field_ranges(), set(runtime)
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        desc = ParameterDescriptor(description=f"consensus config field '{f.name}'")
+        desc = descriptor(f.name, docs.get(f.name, ""), ranges.get(f.name), f.name in runtime, types[f.name])
         if not node.has_parameter(f.name):
             if isinstance(default, list) and not default:
                 (item,) = typing.get_args(types[f.name]) or (str,)

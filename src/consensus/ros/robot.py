@@ -389,6 +389,13 @@ class RobotAgent:
     def publish_status(self) -> None:
         self.pub_status.publish(String(data=json.dumps(self.status())))
 
+    def set_limits(self, cfg: RobotBaseConfig) -> None:
+        """Apply changed controller settings (``ControlParams.RUNTIME``: kp, v_max, w_max, deadband; validated by the
+        caller) from the next control tick on; a robots-file preset's own limits still cap them."""
+        self.cfg = cfg
+        v_max, w_max = self.entry.limits(cfg.v_max, cfg.w_max) if self.entry else (cfg.v_max, cfg.w_max)
+        self.ctrl = make_controller(self.kinematics, kp=cfg.kp, v_max=v_max, w_max=w_max, deadband=cfg.deadband)
+
     def stop(self) -> None:
         """Send one zero command (used on shutdown so a real robot does not keep its last velocity)."""
         self.send(0.0, 0.0, 0.0)

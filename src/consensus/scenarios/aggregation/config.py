@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -25,8 +25,8 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
     (``foxglove``, ``foxglove_host``) ``consensus.settings.LiveViewParams``'; these are the aggregation's own."""
 
     # graph
-    topology: str = "complete"
-    directed: bool = False
+    topology: str = "complete"        # who hears whom: complete|ring|star|line|leader_follower|random|custom
+    directed: bool = False            # directed edges (ring, line, random, custom)
     adjacency: str = ""               # custom topology: JSON/YAML list of lists, e.g. "[[0,1],[1,0]]"
     topology_p: float = 0.5           # edge probability of the random topology
     leader: int = 0                   # leader of the leader_follower topology
@@ -47,10 +47,13 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
 
     # run
     duration_s: float = 40.0          # the run's length, or its upper bound when settle_s ends it earlier
-    converge_tol_m: float = 0.1
+    converge_tol_m: float = 0.1       # consensus: every pair of robots within this distance [m]
     settle_s: float = 0.0             # end the run once the spread stayed below converge_tol_m this long (0 = never)
 
     # ------------------------------------------------------------------
+    RANGES: ClassVar[dict] = {"topology_p": (0.0, 1.0), "link_drop_prob": (0.0, 0.999999), "link_delay_s": (0.0, 1e3),
+                              "settle_s": (0.0, 1e6)}
+
     def check(self) -> None:
         need(self.num_robots >= 2, f"num_robots must be at least 2 for an aggregation (got {self.num_robots})")
         need(self.planner in PLANNERS, f"unknown planner '{self.planner}'; valid: {', '.join(PLANNERS)}")

@@ -7,12 +7,13 @@ from consensus.ros.fleet import run_robots
 from consensus.ros.params import declare_config
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.aggregation.config import AggregationConfig
+from consensus.settings import ControlParams
 from consensus.scenarios.aggregation.planners.factory import planners_from_config
 
 
 def main() -> int:
     return run_robots(
         "robot",
-        lambda node: declare_config(node, AggregationConfig),
+        lambda node: declare_config(node, AggregationConfig, runtime=ControlParams.RUNTIME),
         lambda cfg, ids, client: [planners_from_config(cfg, client)[i] for i in ids],
         lambda node, cfg, i, planner, pool, status: RobotAgent(node, cfg, i, planner, pool, status))

@@ -46,7 +46,7 @@ GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
 class TopologyRelay:
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.cfg = cfg = declare_config(node, AggregationConfig)
+        self.cfg = cfg = declare_config(node, AggregationConfig, runtime=GRAPH_PARAMS)
         self.health = Health(parent=HEALTH)     # this node's counters (also in the process's HEALTH)
         self.graph = cfg.graph()
         self._warn_if_impossible()

@@ -81,9 +81,10 @@ GAME_QOS = QoSProfile(depth=GAME_DEPTH, reliability=ReliabilityPolicy.RELIABLE,
 STATUS_PERIOD_S = 1.0
 
 
-def declare_game_config(node: Node) -> RobotsGameConfig:
-    """Every field of the demo's config (``robots.RobotsGameConfig``) declared on ``node``; the validated config."""
-    return declare_config(node, RobotsGameConfig)
+def declare_game_config(node: Node, runtime: tuple[str, ...] = ()) -> RobotsGameConfig:
+    """Every field of the demo's config (``robots.RobotsGameConfig``) declared on ``node`` (``runtime``: the ones the
+    node applies when they change; the rest read-only); the validated config."""
+    return declare_config(node, RobotsGameConfig, runtime)
 
 
 # ------------------------------------------------------------------------------------------------------ wire format

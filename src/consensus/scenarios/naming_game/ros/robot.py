@@ -25,7 +25,7 @@ from consensus.ros.robot import RobotAgent
 from consensus.scenarios.naming_game.robots import Player, RobotsGameConfig, controller_config, fleet_policy
 from consensus.scenarios.naming_game.ros.protocol import (GAME_QOS, OUTCOMES, PAIRS, STATUS, WORDS,
                                                           declare_game_config, dumps, parse_outcome, parse_pair)
-from consensus.settings import RobotBaseConfig
+from consensus.settings import ControlParams, RobotBaseConfig
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def main() -> int:
     game: dict = {}
 
     def read_config(node: Node) -> RobotBaseConfig:
-        cfg: RobotsGameConfig = declare_game_config(node)
+        cfg: RobotsGameConfig = declare_game_config(node, ControlParams.RUNTIME)
         game.update(cfg=cfg, policy=fleet_policy(cfg))
         return controller_config(cfg)[0]
 
