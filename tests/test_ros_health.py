@@ -96,12 +96,26 @@ def test_guarded_counts_every_exception_but_logs_only_the_first_five(ros, caplog
         raise RuntimeError("boom")
 
     cb = guarded(boom, "probe.boom", health)
-    with caplog.at_level("ERROR", logger="probe.boom"):
+    with caplog.at_level("ERROR", logger="consensus.ros"):
         for k in range(8):
             assert cb(k) is None                            # nothing reaches the caller (the executor)
     assert calls == list(range(8))
     assert health.errors_by_callback == {"probe.boom": 8} and health.callback_errors == 8
-    assert len([r for r in caplog.records if r.name == "probe.boom"]) == 5
+    assert len([r for r in caplog.records if "probe.boom failed" in r.getMessage()]) == 5
+
+    class NodeLogger:                                       # a node's logger (rclpy): the lines go to /rosout
+        def __init__(self):
+            self.lines = []
+
+        def error(self, line):
+            self.lines.append(line)
+
+    logged = Health(logger=NodeLogger())
+    cb = guarded(boom, "probe.node", logged)
+    for k in range(7):
+        cb(k)
+    assert len(logged.logger.lines) == 5 and "probe.node failed (1 times so far): RuntimeError: boom" in \
+        logged.logger.lines[0]
     # without an explicit Health, the process's counters take it
     guarded(lambda: 1 / 0, "probe.default")()
     assert HEALTH.counts()["callback_errors"] == before + 1

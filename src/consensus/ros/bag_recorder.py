@@ -23,7 +23,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from consensus.errors import ConfigError
-from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, spin_node
+from consensus.ros.params import node_main, HEALTH, Health, declare_config, guarded, publish_health
 from consensus.runs.bag import BagWriter
 from consensus.runs.rundir import default_run_dir
 from consensus.settings import FlatParams, RunParams
@@ -78,7 +78,7 @@ class BagRecorder:
         self.cfg = declare_config(node, BagConfig)
         run = Path(self.cfg.output_dir) if self.cfg.output_dir else default_run_dir("bag")
         self.writer = BagWriter(run / BAG_DIR)
-        self.health = Health(parent=HEALTH)
+        self.health = Health(parent=HEALTH, logger=node.get_logger())
         self.subs: dict[str, object] = {}
         self.skipped: set[str] = set()
         steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -122,14 +122,5 @@ class BagRecorder:
                                     f"{len(meta['topics_with_message_count'])} topics in {self.writer.dir}")
 
 
-def _body(_args: list[str]) -> None:
-    node = Node("bag_recorder")
-    rec = BagRecorder(node)
-    try:
-        spin_node(node, "events")
-    finally:
-        rec.close()         # also on SIGINT/SIGTERM: the file is finished and metadata.yaml written
-
-
 def main() -> int:
-    return run_node(_body, "bag_recorder")
+    return node_main("bag_recorder", BagRecorder)       # close(): the file is finished, metadata.yaml written

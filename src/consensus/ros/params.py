@@ -25,8 +25,9 @@ import math
 import signal
 import sys
 import threading
+import traceback
 from collections import Counter
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import rclpy
 import rclpy.executors
@@ -137,8 +138,9 @@ class Health:
     messages dropped or repaired (per input name). A child (``parent`` given) also counts into its parent, so the
     process-wide ``HEALTH`` holds the total of the process."""
 
-    def __init__(self, parent: "Health | None" = None) -> None:
+    def __init__(self, parent: "Health | None" = None, logger=None) -> None:
         self.parent = parent
+        self.logger = logger                  # the node's logger (rclpy): what ``guarded`` reports goes to /rosout
         self._lock = threading.Lock()
         self.errors_by_callback: Counter = Counter()
         self.bad_by_input: Counter = Counter()
@@ -233,6 +235,32 @@ def sum_health(records: Iterable[dict]) -> dict:
     return out
 
 
+def _report(health: Health | None, line: str, detail: str = "") -> None:
+    """One line through the node's logger (to /rosout and the console) when ``health`` has one, else Python's
+    logging; ``detail`` (a traceback) goes to Python's logging at debug level only."""
+    logger = health.logger if health is not None else None
+    if logger is not None:
+        logger.error(line)
+    else:
+        logging.getLogger("consensus.ros").error(line)
+    if detail:
+        logging.getLogger("consensus.ros").debug(detail)
+
+
+def guarded_record(fn: Callable, what: str, health: Health) -> Callable:
+    """A subscription callback for a JSON record (std_msgs/String): a malformed record (``ValueError``,
+    ``LookupError``, ``TypeError`` out of ``fn``) is counted as a bad message and reported through the node's
+    logger, any other exception as a callback error (``guarded``); nothing reaches the executor."""
+    def cb(msg) -> None:
+        try:
+            fn(msg)
+        except (ValueError, LookupError, TypeError) as exc:
+            health.count_bad_message(what)
+            if health.logger is not None:
+                health.logger.warning(f"bad message ({what}): {exc}")
+    return guarded(cb, what, health)
+
+
 def guarded(fn: Callable, what: str, health: Health | None = None) -> Callable:
     """Wrap a ROS callback so that no exception reaches the executor; every exception is counted in ``health``
     (default: the process's ``HEALTH``) under ``what``, so a run can report it (``callback_errors``).
@@ -241,19 +269,19 @@ def guarded(fn: Callable, what: str, health: Health | None = None) -> Callable:
     (ros2/rclpy#1641, fixed upstream after 9.1.2); an error in one message or tick is logged (the first five times
     and every 1000th, per wrapped callback), counted, and the node goes on.
     """
-    log = logging.getLogger(what)
     failures = {"n": 0}
 
     def call(*args):
         try:
             return fn(*args)
-        except Exception:  # noqa: BLE001 - see docstring
+        except Exception as exc:  # noqa: BLE001 - see docstring
             if not rclpy.ok():
                 return None       # shutting down: publishers are already gone
             (health or HEALTH).count_callback_error(what)
             failures["n"] += 1
             if failures["n"] <= 5 or failures["n"] % 1000 == 0:
-                log.exception("%s failed (%d times so far)", what, failures["n"])
+                _report(health, f"{what} failed ({failures['n']} times so far): {type(exc).__name__}: {exc}",
+                        traceback.format_exc())
             return None
 
     # rclpy looks at the callback's signature (a timer callback with a parameter gets a TimerInfo), so the
@@ -279,6 +307,32 @@ def spin_node(node, kind: str, until: rclpy.task.Future | None = None) -> None:
     executor = make_executor(kind)
     executor.add_node(node)
     spin(executor, until)
+
+
+def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node], None] | None = None) -> int:
+    """The main of a node executable, written once: ``run_node`` (rclpy, the error boundary), ``Node(name)``,
+    ``before(node)`` (e.g. a parameter set before anything reads it), then ``obj = make(node)`` spun on the executor
+    its config names (``obj.cfg.executor``) until ``obj.done`` (a Future, where the node ends the run) or shutdown.
+    Afterwards, also after Ctrl-C, ``obj.finish()`` (or ``obj.close()``) writes what the node holds, the node is
+    destroyed, and a failure the node recorded (``obj.error``) becomes the run's error (exit status 1)."""
+    from consensus.errors import ConsensusError
+
+    def body(_args: list[str]) -> None:
+        node = Node(name)
+        if before is not None:
+            before(node)
+        obj = make(node)
+        try:
+            spin_node(node, getattr(getattr(obj, "cfg", None), "executor", "events"), until=getattr(obj, "done", None))
+        finally:
+            end = getattr(obj, "finish", None) or getattr(obj, "close", None)
+            if callable(end):
+                end()                   # also on Ctrl-C: never lose what the node recorded
+            node.destroy_node()
+        if getattr(obj, "error", ""):
+            raise ConsensusError(obj.error)
+
+    return run_node(body, name)
 
 
 def run_node(body: Callable[[list[str]], None], name: str) -> int:

@@ -54,7 +54,6 @@ its topic and type, to ``<output_dir>/dry_run.jsonl`` and logged (at most once a
 from __future__ import annotations
 
 import json
-import logging
 import math
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -76,7 +75,6 @@ from consensus.robots.map import robot_entry
 from consensus.robots.presets import ODOMETRY, TWIST
 from consensus import names
 
-log = logging.getLogger(__name__)
 
 class RobotAgent:
     """Planner + controller of robot ``robot_id`` attached to ``node`` (whose namespace is the robot's)."""
@@ -108,7 +106,7 @@ class RobotAgent:
         self.counters = {"llm_calls": 0, "llm_fallbacks": 0, "clamped": 0, "overruns": 0, "planner_errors": 0,
                          "stale_stops": 0, "estops": 0}
         self.timing = TickTimer(cfg.control_period_s)
-        self.health = Health(parent=HEALTH)   # this robot's share of the process's health counters
+        self.health = Health(parent=HEALTH, logger=node.get_logger())   # this robot's share of the process's
         self.state_every = max(1, round(1.0 / (cfg.state_rate_hz * cfg.control_period_s)))
 
         # raw (serialized) subscriptions: a message is only decoded when it is used — odometry at the control
@@ -264,7 +262,7 @@ class RobotAgent:
         try:
             return req, self.planner.plan(req)
         except Exception as exc:  # noqa: BLE001 - any planner bug becomes a counted fallback, never a dead robot
-            log.exception("robot %d: planner raised", self.id)
+            self.node.get_logger().error(f"robot {self.id}: planner raised {type(exc).__name__}: {exc}")
             return req, PlanResult(target=None, reasoning="", fallback=True,
                                    fallback_reason=f"planner_exception: {type(exc).__name__}")
 

@@ -29,8 +29,8 @@ from consensus.control.kinematics import PointMassPID, step_single_integrator, s
 from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, twist_values
 from consensus.settings import RobotBaseConfig
-from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, publish_health, run_node,
-                                  sane, spin_node)
+from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, node_main, publish_health,
+                                  sane)
 from consensus.control.kinematics import initial_positions
 from consensus import names
 
@@ -43,7 +43,7 @@ class Simulator:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.cfg = cfg = declare_config(node, RobotBaseConfig)
-        self.health = Health(parent=HEALTH)     # this node's counters (also in the process's HEALTH)
+        self.health = Health(parent=HEALTH, logger=node.get_logger())     # this node's (also in HEALTH)
         n = cfg.num_robots
         start = initial_positions(cfg)
         self.pose = np.zeros((n, 3))
@@ -121,13 +121,10 @@ class Simulator:
             pub.publish(tpl.pack(stamp, x=xs[i], y=ys[i], qz=qz[i], qw=qw[i], vx=vx, vy=vy, wz=wz))
 
 
-def _body(_args: list[str]) -> None:
-    node = Node("sim")
-    # the simulator is the source of /clock: it must never wait for sim time itself
+def _clock_source(node: Node) -> None:
+    """The simulator is the source of /clock: it must never wait for sim time itself."""
     node.set_parameters([Parameter("use_sim_time", value=False)])
-    sim = Simulator(node)
-    spin_node(node, sim.cfg.executor)
 
 
 def main() -> int:
-    return run_node(_body, "sim")
+    return node_main("sim", Simulator, before=_clock_source)

@@ -37,7 +37,7 @@ import rclpy
 from consensus.control.kinematics import initial_positions
 from consensus.errors import ConsensusError
 from consensus.ros import qos
-from consensus.ros.params import HEALTH, Health, declare_config, guarded, publish_health, run_node, sane, spin_node
+from consensus.ros.params import node_main, HEALTH, Health, declare_config, guarded, publish_health, sane
 from consensus.settings import RobotBaseConfig
 from consensus.sims.turtlesim import CommandHold, WindowMap, odom_from_pose, pen, turtle_name
 from consensus import names
@@ -51,7 +51,7 @@ class TurtlesimBridge:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.cfg = cfg = declare_config(node, RobotBaseConfig)
-        self.health = Health(parent=HEALTH)
+        self.health = Health(parent=HEALTH, logger=node.get_logger())
         self.map = WindowMap.for_workspace(cfg.workspace)
         n = cfg.num_robots
         self.pose: list[tuple | None] = [None] * n          # latest turtle pose, workspace coordinates
@@ -168,15 +168,14 @@ class TurtlesimBridge:
             pub.publish(msg)
 
 
-def _body(_args: list[str]) -> None:
-    node = Node("turtlesim_bridge")
+def _bridge(node: Node) -> "TurtlesimBridge":
     # like the built-in sim, the bridge is the source of /clock: it never waits for sim time itself
     node.set_parameters([Parameter("use_sim_time", value=False)])
     bridge = TurtlesimBridge(node)
     bridge.place_turtles()
     bridge.start()
-    spin_node(node, bridge.cfg.executor)
+    return bridge
 
 
 def main() -> int:
-    return run_node(_body, "turtlesim_bridge")
+    return node_main("turtlesim_bridge", _bridge)

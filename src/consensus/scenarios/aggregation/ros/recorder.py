@@ -45,8 +45,8 @@ from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.ros import markers
 from consensus.ros.cdr import point_stamped_xy
-from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded,
-                                  publish_health, run_node, sane, spin_node, sum_health)
+from consensus.ros.params import (node_main, HEALTH, Health, declare_config, decode_or_count, guarded,
+                                  publish_health, sane, sum_health)
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 from consensus import names
 
@@ -77,7 +77,7 @@ class Recorder:
         self.positions: list[np.ndarray] = []
         self.targets: list[np.ndarray] = []
         self.plans = (self.out / "plans.jsonl").open("a", buffering=1)
-        self.health = Health(parent=HEALTH)               # the recorder's own counters
+        self.health = Health(parent=HEALTH, logger=node.get_logger())               # the recorder's own counters
         self.node_health: dict[str, dict] = {}            # newest /health record of every other node
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
         for i in range(n):
@@ -349,14 +349,5 @@ def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def _body(_args: list[str]) -> None:
-    node = Node("recorder")
-    rec = Recorder(node)
-    try:
-        spin_node(node, rec.cfg.executor, until=rec.done)
-    finally:
-        rec.finish()        # also on Ctrl-C: never lose what was recorded
-
-
 def main() -> int:
-    return run_node(_body, "recorder")
+    return node_main("recorder", Recorder)

@@ -36,8 +36,8 @@ from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.ros.cdr import point_stamped_xy, pose_array_bytes
-from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, publish_health, run_node,
-                                  sane, spin_node)
+from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, node_main, publish_health,
+                                  sane)
 from consensus import names
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
@@ -47,7 +47,7 @@ class TopologyRelay:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.cfg = cfg = declare_config(node, AggregationConfig, runtime=GRAPH_PARAMS)
-        self.health = Health(parent=HEALTH)     # this node's counters (also in the process's HEALTH)
+        self.health = Health(parent=HEALTH, logger=node.get_logger())     # this node's (also in HEALTH)
         self.graph = cfg.graph()
         self._warn_if_impossible()
         n = cfg.num_robots
@@ -155,11 +155,5 @@ class TopologyRelay:
         return SetParametersResult(successful=True)
 
 
-def _body(_args: list[str]) -> None:
-    node = Node("topology")
-    relay = TopologyRelay(node)
-    spin_node(node, relay.cfg.executor)
-
-
 def main() -> int:
-    return run_node(_body, "topology")
+    return node_main("topology", TopologyRelay)

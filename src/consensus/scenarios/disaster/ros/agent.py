@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
@@ -79,13 +78,12 @@ from consensus.scenarios.disaster.environment import Disaster, Observation, Repo
 from consensus.scenarios.disaster.rounds import inbox_for
 from consensus.scenarios.disaster.agents import DroneReply, InboxMessage
 from consensus.ros import qos
-from consensus.ros.params import declare_config, guarded
+from consensus.ros.params import guarded_record, declare_config
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.round_clock import cell_list
 from consensus.scenarios.disaster.processes import controller_config
 
-log = logging.getLogger(__name__)
 
 # shared channels of the team (absolute: drones live in their own namespaces)
 STATE = "/disaster/state"
@@ -246,15 +244,7 @@ class RosDrone(RobotAgent):
     def _guard(self, fn: Callable[[String], None]) -> Callable[[String], None]:
         """Subscription callback: a malformed record is counted (``bad_messages``) and dropped; any other
         exception is counted by ``guarded`` (``callback_errors``); nothing reaches the executor."""
-        what = f"drone_{self.id}.{fn.__name__.lstrip('_')}"
-
-        def cb(msg: String) -> None:
-            try:
-                fn(msg)
-            except (ValueError, LookupError, TypeError) as exc:
-                self.health.count_bad_message(what)
-                log.warning("drone %d: bad message (%s): %s", self.id, what, exc)
-        return guarded(cb, what, self.health)
+        return guarded_record(fn, f"drone_{self.id}.{fn.__name__.lstrip('_')}", self.health)
 
     # ------------------------------------------------------------------ the round clock
     def _on_state(self, msg: String) -> None:
@@ -314,7 +304,7 @@ class RosDrone(RobotAgent):
         try:
             return call()
         except Exception as exc:  # noqa: BLE001 - a policy bug becomes a counted fallback, never a dead drone
-            log.exception("drone %d: policy raised", self.id)
+            self.node.get_logger().error(f"drone {self.id}: policy raised {type(exc).__name__}: {exc}")
             return DroneReply(fallback=True, fallback_reason="planner_exception", error=type(exc).__name__)
 
     def _discuss_job(self, p: _Phase) -> Callable[[], DroneReply]:
@@ -331,8 +321,8 @@ class RosDrone(RobotAgent):
         def prepare() -> None:
             try:
                 self.policy.prepare_vote(p.obs, inbox, p.cells[self.id], strategy)
-            except Exception:  # noqa: BLE001 - the votes then fail as counted planner_exception fallbacks
-                log.exception("drone %d: prepare_vote raised", self.id)
+            except Exception as exc:  # noqa: BLE001 - the votes then fail as counted planner_exception fallbacks
+                self.node.get_logger().error(f"drone {self.id}: prepare_vote raised {type(exc).__name__}: {exc}")
         return prepare
 
     def _vote_job(self, ctx: ProposeContext) -> Callable[[], DroneReply]:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -52,9 +51,8 @@ from consensus.scenarios.disaster.round_clock import cell_list, timeout_reply
 from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUEST, VOTES, cell_or_none,
                                                     context_to_dict, declare_disaster_config, dumps, inbox_from_dict,
                                                     observation_from_dict, reply_from_dict)
-from consensus.ros.params import HEALTH, Health, guarded, on_stop, publish_health, run_node, spin_node
+from consensus.ros.params import node_main, HEALTH, Health, guarded, on_stop, publish_health
 
-log = logging.getLogger(__name__)
 
 STATUS = "/disaster/aggregator/status"
 
@@ -105,7 +103,7 @@ class Aggregator:
         self.started_round = -1
         self.job: tuple[int, Future] | None = None
         self.counters = {"requests": 0, "replies": 0, "timeouts": 0, "late_votes": 0}   # + self.health's counts
-        self.health = Health(parent=HEALTH)
+        self.health = Health(parent=HEALTH, logger=node.get_logger())
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
         node.create_subscription(String, STATE, g(self._on_state, "aggregator.state"), STATE_QOS)
         node.create_subscription(String, VOTES, g(self._on_vote, "aggregator.votes"), qos.EVENTS)
@@ -129,7 +127,7 @@ class Aggregator:
             heard = [inbox_from_dict(m) for m in st["heard"]]
         except (ValueError, LookupError, TypeError) as exc:
             self.health.count_bad_message("aggregator.state")
-            log.warning("aggregator: bad state record: %s", exc)
+            self.node.get_logger().warning(f"aggregator: bad state record: {exc}")
             return
         self.started_round = obs.round
         self.job = (obs.round, self.rounds.submit(self._vote, obs, cells, heard))
@@ -221,17 +219,12 @@ class Aggregator:
         self._close_client()
 
 
-def _body(_args: list[str]) -> None:
-    node = Node("aggregator")
+def _aggregator(node: Node) -> "Aggregator":
     agg = Aggregator(node)
     on_stop(agg.close)
     node.get_logger().info(f"aggregator up: strategy={agg.cfg.strategy}, {agg.cfg.num_robots} drones")
-    try:
-        spin_node(node, "events")
-    finally:
-        agg.close()
-        node.destroy_node()
+    return agg
 
 
 def main() -> int:
-    return run_node(_body, "aggregator")
+    return node_main("aggregator", _aggregator)

@@ -71,8 +71,7 @@ from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCU
                                                     STATE, STATE_QOS,
                                                     declare_disaster_config, dumps, reply_from_dict)
 from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
-from consensus.ros.params import (HEALTH, Health, decode_or_count, guarded, publish_health, run_node,
-                                  sane, spin_node, sum_health)
+from consensus.ros.params import (node_main, HEALTH, Health, decode_or_count, guarded, publish_health, sane, sum_health)
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
 
@@ -117,7 +116,7 @@ class DisasterGrid:
         self.done = rclpy.task.Future()
         self.summary: dict | None = None
         self.wall0 = time.monotonic()
-        self.health = Health(parent=HEALTH)
+        self.health = Health(parent=HEALTH, logger=node.get_logger())
         self.node_health: dict[str, dict] = {}       # newest /health record of every other node
 
         for i in range(self.n):
@@ -377,14 +376,5 @@ class DisasterGrid:
         return summary
 
 
-def _body(_args: list[str]) -> None:
-    node = Node("disaster_grid")
-    grid = DisasterGrid(node)
-    try:
-        spin_node(node, "events", until=grid.done)
-    finally:
-        grid.finish()        # also on Ctrl-C: never lose the rounds completed
-
-
 def main() -> int:
-    return run_node(_body, "disaster_grid")
+    return node_main("disaster_grid", DisasterGrid)

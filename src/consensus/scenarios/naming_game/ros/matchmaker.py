@@ -19,7 +19,6 @@ The matchmaker draws no word: the robots do. Phases:
 from __future__ import annotations
 
 import json
-import logging
 import time
 from pathlib import Path
 from typing import Callable
@@ -30,18 +29,15 @@ from rclpy.node import Node
 from std_msgs.msg import String
 
 from consensus.runs.ros_runner import announce_results
-from consensus.errors import ConsensusError
 from consensus.ros import qos
 from consensus import names
-from consensus.ros.params import (HEALTH, Health, guarded, publish_health, run_node, spin_node,
-                                  sum_health)
+from consensus.ros.params import (node_main, guarded_record, HEALTH, Health, guarded, publish_health, sum_health)
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest
 from consensus.scenarios.naming_game.robots import (PairSchedule, Tally, fleet_policy, game_summary,
                                                     interaction_record, play_headless, sequence)
 from consensus.scenarios.naming_game.ros.protocol import (GAME_QOS, OUTCOMES, PAIRS, STATUS, STATUS_PERIOD_S,
                                                           WORDS, declare_game_config, dumps, parse_word)
 
-log = logging.getLogger(__name__)
 
 TICK_S = 0.05
 READY_TIMEOUT_S = 60.0
@@ -73,7 +69,7 @@ class Matchmaker:
         self.robot_status: dict[int, dict] = {}
         self.node_health: dict[str, dict] = {}
         self.counters = {"late_words": 0}
-        self.health = Health(parent=HEALTH)
+        self.health = Health(parent=HEALTH, logger=node.get_logger())
         self.wall0 = time.monotonic()
         self.log = (self.out / "interactions.jsonl").open("w", buffering=1)
         self.done = rclpy.task.Future()
@@ -98,15 +94,7 @@ class Matchmaker:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
     def _guard(self, fn: Callable[[String], None], what: str) -> Callable[[String], None]:
-        what = f"matchmaker.{what}"
-
-        def cb(msg: String) -> None:
-            try:
-                fn(msg)
-            except (ValueError, LookupError, TypeError) as exc:
-                self.health.count_bad_message(what)
-                log.warning("bad message (%s): %s", what, exc)
-        return guarded(cb, what, self.health)
+        return guarded_record(fn, f"matchmaker.{what}", self.health)
 
     # ------------------------------------------------------------------ inputs
     def _on_robot_status(self, msg: String) -> None:
@@ -146,7 +134,7 @@ class Matchmaker:
             ready = [i for i in range(self.n) if self.robot_status.get(i, {}).get("position") is not None]
             if len(ready) == self.n:
                 self._enter("playing")
-                log.info("progress: all %d robots up, the game starts", self.n)
+                self.node.get_logger().info(f"progress: all {self.n} robots up, the game starts")
             elif time.monotonic() - self.wall0 > READY_TIMEOUT_S and not self.done.done():
                 missing = sorted(set(range(self.n)) - set(ready))
                 self.error = f"robots {missing} did not report a position within {READY_TIMEOUT_S:.0f} s"
@@ -190,7 +178,8 @@ class Matchmaker:
                 self.timeouts[r] += 1
             rec = {"round": t, "interaction": k, "i": i, "j": j, "state_i": states.get(i), "state_j": states.get(j),
                    "word_i": None, "word_j": None, "success": False}
-            log.warning("interaction %d: no word from robot(s) %s by the deadline; skipped", k, missing)
+            self.node.get_logger().warning(f"interaction {k}: no word from robot(s) {missing} by the deadline; "
+                                           "skipped")
         else:
             a, b = words[i], words[j]
             rec = interaction_record(t, k, i, j, states[i], states[j], a, b, self.points)
@@ -206,8 +195,8 @@ class Matchmaker:
                                         "missing": missing, "stamp": now}))
         if (k + 1) % self.n == 0:
             converged = self.tally.end_round(t)
-            log.info("progress: round %d/%d, %d of the last %d played interactions succeeded", t,
-                     self.cfg.max_rounds, self.tally.window_successes(), len(self.tally.ring))
+            self.node.get_logger().info(f"progress: round {t}/{self.cfg.max_rounds}, {self.tally.window_successes()} "
+                                        f"of the last {len(self.tally.ring)} played interactions succeeded")
             if converged or t >= self.cfg.max_rounds:
                 self._enter("arriving")
 
@@ -238,9 +227,12 @@ class Matchmaker:
                                        "word": self.tally.word, "stamp": self._now()}))
 
     def finish(self) -> dict:
-        """Write summary.json (once; also after an interrupted run) and print ``RESULTS <dir>``."""
+        """Write summary.json (once; also after an interrupted run) and print ``RESULTS <dir>``; nothing before the
+        game started (``error`` then says why)."""
         if self.summary is not None:
             return self.summary
+        if self.phase == "waiting":
+            return {}
         self.log.close()
         cfg = self.cfg
         summary = game_summary(cfg, self.tally, self.round, len(self.records))
@@ -275,24 +267,11 @@ class Matchmaker:
         self.summary = summary
         verdict = (f"converged on word {summary['word']} ({summary['word_name']}) at round {summary['consensus_time']}"
                    if self.tally.converged else f"not converged after {self.round} rounds")
-        log.info("done: %s; %d interactions, %d skipped, reference match %s; results in %s", verdict,
-                 len(self.records), summary["skipped"], summary["reference_match"], self.out)
+        self.node.get_logger().info(f"done: {verdict}; {len(self.records)} interactions, {summary['skipped']} "
+                                    f"skipped, reference match {summary['reference_match']}; results in {self.out}")
         announce_results(self.out)
         return summary
 
 
-def _body(_args: list[str]) -> None:
-    node = Node("matchmaker")
-    mm = Matchmaker(node)
-    try:
-        spin_node(node, mm.cfg.executor, until=mm.done)
-    finally:
-        if mm.phase != "waiting":
-            mm.finish()        # also on Ctrl-C: keep the interactions played so far
-        node.destroy_node()
-    if mm.error:
-        raise ConsensusError(mm.error)
-
-
 def main() -> int:
-    return run_node(_body, "matchmaker")
+    return node_main("matchmaker", Matchmaker)

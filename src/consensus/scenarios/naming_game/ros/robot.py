@@ -12,7 +12,6 @@ Runs one robot per process (namespace ``robot_<i>``, node ``/robot_<i>/agent``) 
 """
 from __future__ import annotations
 
-import logging
 from typing import Callable
 
 from rclpy.node import Node
@@ -20,14 +19,13 @@ from std_msgs.msg import String
 
 from consensus.ros import qos
 from consensus.ros.fleet import run_robots
-from consensus.ros.params import guarded
+from consensus.ros.params import guarded_record
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.naming_game.robots import Player, RobotsGameConfig, controller_config, fleet_policy
 from consensus.scenarios.naming_game.ros.protocol import (GAME_QOS, OUTCOMES, PAIRS, STATUS, WORDS,
                                                           declare_game_config, dumps, parse_outcome, parse_pair)
 from consensus.settings import ControlParams, RobotBaseConfig
 
-log = logging.getLogger(__name__)
 
 
 class RosPlayer(RobotAgent):
@@ -51,15 +49,7 @@ class RosPlayer(RobotAgent):
     def _guard(self, fn: Callable[[String], None]) -> Callable[[String], None]:
         """A malformed record is counted (``bad_messages``) and dropped; any other exception is counted by
         ``guarded`` (``callback_errors``)."""
-        what = f"robot_{self.id}.{fn.__name__.lstrip('_')}"
-
-        def cb(msg: String) -> None:
-            try:
-                fn(msg)
-            except (ValueError, LookupError, TypeError) as exc:
-                self.health.count_bad_message(what)
-                log.warning("robot %d: bad message (%s): %s", self.id, what, exc)
-        return guarded(cb, what, self.health)
+        return guarded_record(fn, f"robot_{self.id}.{fn.__name__.lstrip('_')}", self.health)
 
     # ------------------------------------------------------------------ the game
     def _on_game_status(self, _msg: String) -> None:
