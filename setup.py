@@ -38,6 +38,7 @@ setup(
         "tqdm>=4.60",           # progress bars of long extractions and sweeps
         "mcap>=1.1",            # the run's MCAP bag (writer and reader)
         "mcap-ros2-support>=0.5",   # decodes the bag's CDR messages without ROS (`consensus plot BAG`)
+        "rouge-score>=0.1.2",   # paper 3's summarisation metric (ROUGE-1/2/L F1, Google's reference implementation)
     ],
     extras_require={
         # ROS 2 Kilted from PyPI wheels, for users without an apt ROS install (see requirements/ros-kilted.txt)
