@@ -131,7 +131,7 @@ _INJECTION_RE = re.compile(
 _NAN = {"nan", "null", "undefined", "none", "nil"}
 _WRONG_BRACKETS_RE = re.compile(r"\([^()\n]{1,200}\)|\{[^{}\n]{1,200}\}|<[^<>\n]{1,200}>|【[^】\n]{1,200}】")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff]")
-_SUMMARY_PREFIX_RE = re.compile(r"^\s*(?:\*\*)?summary(?:\*\*)?\s*:\s*", re.IGNORECASE)
+_SUMMARY_PREFIX_RE = re.compile(r"^\s*\**\s*summary\s*\**\s*:\s*\**\s*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
