@@ -305,11 +305,11 @@ def test_heuristic_agent_adopts_what_it_is_shown():
     ({"dataset": ""}, "dataset is required"), ({"architecture": "averaging"}, "not run on classification"),
     ({"num_agents": 0}, "num_agents"), ({"noise": 1.5}, "noise"), ({"max_feedback_turns": 11}, "max_feedback_turns"),
     ({"planner": "gpt"}, "planner"), ({"prompt_style": "json"}, "prompt_style")])
-def test_validate_names_the_bad_parameter(changes, msg):
+def test_validate_names_the_bad_parameter(changes, msg, data):
     with pytest.raises(ConfigError, match=msg):
-        study.STUDIES[1].validate({**study.DEFAULTS, "dataset": "x.csv", **changes})
+        study.STUDIES[1].validate({**study.DEFAULTS, "dataset": str(data["classification"]), "items": 5, **changes})
     with pytest.raises(ConfigError, match="not run on qa"):
-        study.STUDIES[0].validate(dict(study.DEFAULTS, dataset="x.json", architecture="majority"))
+        study.STUDIES[0].validate(dict(study.DEFAULTS, dataset=str(data["qa"]), items=3, architecture="majority"))
 
 
 def test_loaders_read_the_formats_and_sample_with_a_seed(data):
@@ -346,6 +346,9 @@ def test_bad_dataset_files_give_one_clear_error(tmp_path, data):
             load_items(task, path)
     with pytest.raises(ConfigError, match="5 items asked, the file holds 3"):
         sample_items("qa", data["qa"], 5, 0)
+    with pytest.raises(ConfigError, match="file not found"):              # the study checks the file up front
+        study.STUDIES[0].validate(dict(study.DEFAULTS, dataset=str(tmp_path / "missing.json")))
+    study.STUDIES[0].validate(dict(study.DEFAULTS, dataset=str(data["qa"]), items=3))
 
 
 # --- LLM agents on the fake endpoint ----------------------------------------------------------------------------

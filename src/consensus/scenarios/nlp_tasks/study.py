@@ -309,7 +309,9 @@ def report(records: Sequence[dict], out_dir: Path, *, task_name: str) -> list[st
 
 def _study(task_name: str, description: str) -> Study:
     def validate(params: dict) -> None:
-        config_for(params, task_name)
+        """The parameters, and the dataset file read and sampled (cached), so a bad file is one error up front."""
+        cfg = config_for(params, task_name)
+        sample_items(task_name, cfg.dataset, cfg.item_count, cfg.item_seed)
 
     return Study(name=f"{'qa' if task_name == 'qa' else task_name}-reliability", description=description,
                  defaults=dict(DEFAULTS, architecture=TASK_ARCHITECTURES[task_name][0]),
