@@ -201,7 +201,7 @@ def reliability_figure(task_name: str, curves: dict[str, dict[str, list[float]]]
 
     metrics = list(curves)
     colors = plots.colors(len(ARCHITECTURES))
-    fig = plots.new_figure(figsize=(5.2 * len(metrics), 4.6))
+    fig = plots.new_figure(figsize=(max(6.5, 5.2 * len(metrics)), 5.0))
     for j, metric in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), j + 1)
         for k, arch in enumerate(ARCHITECTURES):
@@ -281,7 +281,7 @@ def _section(task_name: str, records: Sequence[dict], out_dir: Path, label: str)
     n_items = {len(r["result"]["items"]) for r in records if _ok(r)}
     suffix = "" if not label else "_" + re.sub(r"[^A-Za-z0-9.=-]+", "_", label)
     name = f"reliability_{task_name}{suffix}.png"
-    title = (f"[{task_name}] reliability, N = {params['num_agents']} agents, {', '.join(models)}"
+    title = (f"[{task_name}] reliability κ(τ), N = {params['num_agents']} agents\n{', '.join(models)}"
              + (f"\n{label}" if label else ""))
     plots.save_figure(reliability_figure(task_name, curves, title=title), out_dir / name, svg=True)
     trials = "-".join(str(s) for s in sorted({min(sizes), max(sizes)})) if sizes else "0"
