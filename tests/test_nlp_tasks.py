@@ -438,7 +438,7 @@ def test_llm_sweep_on_the_fake_endpoint_and_its_replay_give_identical_records(tm
     assert strip(original) == strip(read_results(tmp_path / "replay" / RESULTS_FILE))
     lines = study.STUDIES[1].report(list(original.values()), tmp_path)
     text = "\n".join(lines)
-    assert "model: **fake**" in text and "| Accuracy | 0.831 | **0.833** | – | **0.833** |" in text
+    assert "model: **fake-model**" in text and "| Accuracy | 0.831 | **0.833** | – | **0.833** |" in text
     assert (tmp_path / "reliability_classification.png").stat().st_size > 0
 
 

@@ -7,7 +7,8 @@ a reply still unusable, an ``LLMError`` or any other client exception returns No
 architecture) and is counted in ``counters()["fallbacks"][kind]`` (``prompts.FALLBACK_KINDS``, "llm_error",
 "client_error"). Request tags: ``item_<k>/agent_<i>/turn_<t>`` (``coordinator`` for the wheel), distinct within a
 trial as the runner needs for exact replay. ``counters()`` also holds ``llm_seconds`` (the sum of the replies'
-latencies: recorded in transcripts, so a replay gives the same figure), ``truncated`` and ``near_miss``.
+latencies: recorded in transcripts, so a replay gives the same figure), ``truncated``, ``near_miss`` and ``models`` (the
+model names the endpoint reported, also recorded).
 
 Heuristic (no LLM): ``HeuristicAgent`` (seeded, its own ``rng``; per call, in this order: fails with probability
 ``fail_prob``, answers wrong with probability ``noise``): its answer is the task's heuristic, or when it is shown
@@ -40,7 +41,7 @@ RETRY_MESSAGE = {"qa": "Your reply could not be used ({kind}). Answer again: the
 
 
 def text_counters() -> dict:
-    return {**new_counters(), "llm_seconds": 0.0, "truncated": 0, "near_miss": 0}
+    return {**new_counters(), "llm_seconds": 0.0, "truncated": 0, "near_miss": 0, "models": []}
 
 
 def add_text_counters(total: dict, part: dict) -> dict:
@@ -49,6 +50,7 @@ def add_text_counters(total: dict, part: dict) -> dict:
     total["llm_seconds"] = total.get("llm_seconds", 0.0) + float(part.get("llm_seconds", 0.0))
     for reason, count in part.get("fallbacks", {}).items():
         total["fallbacks"][reason] = total["fallbacks"].get(reason, 0) + int(count)
+    total["models"] = sorted(set(total.get("models", [])) | set(part.get("models", [])))
     return total
 
 
@@ -58,7 +60,7 @@ class _Asker:
         self._c = text_counters()
 
     def counters(self) -> dict:
-        return {**self._c, "fallbacks": dict(self._c["fallbacks"])}
+        return {**self._c, "fallbacks": dict(self._c["fallbacks"]), "models": sorted(self._c["models"])}
 
     def ask(self, messages: list[dict], tag: str, turn: int) -> Any:
         c, cfg = self._c, self.cfg
@@ -79,6 +81,8 @@ class _Asker:
                 log.exception("%s: LLM client raised", tag)
                 return self._fail("client_error")
             c["llm_seconds"] += float(response.latency_s or 0.0)
+            if response.model and response.model not in c["models"]:
+                c["models"].append(str(response.model)[:100])
             parsed = self.task.parse(response.text)
             c["truncated"] += parsed.truncated
             c["near_miss"] += parsed.near_miss

@@ -78,9 +78,13 @@ def _agree(task, proposals: Sequence[Any]) -> bool:
     return bool(proposals) and all(p is not None for p in proposals) and len({task.key(p) for p in proposals}) == 1
 
 
-def _model_name(cfg: NLPTaskConfig, ctx: TrialContext) -> str:
+def _model_name(cfg: NLPTaskConfig, ctx: TrialContext, reported: Sequence[str]) -> str:
+    """The heuristic's settings, the model names the endpoint reported (kept in transcripts, so a replay names the
+    same model), else the spec's model, else the embedded model's name or the backend."""
     if not cfg.uses_llm():
         return f"heuristic (noise {cfg.noise:g}, fail_prob {cfg.fail_prob:g})"
+    if reported:
+        return ", ".join(reported)
     llm = ctx.llm_settings or {}
     if llm.get("model"):
         return str(llm["model"])
@@ -143,7 +147,8 @@ def run_trial(trial: Trial, ctx: TrialContext, *, task_name: str) -> dict:
             "coordinator_failures": totals["coordinator_failures"], "no_decision": totals["no_decision"],
             "llm_calls": counters["calls"], "parse_failures": counters["parse_failures"],
             "agent_fallbacks": counters["fallbacks"], "llm_seconds": round(counters["llm_seconds"], 6),
-            "truncated": counters["truncated"], "near_miss": counters["near_miss"], "model": _model_name(cfg, ctx)}
+            "truncated": counters["truncated"], "near_miss": counters["near_miss"],
+            "model": _model_name(cfg, ctx, counters["models"])}
 
 
 def llm_calls(params: dict, task_name: str) -> int:
