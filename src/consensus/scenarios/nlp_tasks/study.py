@@ -318,7 +318,7 @@ def _study(task_name: str, description: str) -> Study:
         cfg = config_for(params, task_name)
         sample_items(task_name, cfg.dataset, cfg.item_count, cfg.item_seed)
 
-    return Study(name=f"{'qa' if task_name == 'qa' else task_name}-reliability", description=description,
+    return Study(name=f"{task_name}-reliability", description=description,
                  defaults=dict(DEFAULTS, architecture=TASK_ARCHITECTURES[task_name][0]),
                  default_sweep={"architecture": list(TASK_ARCHITECTURES[task_name])},
                  default_trials=DEFAULT_TRIALS, run_trial=partial(run_trial, task_name=task_name),
