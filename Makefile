@@ -94,6 +94,7 @@ bench: model
 	$(PY) benchmarks/bench_disaster.py
 	$(PY) benchmarks/bench_disaster.py --embedded
 	$(PY) benchmarks/bench_naming_game.py
+	$(PY) benchmarks/bench_paper3_presets.py
 
 clean:
 	rm -rf build *.egg-info src/*.egg-info .pytest_cache

@@ -111,7 +111,8 @@ class _Session:
     """Runs turns, counts failures and replaces failed proposals."""
 
     def __init__(self, architecture: str, proposers: Sequence[Proposer], kind: str, failed_value: Any,
-                 agree: Callable[[Sequence], bool], map_fn: Callable, rng: np.random.Generator | None) -> None:
+                 agree: Callable[[Sequence], bool], map_fn: Callable, rng: np.random.Generator | None,
+                 vote_key: Callable[[Any], Any] | None = None) -> None:
         self.out = DecisionOutcome(architecture=architecture, decision=None, turns=0, agreed=False)
         self.proposers = proposers
         self.kind = kind
@@ -119,6 +120,7 @@ class _Session:
         self.agree = agree
         self.map_fn = map_fn
         self.rng = rng
+        self.vote_key = vote_key
 
     def turn(self, contexts: Sequence[ProposeContext]) -> list[Any]:
         raw = list(self.map_fn(_call, self.proposers[:len(contexts)], contexts))
@@ -136,7 +138,7 @@ class _Session:
         if plan is None:
             self.out.coordinator_failures += 1
             if self.kind == "categorical":
-                plan, self.out.fallback = majority_vote(props), "majority"
+                plan, self.out.fallback = majority_vote(props, self.vote_key), "majority"
             else:
                 plan, self.out.fallback = average(props, self.kind), "average"
         self.out.coordinator_plans.append(plan)
@@ -186,11 +188,14 @@ def _spoke_wheel_feedback(s: _Session, n: int, coordinator: Coordinator, max_tur
 def decide(architecture: str, proposers: Sequence[Proposer], *, kind: str,
               coordinator: Coordinator | None = None, max_turns: int = 5, failed_value: Any = None,
               agree: Callable[[Sequence], bool] | None = None, map_fn: Callable = map,
-              rng: np.random.Generator | None = None) -> DecisionOutcome:
+              rng: np.random.Generator | None = None,
+              vote_key: Callable[[Any], Any] | None = None) -> DecisionOutcome:
     """Run ``architecture`` over ``proposers`` and return the decision with its bookkeeping.
 
     ``rng`` is only used for the labels' random choice of the decentralized architectures
-    (default ``np.random.default_rng(0)``).
+    (default ``np.random.default_rng(0)``). ``vote_key`` (categorical proposals): what two proposals must share to
+    count as the same vote in ``majority`` and in spoke & wheel's coordinator fallback (default: the whole
+    proposal); e.g. the normalised answer of a text reply.
     """
     if architecture not in ARCHITECTURES:
         raise ConfigError(f"architecture must be one of {', '.join(ARCHITECTURES)}; got {architecture!r}")
@@ -202,7 +207,8 @@ def decide(architecture: str, proposers: Sequence[Proposer], *, kind: str,
         raise ConfigError(f"max_turns must be >= 1 (got {max_turns})")
     if architecture.startswith("spoke_wheel") and coordinator is None:
         raise ConfigError(f"architecture {architecture!r} needs a coordinator")
-    s = _Session(architecture, list(proposers), kind, failed_value, agree or default_agree(kind), map_fn, rng)
+    s = _Session(architecture, list(proposers), kind, failed_value, agree or default_agree(kind), map_fn, rng,
+                 vote_key)
     if architecture in ("decentralized", "decentralized_feedback"):
         _decentralized(s, n, max_turns, feedback=architecture == "decentralized_feedback")
     elif architecture == "spoke_wheel_feedback":
@@ -213,7 +219,7 @@ def decide(architecture: str, proposers: Sequence[Proposer], *, kind: str,
         if architecture == "single":
             s.out.decision = props[0]
         elif architecture == "majority":
-            s.out.decision = majority_vote(props)
+            s.out.decision = majority_vote(props, vote_key)
         elif architecture == "averaging":
             s.out.decision = average(props, kind)
         else:

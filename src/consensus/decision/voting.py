@@ -15,7 +15,8 @@ Rules:
 
 * ``majority_vote``: the value proposed most often, by exact equality of whole proposals (arrays are
   compared element by element after ``-0.0 -> 0.0``; an allocation plan wins only if the very same
-  plan is proposed more often than any other). Ties go to the tied value whose first proposal comes
+  plan is proposed more often than any other), or by equality of a caller's ``key`` (texts: their normalised
+  answers). Ties go to the tied value whose first proposal comes
   first (lowest agent index), so when every proposal differs the first valid one wins.
 * ``average``: numeric/allocation: element-wise arithmetic mean of the valid proposals (a float for
   scalar proposals, an array otherwise). Grid cells: the mean cell rounded half up per axis,
@@ -59,18 +60,20 @@ def _vote_key(value: Any) -> Any:
     return value
 
 
-def majority_vote(proposals: Sequence[Any]) -> Any:
-    """The most frequent valid proposal (tie: earliest first occurrence); None if all failed."""
+def majority_vote(proposals: Sequence[Any], key: Callable[[Any], Any] | None = None) -> Any:
+    """The most frequent valid proposal (tie: earliest first occurrence); None if all failed. With ``key``, proposals
+    count as equal when their keys are (e.g. texts that say the same answer); the first proposal of the winning key
+    is returned."""
     counts: dict[Any, int] = {}
     first: dict[Any, Any] = {}
     for value in proposals:
         if value is None:
             continue
-        key = _vote_key(value)
-        if key not in counts:
-            counts[key] = 0
-            first[key] = value
-        counts[key] += 1
+        key_value = _vote_key(value) if key is None else key(value)
+        if key_value not in counts:
+            counts[key_value] = 0
+            first[key_value] = value
+        counts[key_value] += 1
     if not counts:
         return None
     return first[max(counts, key=counts.__getitem__)]   # max keeps the first of equal counts (insertion order)
