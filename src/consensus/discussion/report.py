@@ -72,3 +72,30 @@ def model_table(ok: Sequence[dict], metric: tuple, scenario_label: str) -> list[
         lines.append("| Average | " + " | ".join(fmt(mean(per_mode[m]), digits) for m in ("explicit", "implicit"))
                      + " |")
     return lines
+
+
+def study_report(records: Sequence[dict], out_dir, *, heading: str, legend: str, table: str, metrics: Sequence[tuple],
+                 model_metric: tuple, table6: str, series: str, figure: str, ylabel: str, fig_title: str) -> list[str]:
+    """The report of a paper-2 discussion study (info-spread, public-goods): the ok trials, the paper's table
+    (explicit vs implicit), implicit vs the section 4.4 baselines, Table 6's columns ``table6`` for
+    ``model_metric``, and the per-round band figure of ``series`` per condition (``figure``.png)."""
+    from pathlib import Path
+
+    from consensus.discussion.baselines import CONDITIONS
+    from consensus.discussion.plots import plot_rounds_band
+
+    ok = [r["result"] for r in records if r.get("status") == "ok" and r.get("result")]
+    lines = [heading, ""]
+    if not ok:
+        return lines + [f"No successful trial ({len(records)} recorded)."]
+    planners = sorted({r["planner"] for r in ok})
+    lines += [f"{len(ok)} ok trials of {len(records)}; planner: {', '.join(planners)}. {legend}", "",
+              f"{table}: explicit vs implicit consensus.", "", *paper_table(ok, ("explicit", "implicit"), metrics), "",
+              "Implicit consensus vs the baselines (section 4.4):", "",
+              *paper_table(ok, ("implicit", "no_diversity", "no_interaction", "random", "single_llm"), metrics), "",
+              f"Table 6, {table6} columns (one row per base model; heuristic/random teams are named by their "
+              "planner):", "", *model_table(ok, model_metric, table6), ""]
+    groups = {CONDITION_LABELS[c]: [r["series"][series] for r in ok if r["condition"] == c] for c in CONDITIONS}
+    plot_rounds_band({k: v for k, v in groups.items() if v}, Path(out_dir) / f"{figure}.png", ylabel=ylabel,
+                     ylim=(-0.02, 1.02), title=fig_title)
+    return lines + [f"![{series} per round]({figure}.png)"]

@@ -100,3 +100,18 @@ class Study:
 
 class StudyRegistry(Protocol):
     def __call__(self) -> dict[str, Study]: ...
+
+
+def config_params(cls, *, exclude: tuple[str, ...] = (), **extra) -> dict:
+    """A study's ``defaults`` built from its scenario's config class ``cls``: every field with its default, except
+    what is not a study parameter (derived, not listed by hand: the run group's fields, the trial's seed and run
+    directory, and the LLM group's transport settings, which come from the spec's ``llm:`` block), except
+    ``exclude``; plus ``extra`` (study-only parameters such as ``condition``). The trial's config is then built by
+    the same class, so a study has the same names and checks as ``consensus run``."""
+    from dataclasses import fields
+
+    from consensus.settings import LLMParams, RunParams
+
+    study_llm = {"parse_retries", "prompt_style"}          # how agents are asked: a study may sweep them
+    not_params = {f.name for f in fields(RunParams)} | {f.name for f in fields(LLMParams)} - study_llm
+    return {**{k: v for k, v in cls().to_dict().items() if k not in not_params and k not in exclude}, **extra}

@@ -38,25 +38,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, trial_config
+from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, run_discussion_trial, trial_config
 from consensus.discussion.report import LEVELS, mean as _mean, metric_cells, paper_table
-from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
+from consensus.experiments.study import Study, Trial, TrialContext, config_params
 from consensus.scenarios.disaster.config import DisasterConfig
 METRICS = (("CR", "coverage_rate"), ("MP", "misallocation_penalty"), ("RD", "response_delay"))
 SCATTER_CONDITIONS = ("implicit", "explicit", "no_diversity", "no_interaction")
 
-#: DisasterConfig fields that are not study parameters (the trial seed, the spec's llm block, ROS/run settings)
-_NOT_PARAMS = ("seed", "output_dir", "llm_backend", "llm_model", "llm_base_url", "llm_api_key_env",
-               "llm_temperature", "llm_max_tokens", "llm_timeout_s", "llm_max_retries", "llm_concurrency",
-               "replay_path", "llm_port", "round_timeout_s")
 _SUMMARY_KEYS = ("coverage_rate", "misallocation_penalty", "misallocation_share", "response_delay",
                  "response_delay_disasters", "response_censored", "net_reward", "mean_deviation",
                  "disasters_appeared", "disasters_cleared", "llm_calls", "prompt_tokens", "completion_tokens",
                  "parse_failures", "messages_truncated", "messages_empty", "vote_failures", "coordinator_failures",
                  "no_decision", "num_robots", "mode", "strategy", "roles", "volatility", "baseline", "planner")
 
-DEFAULTS: dict[str, Any] = {**{k: v for k, v in DisasterConfig().to_dict().items() if k not in _NOT_PARAMS},
-                            "condition": "", "strict_llm": True}
+#: the DisasterConfig fields minus the run/LLM-transport ones (config_params) and the ROS round timeout
+DEFAULTS: dict[str, Any] = config_params(DisasterConfig, exclude=("round_timeout_s",), condition="", strict_llm=True)
 
 
 def config_for(params: dict, seed: int = 0, llm_settings: dict | None = None) -> DisasterConfig:
@@ -80,19 +76,10 @@ def run_trial(trial: Trial, ctx: TrialContext) -> dict:
     """One headless run; its summary numbers, condition and series (module docstring)."""
     from consensus.scenarios.disaster.headless import run_disaster_headless
 
-    cfg = config_for(trial.params, trial.seed, ctx.llm_settings)
-    if cfg.uses_llm() and ctx.llm is None:
-        raise TrialFailed("planner 'llm' needs the sweep's LLM client (an llm: block in the spec)")
-    summary = run_disaster_headless(cfg, client=ctx.llm if cfg.uses_llm() else None)
-    if cfg.uses_llm() and summary["replies"] and summary["llm_fallbacks"] >= summary["replies"]:
-        raise TrialFailed(f"no usable LLM reply in {summary['replies']} replies "
-                          f"(fallbacks: {summary['llm_fallbacks_by_reason']})")
-    result = {k: summary.get(k) for k in _SUMMARY_KEYS}
-    result.update(condition=condition_of(cfg), roles=cfg.roles, planner=cfg.planner)   # as configured (table rows)
-    result["series"] = {k: summary["series"][k] for k in ("coverage", "deviation", "misallocation", "net_reward")}
-    fallbacks = dict(summary["llm_fallbacks_by_reason"])
-    result[LLM_FALLBACKS_KEY if trial.params.get("strict_llm", True) else "drone_fallbacks"] = fallbacks
-    return result
+    return run_discussion_trial(
+        DisasterConfig, trial.params, trial.seed, ctx, source="disaster study",
+        run=lambda cfg, client: run_disaster_headless(cfg, client=client), keys=_SUMMARY_KEYS, team="drone",
+        series=lambda s: {k: s["series"][k] for k in ("coverage", "deviation", "misallocation", "net_reward")})
 
 
 # --- report -----------------------------------------------------------------------------------------------------------
