@@ -127,7 +127,7 @@ def test_spec_file_errors(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_spec_file(tmp_path / "missing.yaml")
     (tmp_path / "binary.yaml").write_bytes(b"\x00\xff\xfe")
-    with pytest.raises(ConfigError, match="not a text file"):
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
         load_spec_file(tmp_path / "binary.yaml")
     with pytest.raises(ConfigError, match=r"not valid YAML at line 3, column 1: expected") as err:
         load_spec_file(tmp_path / "bad.yaml")

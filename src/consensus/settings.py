@@ -405,19 +405,30 @@ def coerce(key: str, value: Any, annotation: Any, source: str = "config") -> Any
     raise ConfigError(f"{source}: parameter '{key}' has an invalid value {value!r} (expected {name})")
 
 
+def read_yaml(path: str | Path, what: str) -> Any:
+    """The one YAML file reader of the package (parameters files, robots maps, sweep specs): the parsed document
+    (safe loader), or one ``ConfigError`` naming the file and saying what is wrong: missing (``what`` not found),
+    not UTF-8, not YAML (with the line and column), unreadable."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what} not found: {p}")
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not UTF-8 text (a {what} is YAML)") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        raise ConfigError(f"{p}: not valid YAML{where}: {problem}") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot be read: {exc.strerror or exc}") from None
+
+
 def load_params_file(path: str | Path) -> dict[str, Any]:
     """Read a ROS 2 parameters YAML (``/**: ros__parameters: ...``) or a plain mapping into a flat dict."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not UTF-8 text (a parameters file is YAML)") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot be read: {exc.strerror or exc}") from None
+    data = read_yaml(p, "config file") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping at the top level")
     if "/**" in data:

@@ -44,6 +44,7 @@ from typing import Any, Mapping
 import yaml
 
 from consensus.errors import ConfigError
+from consensus.settings import read_yaml
 from consensus.experiments.study import Study, Trial
 from consensus.runs.rundir import _jsonable as jsonable
 
@@ -131,16 +132,7 @@ def identity_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = 
 def load_spec_file(path: str | os.PathLike) -> dict[str, Any]:
     """The raw mapping of a spec YAML file (ConfigError if missing, not YAML, or not a mapping)."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"spec file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not a text file (not UTF-8)") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    data = read_yaml(p, "spec file")
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: a sweep spec must be a mapping (study: ..., trials: ..., sweep: ...)")
     return data

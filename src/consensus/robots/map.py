@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from consensus.control.safety import Geofence
 from consensus.errors import ConfigError
@@ -165,18 +164,9 @@ def parse_robots(data: Any, where: str = "robots map") -> RobotsMap:
 
 
 def load_robots(path: str | Path) -> RobotsMap:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"robots_file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not UTF-8 text (a robots map is YAML)") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {' '.join(str(exc).split())}") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot be read: {exc.strerror or exc}") from None
-    return parse_robots(data, str(p))
+    from consensus.settings import read_yaml
+
+    return parse_robots(read_yaml(path, "robots_file"), str(path))
 
 
 def check_robots(robots: RobotsMap, workspace: list[float], where: str = "robots map") -> tuple[RobotEntry, ...]:

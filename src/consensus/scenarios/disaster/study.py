@@ -38,7 +38,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, run_discussion_trial, trial_config
+from consensus.discussion.baselines import CONDITION_LABELS, CONDITIONS, trial_config
+from consensus.discussion.study import run_discussion_trial
 from consensus.discussion.report import LEVELS, mean as _mean, metric_cells, paper_table
 from consensus.experiments.study import Study, Trial, TrialContext, config_params
 from consensus.scenarios.disaster.config import DisasterConfig

@@ -13,7 +13,7 @@ Volatility), the baselines table, Table 6's S2 columns (MS per model, Exp vs Imp
 """
 from __future__ import annotations
 
-from consensus.discussion.baselines import discussion_study
+from consensus.discussion.study import discussion_study
 from consensus.scenarios.info_spread.config import InfoSpreadConfig
 
 METRICS = (("MS", "misinformation_spread"), ("CT", "containment_time"), ("CD", "coverage_diversity"))

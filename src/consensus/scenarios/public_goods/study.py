@@ -13,7 +13,7 @@ Diversity / Volatility), the baselines table, Table 6's S3 columns (PR per model
 """
 from __future__ import annotations
 
-from consensus.discussion.baselines import discussion_study
+from consensus.discussion.study import discussion_study
 from consensus.scenarios.public_goods.config import PublicGoodsConfig
 
 METRICS = (("PR", "provision_rate"), ("TW", "total_welfare", 1), ("FD", "free_rider_disparity"))
