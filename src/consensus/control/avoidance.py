@@ -124,3 +124,11 @@ def avoidance_from_config(cfg, *, ros: bool, kinematics: str | None = None, v_ma
     return Avoidance(kinematics=kinematics or cfg.kinematics, v_max=cfg.v_max if v_max is None else v_max,
                      w_max=cfg.w_max if w_max is None else w_max, gamma=cfg.cbf_gamma, margin=cfg.safety_margin_m,
                      radius=r, fleet_radius=fleet_radius, delay_s=delay_s)
+
+
+def nearby_age_s(cfg) -> float:
+    """The age budget [s] of the neighbour positions a ROS robot filters with (``d_min`` grows by ``2 v τ`` for
+    it): one state period (``1 / state_rate_hz``: how old a robot's broadcast position can be), one control period
+    (the ``nearby`` relay's period) and the run's link delay (``link_delay_s``, where the run has a link model).
+    Dropped deliveries are not in the budget (docs/real-robots.md)."""
+    return 1.0 / cfg.state_rate_hz + cfg.control_period_s + float(getattr(cfg, "link_delay_s", 0.0))
