@@ -264,7 +264,7 @@ NAMING = dict(needs=needs_tables, env={"CONSENSUS_NAMING_TABLES": str(TABLES)})
 RUN: dict[str, Run] = {
     ". .venv/bin/activate": Run(),
     "consensus run aggregation --robots 6 --topology ring --planner average --duration 120 --settle 5 "
-    "--out runs/ring6": Run(check_ring6, background=True, needs=needs_ros),
+    "--set collision_avoidance=none --out runs/ring6": Run(check_ring6, background=True, needs=needs_ros),
     "consensus run aggregation --robots 10 --topology leader_follower --planner average --headless":
         Run(check_leader_follower),
     "consensus run disaster --headless": Run(check_disaster_headless),

@@ -29,7 +29,7 @@ def live(tmp_path_factory):
     out, port = tmp / "run", free_port()
     cmd = [sys.executable, "-m", "consensus.cli", "run", "aggregation", "--robots", "3", "--planner", "average",
            "--duration", str(DURATION_S), "--seed", "5", "--set", "planner_period_s=1.0", "--foxglove", str(port),
-           "--out", str(out)]
+           "--set", "collision_avoidance=none", "--out", str(out)]
     log = open(tmp / "run.log", "w")
     run = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                            env={**os.environ, "PYTHONUNBUFFERED": "1"})

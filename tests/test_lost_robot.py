@@ -25,7 +25,8 @@ def test_the_fleet_goes_on_and_converges_without_a_killed_robot(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "consensus.cli", "run", "aggregation", "--robots", "4", "--planner", "average",
            "--duration", "20", "--seed", "4", "--out", str(out),
-           "--set", "fleet=false", "--set", "robot_timeout_s=1.5", "--set", "init_radius=6"]
+           "--set", "fleet=false", "--set", "robot_timeout_s=1.5", "--set", "init_radius=6",
+           "--set", "collision_avoidance=none"]
     log = open(tmp_path / "run.log", "w")
     run = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                            env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -19,8 +19,10 @@ pytestmark = pytest.mark.ros
 
 
 def _cfg(**kw) -> AggregationConfig:
+    # point robots (the papers'): these tests check that the positions meet; tests/test_collision_ros.py runs the
+    # default (cbf) collision avoidance
     base = dict(num_robots=5, planner="average", planner_period_s=1.0, duration_s=14.0, state_rate_hz=5.0,
-                llm_backend="openai", seed=3)
+                llm_backend="openai", seed=3, collision_avoidance="none")
     base.update(kw)
     return load_config(None, **base)
 

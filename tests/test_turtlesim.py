@@ -245,7 +245,8 @@ def test_real_turtlesim_turtles_converge_in_turtlesims_own_pose(xvfb, tmp_path):
     try:
         run = subprocess.run([sys.executable, "-c", "import sys; from consensus.cli import main; sys.exit(main())",
                               "run", "aggregation", "--sim", "turtlesim", "--planner", "average", "--robots",
-                              str(n), "--seed", "4", "--duration", "25", "--out", str(out), "-q"],
+                              str(n), "--seed", "4", "--duration", "25", "--set", "collision_avoidance=none",
+                              "--out", str(out), "-q"],
                              env=env, capture_output=True, text=True, timeout=240)
     finally:
         watch.send_signal(signal.SIGINT)

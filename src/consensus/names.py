@@ -49,6 +49,7 @@ ODOM = Topic("odom", "nav_msgs/msg/Odometry", "stream")             # the driver
 CMD_VEL = Topic("cmd_vel", "geometry_msgs/msg/Twist", "command")     # the controller's velocity command
 STATE = Topic("state", "geometry_msgs/msg/PointStamped", "stream")  # the robot's position, broadcast to the graph
 NEIGHBORS = Topic("neighbors", "geometry_msgs/msg/PoseArray", "stream")   # the in-neighbours' states (topology)
+NEARBY = Topic("nearby", "geometry_msgs/msg/PoseArray", "stream")   # every other robot's state, for collision avoidance
 TARGET = Topic("target", "geometry_msgs/msg/PointStamped", "events")      # the planner's current target
 PLANNER_REASONING = Topic("planner/reasoning", "std_msgs/msg/String", "events")   # one JSON record per plan
 PLANNER_STATUS = Topic("planner/status", "std_msgs/msg/String", "events")         # counters, control timing
@@ -61,7 +62,7 @@ TF = Topic("/tf", "tf2_msgs/msg/TFMessage", "events")                 # world ->
 TOPOLOGY_GRAPH = Topic("/topology/graph", "std_msgs/msg/String", "latched")   # the communication graph (JSON)
 MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # relative to the recorder: /markers
 
-ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, TARGET, PLANNER_REASONING, PLANNER_STATUS)
+ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEARBY, TARGET, PLANNER_REASONING, PLANNER_STATUS)
 FLEET_TOPICS = (HEALTH, ESTOP, CLOCK, TF, TOPOLOGY_GRAPH, MARKERS)
 
 def robot_topic(robot_id: int, name: str) -> str:

@@ -42,6 +42,7 @@ BACKENDS = ("embedded", "openai", "replay")
 KINEMATICS = ("single_integrator", "unicycle", "point_mass_pid")
 EXECUTORS = ("events", "single")
 SIMS = ("builtin", "turtlesim", "gazebo", "none")   # who moves the robots: our simulator, turtlesim, gz sim, hardware
+COLLISION_AVOIDANCE = ("auto", "cbf", "none")       # ControlParams.collision_avoidance
 
 
 def need(cond: bool, msg: str) -> None:
@@ -251,6 +252,11 @@ class ControlParams:
     target_timeout_s: float = 30.0    # no planner round completed for this long -> zero velocity
     estop_topic: str = "/estop"       # names.ESTOP, std_msgs/Bool: true stops every robot until false (latched)
     dry_run: bool = False             # log the velocity commands instead of publishing them
+    # collision avoidance between robots: the barrier-certificate filter (consensus.control.avoidance)
+    collision_avoidance: str = "auto"   # auto | cbf | none; auto = cbf in ROS runs and with a robots_file, else none
+    safety_margin_m: float = 0.05     # clearance added to the two footprints [m] (localisation, tracking error)
+    cbf_gamma: float = 1.0            # barrier rate γ [1/s]: how early robots brake; at most 1 / control_period_s
+    footprint_radius_m: float = 0.2   # disc covering a robot [m] (the generic preset's); a robots_file's preset wins
 
     RANGES: ClassVar[dict] = {"kp": (1e-6, 1e3), "v_max": (1e-6, 1e2), "w_max": (1e-6, 1e2), "deadband": (0.0, 10.0)}
     #: what a running robot applies when it changes (``ros2 param set /robot_<i>/agent v_max 0.3``, or on ``/fleet``
@@ -259,11 +265,27 @@ class ControlParams:
 
     def _check_control(self) -> None:
         need(self.kinematics in KINEMATICS, f"unknown kinematics '{self.kinematics}'; valid: {', '.join(KINEMATICS)}")
-        need_positive(self, "control_period_s", "kp", "v_max", "w_max", "odom_timeout_s", "target_timeout_s")
+        need_positive(self, "control_period_s", "kp", "v_max", "w_max", "odom_timeout_s", "target_timeout_s",
+                      "cbf_gamma", "footprint_radius_m")
         need(math.isfinite(self.deadband) and self.deadband >= 0, f"deadband must be >= 0 (got {self.deadband})")
         for name in ("kp", "v_max", "w_max", "deadband"):
             lo, hi = ControlParams.RANGES[name]
             need(getattr(self, name) <= hi, f"{name} must be at most {hi:g} (got {getattr(self, name)})")
+        need(self.collision_avoidance in COLLISION_AVOIDANCE,
+             f"unknown collision_avoidance '{self.collision_avoidance}'; valid: {', '.join(COLLISION_AVOIDANCE)}")
+        need(math.isfinite(self.safety_margin_m) and self.safety_margin_m >= 0,
+             f"safety_margin_m must be >= 0 (got {self.safety_margin_m})")
+        need(self.cbf_gamma * self.control_period_s <= 1.0 + 1e-9,
+             f"cbf_gamma must be at most 1 / control_period_s = {1.0 / self.control_period_s:g} (got "
+             f"{self.cbf_gamma:g}): a larger rate lets a pair cross d_min between two control ticks")
+
+    def resolved_collision_avoidance(self, *, ros: bool) -> str:
+        """``cbf`` or ``none``. The rule of ``auto`` (docs/real-robots.md): ``cbf`` for a run whose robots are ROS
+        nodes (``ros``) or real robots (a ``robots_file``), ``none`` for headless studies of point robots (the
+        papers' figures); ``cbf`` and ``none`` are taken as they are."""
+        if self.collision_avoidance != "auto":
+            return self.collision_avoidance
+        return "cbf" if ros or getattr(self, "robots_file", "") else "none"
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Collision avoidance between robots: a barrier-certificate safety filter on velocity commands (no ROS).
 
 Wang, Ames, Egerstedt, "Safety barrier certificates for collision-free multirobot systems", IEEE T-RO 33(3), 2017,
-the filter of the Robotarium. Nothing here is wired into a controller or a node yet: the filter sits between a
+the filter of the Robotarium. The filter sits between a
 controller's nominal command and the robot (``filter_velocity`` for one robot, ``filter_velocities`` for a whole
 fleet in a headless loop or a simulator).
 

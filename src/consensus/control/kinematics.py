@@ -79,6 +79,19 @@ class PointMassPID:
         norm = np.linalg.norm(v, axis=1, keepdims=True)
         return np.where(norm > limit, v / np.maximum(norm, 1e-300) * limit, v)
 
+    def target_for_velocity(self, pos: np.ndarray, u: np.ndarray, dt: float) -> np.ndarray:
+        """The target ``(n, dim)`` whose PID force brings the velocity to ``u`` in the next step of ``dt`` (as far
+        as the force limit allows: the mass then accelerates or brakes at ``max_force / mass``): a velocity
+        command for the mass, e.g. a collision filter's set-point (``consensus.control.avoidance``). The force
+        wanted is ``m (u - v) / dt``; the error that gives it is ``(F + kd e_prev / dt) / (kp + kd / dt)``."""
+        pos = np.asarray(pos, dtype=float)
+        dt = _check_dt(dt)
+        if dt == 0:
+            return pos.copy()
+        force = self.mass * (np.asarray(u, dtype=float) - self.vel) / dt
+        error = (force + self.kd * self.prev_error / dt) / (self.kp + self.kd / dt)
+        return pos + error
+
     def step(self, pos: np.ndarray, target: np.ndarray, dt: float) -> np.ndarray:
         """Positions ``(n, dim)`` after one step of ``dt`` s towards ``target`` ``(n, dim)``."""
         pos = np.asarray(pos, dtype=float)

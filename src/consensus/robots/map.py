@@ -222,3 +222,12 @@ def robot_entry(cfg, robot_id: int) -> RobotEntry | None:
         raise ConfigError(f"{cfg.robots_file}: {len(enabled)} enabled robot(s) but num_robots is {cfg.num_robots} "
                           f"(start the run with `consensus run ... --robots-file`, which sets it)")
     return enabled[robot_id]
+
+
+def fleet_footprint(cfg) -> float:
+    """The largest footprint radius [m] of a run's robots: of the robots file's enabled presets
+    (``Preset.footprint_radius_m``), else the config's ``footprint_radius_m`` (the control group's)."""
+    if not cfg.robots_file:
+        return float(cfg.footprint_radius_m)
+    enabled = check_robots(load_robots(cfg.robots_file), cfg.workspace, cfg.robots_file)
+    return max(e.preset.footprint_radius_m for e in enabled)

@@ -8,6 +8,8 @@ topic                     type                                   meaning
 ``odom`` (sub)            nav_msgs/Odometry                      own pose (from the sim or the real robot)
 ``neighbors`` (sub)       geometry_msgs/PoseArray                states of the robots this one may hear,
                                                                  delivered by the topology node
+``nearby`` (sub)          geometry_msgs/PoseArray                every other robot's state (collision avoidance
+                                                                 only; ``consensus.ros.nearby``)
 ``cmd_vel`` (pub)         geometry_msgs/Twist                    velocity command (body frame)
 ``estop_topic`` (sub)     std_msgs/Bool, reliable, transient     fleet e-stop (``/estop``): true stops the robot
                           local                                  at once and holds zero until false
@@ -35,6 +37,15 @@ The planner never runs on the executor thread: an LLM plan is submitted to a thr
 up the finished result, so a slow or dead endpoint cannot delay ``cmd_vel``. Safety layer in the control tick:
 stale odometry (``odom_timeout_s``) or no completed planning round for ``target_timeout_s`` → zero velocity; the
 target is clamped into the workspace geofence; the speed is saturated at ``v_max``.
+
+Collision avoidance (``collision_avoidance``: ``auto`` is ``cbf`` here, every robot being a ROS node): the
+controller's nominal command goes through the barrier-certificate filter (``consensus.control.avoidance``) before
+it is sent, with the robot's own odometry and the other robots' positions of its newest ``nearby`` message (not
+``neighbors``: a robot must avoid robots it can meet even if the communication graph does not connect them). The
+footprint is the entry's preset's (robots file) or ``footprint_radius_m``; a neighbour's is taken as the fleet's
+largest; ``d_min`` includes the age budget of the positions (``avoidance.nearby_age_s``). The status has
+``collision`` (``Avoidance.info()``: d_min, interventions, infeasible steps, the nearest neighbour seen). Neighbour
+poses with a non-finite or absurd coordinate are dropped and counted (``bad_messages``), as for ``neighbors``.
 
 Real robots (``robots_file``, ``consensus.robots``): robot ``i`` is the ``i``-th enabled entry of the map. Its own
 topics stay as above; the command goes to the entry's driver topic with the preset's type (Twist, or TwistStamped
@@ -71,7 +82,8 @@ from consensus.ros import qos
 from consensus.ros.params import HEALTH, MAX_ABS_VALUE, Health, decode_or_count, guarded, sane
 from consensus.ros.cdr import CdrTemplate, odom_pose, pose_array_xy
 from consensus.control.ticks import TickTimer
-from consensus.robots.map import robot_entry
+from consensus.control.avoidance import avoidance_from_config, nearby_age_s
+from consensus.robots.map import fleet_footprint, robot_entry
 from consensus.robots.presets import ODOMETRY, TWIST
 from consensus import names
 
@@ -89,6 +101,10 @@ class RobotAgent:
         self.kinematics = entry.kinematics(cfg.kinematics) if entry else cfg.kinematics
         v_max, w_max = entry.limits(cfg.v_max, cfg.w_max) if entry else (cfg.v_max, cfg.w_max)
         self.ctrl = make_controller(self.kinematics, kp=cfg.kp, v_max=v_max, w_max=w_max, deadband=cfg.deadband)
+        self.avoid = avoidance_from_config(cfg, ros=True, kinematics=self.kinematics, v_max=v_max, w_max=w_max,
+                                           radius=entry.preset.footprint_radius_m if entry else None,
+                                           fleet_radius=fleet_footprint(cfg), delay_s=nearby_age_s(cfg))
+        self.nearby = np.empty((0, cfg.dim))
         self.cmd_topic = entry.cmd_topic if entry else node.resolve_topic_name(names.CMD_VEL.name)
         self.cmd_type = entry.cmd_type if entry else TWIST
         self.pose_type = entry.pose_type if entry else ODOMETRY
@@ -118,6 +134,10 @@ class RobotAgent:
                                  qos.profile(names.ODOM), raw=True)
         node.create_subscription(PoseArray, names.NEIGHBORS.name, self._on_neighbors_raw, qos.profile(names.NEIGHBORS),
                                  raw=True)
+        self._nearby_raw: bytes | None = None
+        if self.avoid is not None:
+            node.create_subscription(PoseArray, names.NEARBY.name, self._on_nearby_raw, qos.profile(names.NEARBY),
+                                     raw=True)
         # (the raw callbacks above only store bytes; the timers below never let an exception escape)
         node.create_subscription(Bool, cfg.estop_topic, guarded(self._on_estop, f"robot_{robot_id}.estop", self.health),
                                  qos.profile(names.ESTOP))
@@ -165,6 +185,9 @@ class RobotAgent:
     def _on_neighbors_raw(self, data: bytes) -> None:
         self._neighbors_raw = data
 
+    def _on_nearby_raw(self, data: bytes) -> None:
+        self._nearby_raw = data
+
     def _decode_inputs(self) -> None:
         if self._odom_raw is not None:
             raw, self._odom_raw = self._odom_raw, None
@@ -198,17 +221,30 @@ class RobotAgent:
         coordinate is dropped and counted, the others are used."""
         if self._neighbors_raw is not None:
             raw, self._neighbors_raw = self._neighbors_raw, None
-            xy = pose_array_xy(raw)
-            if xy is None:
-                msg = decode_or_count(raw, PoseArray, self.health, "neighbors")
-                if msg is None:
-                    return
-                xy = np.array([(p.position.x, p.position.y) for p in msg.poses], dtype=float).reshape(-1, 2)
-            xy = xy[:, : self.cfg.dim]
-            with np.errstate(invalid="ignore"):
-                good = (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)        # False for NaN and +-inf too
-            self.health.count_bad_message("neighbors", int(len(xy) - good.sum()))
-            self.neighbors = list(xy[good])
+            xy = self._decode_poses(raw, "neighbors")
+            if xy is not None:
+                self.neighbors = list(xy)
+
+    def _decode_nearby(self) -> None:
+        """The newest ``nearby`` message (the positions the collision filter avoids), checked as ``neighbors``."""
+        if self._nearby_raw is not None:
+            raw, self._nearby_raw = self._nearby_raw, None
+            xy = self._decode_poses(raw, "nearby")
+            if xy is not None:
+                self.nearby = xy
+
+    def _decode_poses(self, raw: bytes, what: str) -> np.ndarray | None:
+        xy = pose_array_xy(raw)
+        if xy is None:
+            msg = decode_or_count(raw, PoseArray, self.health, what)
+            if msg is None:
+                return None
+            xy = np.array([(p.position.x, p.position.y) for p in msg.poses], dtype=float).reshape(-1, 2)
+        xy = xy[:, : self.cfg.dim]
+        with np.errstate(invalid="ignore"):
+            good = (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)        # False for NaN and +-inf too
+        self.health.count_bad_message(what, int(len(xy) - good.sum()))
+        return xy[good]
 
     def _on_odom(self, msg: Odometry) -> None:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
@@ -319,9 +355,15 @@ class RobotAgent:
         elif self.kinematics == "unicycle":
             pose = np.array([self.pos[0], self.pos[1], self.yaw])
             v, w = self.ctrl.compute(pose, self.target)
+            if self.avoid is not None:
+                self._decode_nearby()
+                v, w = self.avoid.filter_unicycle(pose, v, w, self.nearby)
             vx, wz = float(v), float(w)
         else:
             vel = self.ctrl.compute(self.pos, self.target)
+            if self.avoid is not None:                  # world-frame velocity through the collision filter
+                self._decode_nearby()
+                vel = self.avoid.filter(self.pos, vel, self.nearby)
             vx = float(vel[0])
             if self.cfg.dim > 1:
                 vy = float(vel[1])
@@ -380,6 +422,8 @@ class RobotAgent:
             state = "degraded" if llm and llm.get("state") in ("retrying", "down") else "ok"
         out = {"robot": self.id, "round": self.round, "state": state, **self.counters, **self.health.counts(),
                "estopped": self.estopped, "control": self.timing.as_dict()}
+        if self.avoid is not None:
+            out["collision"] = self.avoid.info()
         if llm is not None:
             out["llm"] = llm
         return out

@@ -16,7 +16,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Circle, Rectangle
 
 from consensus.control.safety import Geofence
 from consensus.graphs.topology import Graph
@@ -76,13 +76,15 @@ def save_figure(fig: Figure, out_png: str | Path, svg: bool) -> Path:
 
 def paths_figure(times: np.ndarray, positions: np.ndarray, targets: np.ndarray | None = None, *,
                  title: str = "", labels: Sequence[str] | None = None, graph: Graph | None = None,
-                 workspace: Geofence | Sequence[float] | None = None) -> Figure:
+                 workspace: Geofence | Sequence[float] | None = None,
+                 footprint_radius: float | None = None) -> Figure:
     """Paper-1 Fig. 10a: robot paths in the plane.
 
     One solid line per robot, start ``o`` and end ``x`` markers in the robot's colour, the final
     consensus point (centroid of the last positions) as a black star, planned targets (if given)
     as small faint ``+``, communication edges between start positions (if ``graph`` is given and
-    small enough) and the workspace box (dashed) if given.
+    small enough) and the workspace box (dashed) if given. With ``footprint_radius`` (robots kept apart by
+    collision avoidance) each robot's footprint, a disc of that radius, is drawn at its last position.
     """
     positions = _check_traj(positions)
     t_len, n, d = positions.shape
@@ -125,6 +127,9 @@ def paths_figure(times: np.ndarray, positions: np.ndarray, targets: np.ndarray |
                 label=names[i] if n <= MAX_LEGEND_ROBOTS else None)
         ax.plot(*first, "o", color=palette[i], ms=8, mfc="none", mew=1.8)
         ax.plot(*last, "x", color=palette[i], ms=9, mew=2.0)
+        if footprint_radius:
+            ax.add_patch(Circle(last, footprint_radius, facecolor=palette[i], edgecolor=palette[i], alpha=0.25,
+                                lw=1.2, zorder=4))
 
     final = consensus_point(positions[-1])
     if np.all(np.isfinite(final)):
@@ -166,9 +171,11 @@ def paths_figure(times: np.ndarray, positions: np.ndarray, targets: np.ndarray |
 
 def plot_paths(times: np.ndarray, positions: np.ndarray, targets: np.ndarray | None, out_png: str | Path, *,
                title: str = "", labels: Sequence[str] | None = None, graph: Graph | None = None,
-               workspace: Geofence | Sequence[float] | None = None, svg: bool = True) -> Path:
+               workspace: Geofence | Sequence[float] | None = None, svg: bool = True,
+               footprint_radius: float | None = None) -> Path:
     """Write ``paths_figure`` to ``out_png`` (and an SVG beside it); returns the PNG path."""
-    fig = paths_figure(times, positions, targets, title=title, labels=labels, graph=graph, workspace=workspace)
+    fig = paths_figure(times, positions, targets, title=title, labels=labels, graph=graph, workspace=workspace,
+                       footprint_radius=footprint_radius)
     return save_figure(fig, out_png, svg)
 
 

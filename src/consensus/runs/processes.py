@@ -46,12 +46,17 @@ def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None =
     changes: dict = {"output_dir": str(out)}
     if cfg.uses_llm() and cfg.llm_backend == "embedded" and not cfg.llm_base_url:
         changes["llm_base_url"] = f"http://127.0.0.1:{cfg.llm_port}/v1"
+    extra = dict(extra or {})
+    if hasattr(cfg, "resolved_collision_avoidance"):    # the control group's rule: auto is cbf in a ROS run
+        changes["collision_avoidance"] = cfg.resolved_collision_avoidance(ros=True)
+        extra["collision_avoidance"] = {"requested": cfg.collision_avoidance,
+                                        "resolved": changes["collision_avoidance"]}
     cfg = cfg.replace(**changes)
     params = out / "params.yaml"
     params.write_text(cfg.to_ros_params_yaml())
     write_manifest(out, scenario=scenario, config=cfg.to_dict(), seed=cfg.seed,
                    **cfg.manifest_llm(),
-                   mode="ros", extra={"params_file": str(params), **(extra or {})})
+                   mode="ros", extra={"params_file": str(params), **extra})
     return cfg, params
 
 

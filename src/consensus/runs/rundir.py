@@ -9,7 +9,8 @@ Layout::
       trajectories.csv     t, robot, x, y, target_x, target_y (NaN before the first target)
       plans.jsonl          one record per planning round and robot (the planner/reasoning schema)
       transcripts.jsonl    every LLM request/response (LLM runs; replay with --backend replay)
-      summary.json         converged, final_spread_m, consensus_point, time_to_converge_s, llm_calls, ...
+      summary.json         converged, final_spread_m, target_spread_m, min_pair_distance_m, consensus_point,
+                           time_to_converge_s, llm_calls, ... (collision avoidance: converged_on targets, d_min_m)
       paths.png/.svg       paths in the plane (paper 1, Fig. 10a)
       planned_vs_actual.png  planned and actual x, y over time (paper 1, Fig. 10b)
 """
@@ -162,8 +163,13 @@ def read_trajectories(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, targets: np.ndarray,
-             tol: float, counters: dict, title: str, workspace=None, extra: dict | None = None) -> dict:
-    """Write trajectories.csv, summary.json and both plots; return the summary."""
+             tol: float, counters: dict, title: str, workspace=None, extra: dict | None = None,
+             d_min: float | None = None, footprint_radius: float | None = None) -> dict:
+    """Write trajectories.csv, summary.json and both plots; return the summary.
+
+    ``d_min`` (robots kept that far apart by collision avoidance): convergence is judged on the targets and a
+    packing radius (``consensus.metrics.convergence.convergence_summary``); ``footprint_radius``: the footprints
+    drawn at the robots' last positions in paths.png."""
     from consensus.runs.plots import plot_paths, plot_planned_vs_actual
 
     out = Path(out_dir)
@@ -177,7 +183,8 @@ def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, t
     write_trajectories(out / "trajectories.csv", times, positions, targets)
     summary: dict[str, Any] = {"samples": int(len(times))}
     if len(times):
-        summary.update(convergence_summary(times, positions, tol, initial_positions=positions[0]))
+        summary.update(convergence_summary(times, positions, tol, initial_positions=positions[0], targets=targets,
+                                           d_min=d_min))
     else:
         summary.update({"converged": False, "final_spread_m": None, "consensus_point": None,
                         "time_to_converge_s": None})
@@ -186,7 +193,8 @@ def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, t
     if extra:
         summary.update(extra)
     if len(times) >= 2:
-        plot_paths(times, positions, targets, out / "paths.png", title=title, workspace=workspace)
+        plot_paths(times, positions, targets, out / "paths.png", title=title, workspace=workspace,
+                   footprint_radius=footprint_radius)
         plot_planned_vs_actual(times, positions, targets, out / "planned_vs_actual.png",
                                title=title)
         summary["plots"] = ["paths.png", "planned_vs_actual.png"]

@@ -13,6 +13,16 @@ and controllers, but a synchronous loop in one process:
   ``cfg.kinematics == "unicycle"``, or paper 1's 2-D robot (``PointMassPID``: 15 kg, PID force, the paper's code
   uses ``planner_period_s = 2`` and ``control_period_s = 0.1``, i.e. 20 steps a round) when it is
   ``"point_mass_pid"``. With ``dim == 1`` robots move along x only;
+* collision avoidance (``cfg.resolved_collision_avoidance(ros=False)``: ``auto`` is ``none`` here, the papers'
+  point robots, unless a ``robots_file`` names real robots): with ``cbf`` every command goes through the
+  barrier-certificate filter (``consensus.control.avoidance``; every robot knows every position of the same
+  instant). The point mass takes no velocity: its PID is given the target whose force brings its velocity to the
+  filtered set-point ``u`` (``PointMassPID.target_for_velocity``; a target at its own position would let the
+  frictionless mass coast on, its PID acting on the position error only), so it brakes at its force limit, which
+  the braking margin of ``d_min`` covers. The robots then pack
+  around the meeting point: convergence is judged on the targets and a packing radius (``SettleWatch`` is fed
+  ``agreement_measure``; ``consensus.metrics.convergence.convergence_summary`` with ``d_min``), and the summary
+  holds ``collision_avoidance``, ``collision`` (``Avoidance.info()``) and ``min_pair_distance_m``;
 * the number of rounds is ``rounds``, else ``cfg.max_rounds``, else ``floor(duration_s / planner_period_s)``;
   with ``cfg.settle_s > 0`` the loop ends after the round in which the spread has stayed below ``converge_tol_m``
   for ``settle_s`` (``SettleWatch``, sampled at every control step; the series end there). The summary's
@@ -45,7 +55,8 @@ from consensus.control.kinematics import PointMassPID, step_single_integrator, s
 from consensus.errors import ConfigError
 from consensus.graphs.topology import Graph
 from consensus.llm.base import LLMClient
-from consensus.metrics.convergence import SettleWatch, convergence_summary, spread
+from consensus.control.avoidance import Avoidance, avoidance_from_config
+from consensus.metrics.convergence import SettleWatch, convergence_summary, packing_radius, spread
 from consensus.control.planner import Planner, PlanRequest, PlanResult
 from consensus.scenarios.aggregation.planners.factory import planners_from_config
 from consensus.llm.counters import new_counters
@@ -92,6 +103,7 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
         uni = UnicycleController(k_v=cfg.kp, v_max=cfg.v_max, w_max=cfg.w_max, deadband=cfg.deadband)
     else:
         pctl = PController(kp=cfg.kp, v_max=cfg.v_max, deadband=cfg.deadband)
+    avoid = headless_avoidance(cfg)
 
     total = n_rounds * steps + 1
     times = np.arange(total) * dt
@@ -103,7 +115,7 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     counters = new_counters()
 
     settle = SettleWatch(cfg.converge_tol_m, cfg.settle_s)
-    settle.update(0.0, spread(pos))
+    settle.update(0.0, agreement_measure(pos, target, avoid))
     end_reason = "max_rounds" if (rounds is not None or cfg.max_rounds) else "duration"
     rounds_run = n_rounds
     workers = min(cfg.llm_concurrency, n) if cfg.planner == "llm" else 1
@@ -125,14 +137,22 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                 if unicycle:
                     pose = np.column_stack([pos, yaw])
                     v, w = uni.compute_batch(pose, target)
+                    if avoid is not None:
+                        v, w = avoid.filter_batch_unicycle(pose, v, w)
                     pose = step_unicycle(pose, v, w, dt)
                     pos, yaw = pose[:, :2], pose[:, 2]
+                elif mass is not None and avoid is not None:
+                    u = avoid.filter_batch(pos, pctl.compute_batch(pos, target))
+                    pos = mass.step(pos, mass.target_for_velocity(pos, u, dt), dt)
                 elif mass is not None:
                     pos = mass.step(pos, target, dt)
                 else:
-                    pos = step_single_integrator(pos, pctl.compute_batch(pos, target), dt)
+                    u = pctl.compute_batch(pos, target)
+                    if avoid is not None:
+                        u = avoid.filter_batch(pos, u)
+                    pos = step_single_integrator(pos, u, dt)
                 positions[k + 1] = pos
-                settled = settle.update(float(times[k + 1]), spread(pos))
+                settled = settle.update(float(times[k + 1]), agreement_measure(pos, target, avoid))
             if progress is not None:
                 progress(r + 1, n_rounds)
             if settled and r + 1 < n_rounds:
@@ -145,12 +165,46 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     times, positions, targets = times[:end], positions[:end], targets[:end]
     targets[-1] = target
 
-    summary = convergence_summary(times, positions, cfg.converge_tol_m, initial_positions=positions[0])
+    summary = convergence_summary(times, positions, cfg.converge_tol_m, initial_positions=positions[0],
+                                  targets=targets, d_min=None if avoid is None else avoid.d_min_m)
     summary.update(llm_calls=counters["calls"], llm_fallbacks=sum(counters["fallbacks"].values()),
                    parse_failures=counters["parse_failures"], clamped=counters["clamped"], rounds=rounds_run,
-                   end_reason=end_reason, settle_s=cfg.settle_s)
+                   end_reason=end_reason, settle_s=cfg.settle_s, **collision_summary(avoid))
     return AggregationResult(times=times, positions=positions, targets=targets, plan_log=plan_log,
                              counters=counters, summary=summary)
+
+
+def headless_avoidance(cfg: AggregationConfig) -> Avoidance | None:
+    """The fleet's collision filter of a headless run (None: point robots). With a robots file the footprint is
+    the largest of the map's presets (``consensus.robots.map.fleet_footprint``)."""
+    radius = None
+    if cfg.robots_file:
+        from consensus.robots.map import fleet_footprint
+
+        radius = fleet_footprint(cfg)
+    return avoidance_from_config(cfg, ros=False, radius=radius)
+
+
+def agreement_measure(pos: np.ndarray, target: np.ndarray, avoid: Avoidance | None) -> float:
+    """What ``SettleWatch`` compares with ``converge_tol_m``: the positions' spread (point robots); with collision
+    avoidance the targets' spread while every robot stands within the packing radius of the targets' centroid
+    (inf otherwise, or before every robot has a target)."""
+    if avoid is None:
+        return spread(pos)
+    if not np.isfinite(target).all():
+        return math.inf
+    radius = packing_radius(len(pos), avoid.d_min_m)
+    if np.linalg.norm(pos - target.mean(axis=0), axis=1).max() > radius:
+        return math.inf
+    return spread(target)
+
+
+def collision_summary(avoid: Avoidance | None) -> dict:
+    """The summary's collision keys: ``collision_avoidance`` (cbf | none) and, with the filter, ``clearance_m``
+    (the d_min between robot centres that the filter keeps) and ``collision`` (its counters)."""
+    if avoid is None:
+        return {"collision_avoidance": "none"}
+    return {"collision_avoidance": "cbf", "clearance_m": avoid.clearance_m, "collision": avoid.info()}
 
 
 def run_negotiation(planners: Sequence[Planner], initial_states: np.ndarray, graph: Graph, rounds: int, *,

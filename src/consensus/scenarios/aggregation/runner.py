@@ -13,7 +13,7 @@ from typing import Callable
 
 from consensus.errors import ConfigError
 from consensus.llm.from_config import client_from_config
-from consensus.robots.map import apply_robots_file
+from consensus.robots.map import apply_robots_file, fleet_footprint
 from consensus.runs.processes import prepare_run
 from consensus.runs.rundir import finalize, new_run_dir, write_manifest
 from consensus.runs.ros_runner import run_processes
@@ -26,10 +26,12 @@ from consensus.sims import turtlesim
 def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
                         progress: Callable | None = None) -> dict:
     out = new_run_dir(out_dir)
-    cfg = cfg.replace(output_dir=str(out))
+    requested = cfg.collision_avoidance
+    cfg = cfg.replace(output_dir=str(out), collision_avoidance=cfg.resolved_collision_avoidance(ros=False))
     write_manifest(out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
                    **cfg.manifest_llm(),
-                   mode="headless")
+                   mode="headless", extra={"collision_avoidance": {"requested": requested,
+                                                                   "resolved": cfg.collision_avoidance}})
     client, close = client_from_config(cfg, out / "transcripts.jsonl")
     try:
         result = run_headless(cfg, client, progress=progress)
@@ -45,8 +47,12 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
     return finalize(out, times=result.times, positions=result.positions, targets=result.targets,
                     tol=cfg.converge_tol_m, counters=counters,
                     title=f"LLM aggregation (headless), planner={cfg.planner}", workspace=cfg.workspace,
+                    d_min=result.summary.get("d_min_m"),
+                    footprint_radius=fleet_footprint(cfg) if cfg.collision_avoidance == "cbf" else None,
                     extra={"planner": cfg.planner, "topology": cfg.topology, "num_robots": cfg.num_robots,
                            "end_reason": result.summary["end_reason"], "settle_s": cfg.settle_s,
+                           **{k: result.summary[k] for k in ("collision_avoidance", "clearance_m", "collision")
+                              if k in result.summary},
                            **({"prompt_style": cfg.prompt_style} if cfg.uses_llm() else {})})
 
 

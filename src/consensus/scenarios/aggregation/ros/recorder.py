@@ -40,7 +40,10 @@ from visualization_msgs.msg import MarkerArray
 
 from consensus.runs.foxglove_live import REASONING_CHARS, LiveView
 from consensus.runs.ros_runner import announce_results
+from consensus.control.avoidance import avoidance_from_config, nearby_age_s, sum_collision
 from consensus.metrics.convergence import SettleWatch, spread
+from consensus.robots.map import fleet_footprint
+from consensus.scenarios.aggregation.headless import agreement_measure
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.ros import markers
@@ -101,6 +104,10 @@ class Recorder:
         self.rounds_planned = np.zeros(cfg.num_robots, dtype=int)   # planning rounds recorded per robot
         self.t_all_planned: float | None = None                       # when every robot reached max_rounds
         self.settle = SettleWatch(cfg.converge_tol_m, cfg.settle_s)
+        # collision avoidance: the fleet's d_min (largest footprint, the ROS robots' age budget) judges convergence
+        # on the targets and a packing radius, as headless
+        self.footprint = fleet_footprint(cfg)
+        self.avoid = avoidance_from_config(cfg, ros=True, radius=self.footprint, delay_s=nearby_age_s(cfg))
         self.end_reason = "interrupted"                               # until the run ends on its own
         node.create_timer(1.0 / cfg.state_rate_hz, g(self.sample, "recorder.sample"))
         self.publish_health = publish_health(node, self.health)
@@ -198,7 +205,7 @@ class Recorder:
         self.positions.append(pos)
         self.targets.append(self.tgt.copy())
         sp = self._spread(pos)
-        settled = self.settle.update(t, sp)
+        settled = self.settle.update(t, sp if self.avoid is None else self._agreement(pos))
         if t - self.last_progress >= min(PROGRESS_PERIOD_S, self.cfg.planner_period_s) or settled:
             self.last_progress = t
             self.node.get_logger().info(self.progress_line(t, sp))
@@ -225,6 +232,13 @@ class Recorder:
         if self.cfg.planner == "llm":
             line += f"  llm calls {c['llm_calls']}  fallbacks {c['llm_fallbacks']}"
         return line
+
+    def _agreement(self, pos: np.ndarray) -> float:
+        """With collision avoidance: the targets' spread while every present robot is packed around them."""
+        present = ~np.isnan(pos).any(axis=1)
+        if present.sum() < 2:
+            return float("nan")
+        return agreement_measure(pos[present], self.tgt[present], self.avoid)
 
     @staticmethod
     def _spread(pos: np.ndarray) -> float:
@@ -255,6 +269,9 @@ class Recorder:
         ticks = sum(st.get("control", {}).get("ticks", 0) for st in self.status.values())
         on_time = sum(st.get("control", {}).get("on_time", 0) for st in self.status.values())
         out["control_ticks"] = int(ticks)
+        if self.avoid is not None:
+            out["collision"] = sum_collision([st["collision"] for st in self.status.values()
+                                              if isinstance(st.get("collision"), dict)])
         out["control_on_time_share"] = (on_time / ticks) if ticks else None
         out.update(self.health_totals())
         by_node = {name: {k: rec.get(k) for k in ("callback_errors", "bad_messages")}
@@ -333,9 +350,13 @@ class Recorder:
         summary = finalize(self.out, times=times, positions=pos, targets=tgt, tol=self.cfg.converge_tol_m,
                            counters=self.counters(), title=f"Aggregation through ROS 2, planner={self.cfg.planner}",
                            workspace=self.cfg.workspace,
+                           d_min=None if self.avoid is None else self.avoid.d_min_m,
+                           footprint_radius=None if self.avoid is None else self.footprint,
                            extra={"planner": self.cfg.planner, "topology": self.cfg.topology,
                                   "num_robots": n, "duration_s": float(times[-1]) if len(times) else 0.0,
                                   "end_reason": self.end_reason, "settle_s": self.cfg.settle_s,
+                                  "collision_avoidance": "none" if self.avoid is None else "cbf",
+                                  **({} if self.avoid is None else {"clearance_m": self.avoid.clearance_m}),
                                   "per_robot": [self.status.get(i, {}) for i in range(n)],
                                   "lost_robots": sorted(self.lost), "losses": self.losses})
         self.node.get_logger().info(

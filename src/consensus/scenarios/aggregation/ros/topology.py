@@ -11,6 +11,10 @@ the loss (and a return, should the robot come back). States are read
 and the neighbour arrays written as serialized bytes (``consensus.ros.cdr``): at 100 robots on a complete graph a
 relay is 100 messages of 99 poses.
 
+With collision avoidance (``collision_avoidance``: ``auto`` is ``cbf`` in a ROS run) the node also hosts the
+``nearby`` relay (``consensus.ros.nearby.NearbyRelay``): every control period, each robot gets every other robot's
+position (``/robot_<i>/nearby``), independent of the graph, through the same link delay and drops.
+
 The graph is published latched on ``/topology/graph`` (std_msgs/String, JSON of ``Graph.to_dict()``: ``name``,
 ``n``, ``directed``, ``adjacency`` (0/1 rows, row i = whom i hears), ``edges``) and can be switched at run time:
 ``ros2 param set /topology topology ring`` (also ``adjacency``, ``directed``, ``topology_p``, ``leader``); an
@@ -36,6 +40,7 @@ from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.ros.cdr import point_stamped_xy, pose_array_bytes
+from consensus.ros.nearby import NearbyRelay
 from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, node_main, publish_health,
                                   sane)
 from consensus import names
@@ -70,6 +75,8 @@ class TopologyRelay:
         node.create_timer(1.0 / cfg.neighbor_rate_hz, guarded(self.relay, "topology.relay", self.health))
         self.publish_graph()
         self.publish_health = publish_health(node, self.health)
+        self.nearby = (NearbyRelay(node, cfg, self.health) if cfg.resolved_collision_avoidance(ros=True) == "cbf"
+                       else None)
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9

@@ -1,0 +1,134 @@
+"""Collision avoidance as the controllers use it (no ROS): the control group's settings
+(``consensus.settings.ControlParams``: ``collision_avoidance``, ``safety_margin_m``, ``cbf_gamma``,
+``footprint_radius_m``) turned into the barrier-certificate filter of ``consensus.control.collision``, between a
+controller's nominal command and the robot, in each kinematics:
+
+* ``single_integrator``: the world-frame velocity is filtered as it is;
+* ``unicycle``: the robot is filtered on its near-identity point ``l = v_max / w_max`` ahead of the wheel axis
+  (``l`` so the point's speed limit never asks for more than ``w_max``). The controller's ``(v, ω)`` becomes the
+  point's velocity, is filtered with the point's speed limit ``hypot(v_max, l w_max)`` (which every nominal command
+  meets: a command far from everyone passes unchanged), and goes back to ``(v, ω)``; when that asks for more than
+  ``v_max`` or ``w_max`` both are scaled down together (a scaled command stays safe: every pair's constraint admits
+  the zero command, so it admits every point between it and the filtered one);
+* ``point_mass_pid`` (paper 1's 15 kg mass, ``kinematics.PointMassPID``): the velocity set-point is filtered and
+  ``d_min`` grows by the braking distance ``v_max² / a_max`` with ``a_max`` = the mass's force limit / mass.
+
+Distances (module ``collision``): ``clearance_m = r_i + r_j + safety_margin_m`` is what the filter keeps between
+the robots' centres (their footprints plus the margin): the *d_min* that summaries and tests check.
+``d_min_m`` is the distance the filter keeps between its points: ``clearance_m`` plus ``2 l`` (unicycles), the
+braking distance (point mass) and ``2 v τ`` for neighbour positions up to ``delay_s`` = τ old (ROS: the age budget
+of the ``nearby`` positions, ``consensus.ros.robot``). A robot does not know its neighbours' footprints: ``r_j`` is
+the largest footprint of the fleet (``fleet_radius``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from consensus.control.collision import (CollisionCounters, filter_velocities, filter_velocity,
+                                         near_identity_point, point_velocity, safety_distance, unicycle_command)
+from consensus.control.kinematics import PointMassPID
+
+#: the PID point mass's acceleration limit [m/s²]: its force limit over its mass (kinematics.PointMassPID defaults)
+_MASS = PointMassPID(1)
+POINT_MASS_A_MAX = _MASS.max_force / _MASS.mass
+
+
+class Avoidance:
+    """The filter of one robot (``filter``/``filter_unicycle``) or of a whole fleet that knows every position
+    (``filter_batch``/``filter_batch_unicycle``, headless loops); counts into ``counters``."""
+
+    def __init__(self, *, kinematics: str, v_max: float, w_max: float, gamma: float, margin: float, radius: float,
+                 fleet_radius: float | None = None, delay_s: float = 0.0) -> None:
+        self.kinematics = kinematics
+        self.v_max, self.w_max, self.gamma = float(v_max), float(w_max), float(gamma)
+        self.unicycle = kinematics == "unicycle"
+        self.offset = self.v_max / self.w_max if self.unicycle else 0.0
+        # the filtered point's speed limit: a unicycle's point moves at up to hypot(v, l w) = sqrt(2) v_max
+        self.point_v_max = math.hypot(self.v_max, self.offset * self.w_max) if self.unicycle else self.v_max
+        a_max = POINT_MASS_A_MAX if kinematics == "point_mass_pid" else math.inf
+        r_j = radius if fleet_radius is None else max(radius, fleet_radius)
+        self.clearance_m = float(radius + r_j + margin)
+        self.d_min_m = safety_distance(radius, r_j, margin=margin, offset=self.offset, v_max=self.point_v_max,
+                                       a_max=a_max, delay_s=delay_s)
+        self.delay_s = float(delay_s)
+        self.counters = CollisionCounters()
+
+    # ------------------------------------------------------------------ one robot (ROS robot base)
+    def filter(self, pos, u_nom, neighbours) -> np.ndarray:
+        """A world-frame velocity ``(d,)`` for the robot at ``pos`` from its nominal one and the positions
+        ``(k, d)`` it knows of the others."""
+        u, _ = filter_velocity(pos, u_nom, neighbours, self.d_min_m, self.point_v_max, self.gamma,
+                               counters=self.counters)
+        return u
+
+    def filter_unicycle(self, pose, v: float, w: float, neighbours) -> tuple[float, float]:
+        """``(v, ω)`` for the unicycle at ``pose`` = (x, y, yaw) from its nominal ``(v, ω)`` (module docstring)."""
+        pose = np.asarray(pose, dtype=float)
+        point = near_identity_point(pose, self.offset)
+        u_nom = point_velocity(pose[2], v, w, self.offset)
+        u = self.filter(point, u_nom, neighbours)
+        v2, w2 = unicycle_command(pose[2], u, self.offset)
+        return self._cap(v2, w2)
+
+    def _cap(self, v, w):
+        scale = np.minimum(1.0, np.minimum(self.v_max / np.maximum(np.abs(v), 1e-300),
+                                           self.w_max / np.maximum(np.abs(w), 1e-300)))
+        if np.ndim(scale) == 0:
+            return float(v * scale), float(w * scale)
+        return v * scale, w * scale
+
+    # ------------------------------------------------------------------ a fleet that knows every position
+    def filter_batch(self, positions, u_nom, known=None) -> np.ndarray:
+        """World-frame velocities ``(n, d)`` of every robot (each filters its own command; ``known``: what each
+        robot believes the others' positions are, default the true ones)."""
+        u, _ = filter_velocities(positions, u_nom, self.d_min_m, self.point_v_max, self.gamma, known=known,
+                                 counters=self.counters)
+        return u
+
+    def filter_batch_unicycle(self, pose, v, w) -> tuple[np.ndarray, np.ndarray]:
+        """``(v, ω)`` of every unicycle ``pose (n, 3)`` from the nominal ones, every robot filtering on its
+        near-identity point against the others' near-identity points."""
+        pose = np.asarray(pose, dtype=float)
+        points = near_identity_point(pose, self.offset)
+        u = self.filter_batch(points, point_velocity(pose[:, 2], v, w, self.offset))
+        v2, w2 = unicycle_command(pose[:, 2], u, self.offset)
+        return self._cap(v2, w2)
+
+    def info(self) -> dict:
+        """What a run's summary and a robot's status report: the distances and the counters."""
+        return {"clearance_m": self.clearance_m, "d_min_m": self.d_min_m, "offset_m": self.offset,
+                "gamma": self.gamma, "delay_s": self.delay_s, **self.counters.as_dict()}
+
+
+def sum_collision(records: list[dict]) -> dict:
+    """The fleet's totals of several robots' ``Avoidance.info()`` records (steps, interventions, infeasible,
+    invalid, qp_solves summed; min_distance_m the smallest)."""
+    out = {k: int(sum(r.get(k) or 0 for r in records)) for k in ("steps", "interventions", "infeasible", "invalid",
+                                                                 "qp_solves")}
+    mins = [r["min_distance_m"] for r in records if isinstance(r.get("min_distance_m"), (int, float))]
+    out["min_distance_m"] = min(mins) if mins else None
+    return out
+
+
+def avoidance_from_config(cfg, *, ros: bool, kinematics: str | None = None, v_max: float | None = None,
+                          w_max: float | None = None, radius: float | None = None,
+                          fleet_radius: float | None = None, delay_s: float = 0.0) -> Avoidance | None:
+    """The filter of a robot of ``cfg`` (a config with the control group), or None when the rule of
+    ``ControlParams.resolved_collision_avoidance(ros=...)`` says ``none``. ``kinematics``, ``v_max``, ``w_max``,
+    ``radius`` default to the config's (a robots file's entry passes its preset's)."""
+    if cfg.resolved_collision_avoidance(ros=ros) != "cbf":
+        return None
+    r = cfg.footprint_radius_m if radius is None else radius
+    return Avoidance(kinematics=kinematics or cfg.kinematics, v_max=cfg.v_max if v_max is None else v_max,
+                     w_max=cfg.w_max if w_max is None else w_max, gamma=cfg.cbf_gamma, margin=cfg.safety_margin_m,
+                     radius=r, fleet_radius=fleet_radius, delay_s=delay_s)
+
+
+def nearby_age_s(cfg) -> float:
+    """The age budget [s] of the neighbour positions a ROS robot filters with (``d_min`` grows by ``2 v τ`` for
+    it): one state period (``1 / state_rate_hz``: how old a robot's broadcast position can be), one control period
+    (the ``nearby`` relay's period) and the run's link delay (``link_delay_s``, where the run has a link model).
+    Dropped deliveries are not in the budget (docs/real-robots.md)."""
+    return 1.0 / cfg.state_rate_hz + cfg.control_period_s + float(getattr(cfg, "link_delay_s", 0.0))
