@@ -418,3 +418,13 @@ def test_cli_bad_input_exits_2_before_anything_runs(tmp_path, capsys, argv, mess
     assert cli.run(parse_cli([*argv, *(["--out", str(out)] if argv[0] == "experiment" and "--resume" not in argv
                                        else [])]), studies=fx.STUDIES) == 2
     assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_list_shows_long_sweeps_compactly():
+    from consensus.experiments.cli import compact_values
+
+    assert compact_values([2, 4, 6]) == "[2, 4, 6]"
+    tables = [f"table:{k}" for k in range(44)] + [f"memory_invariant:{k / 20}" for k in range(21)]
+    assert compact_values(tables) == ("44 table values (table:0 .. table:43) + 21 memory_invariant values "
+                                      "(memory_invariant:0.0 .. memory_invariant:1.0)")
+    assert compact_values(list(range(2, 24))) == "22 values (2 .. 23)"

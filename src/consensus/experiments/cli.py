@@ -82,6 +82,20 @@ def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if getattr(args, n, None) not in (None, False, [])]
 
 
+def compact_values(values: list) -> str:
+    """A sweep axis as a person reads it: short lists as they are; long ones summarised, e.g. ``44 table values
+    (table:0 .. table:43) + 21 memory_invariant values (memory_invariant:0.0 .. memory_invariant:1.0)`` or ``22
+    values (2 .. 1000)``."""
+    if len(values) <= 8:
+        return "[" + ", ".join(str(v) for v in values) + "]"
+    groups: dict[str, list] = {}
+    for v in values:
+        kind = str(v).split(":", 1)[0] if isinstance(v, str) and ":" in v else ""
+        groups.setdefault(kind, []).append(v)
+    return " + ".join(f"{len(vs)} {kind + ' ' if kind else ''}values ({vs[0]} .. {vs[-1]})"
+                      for kind, vs in groups.items())
+
+
 def _list_presets(studies: Mapping[str, Study]) -> int:
     if not studies:
         print("no presets registered")
@@ -92,7 +106,7 @@ def _list_presets(studies: Mapping[str, Study]) -> int:
         points = 1
         for values in s.default_sweep.values():
             points *= len(values)
-        axes = ", ".join(f"{k}={v}" for k, v in s.default_sweep.items()) or "no sweep"
+        axes = "; ".join(f"{k}: {compact_values(list(v))}" for k, v in s.default_sweep.items()) or "no sweep"
         print(f"{name:<{width}}  {s.description}\n{'':<{width}}  {points} point(s) x {s.default_trials} trials; "
               f"sweep {axes}; parameters: {', '.join(s.defaults)}")
     return 0

@@ -313,37 +313,45 @@ def _run_threaded(todo: list[Trial], run_one: Callable[[Trial], Outcome], thread
 
 # ---------------------------------------------------------------------------------------------
 class Progress:
-    """A one-line progress display on stderr: ``\\r`` updates on a terminal, a line every 10 s otherwise."""
+    """The sweep's progress on stderr, drawn by tqdm: a live bar on a terminal; elsewhere (a log, CI) one plain line
+    every 10 s (tqdm's own text, without the carriage returns that would run a log's lines together)."""
 
     def __init__(self, label: str, total: int, done: int, enabled: bool = True, stream=None) -> None:
-        self.label, self.total, self.done = label, total, done
-        self.ok = self.failed = 0
-        self.enabled = enabled
+        from tqdm import tqdm
+
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.t0 = self._last = time.monotonic()
-        self._start_done = done
+        self.enabled = enabled
+        self.ok = self.failed = 0
+        self._last = time.monotonic()
+        self.bar = tqdm(total=total, initial=done, desc=label, unit="trial", file=self.stream, dynamic_ncols=True,
+                        mininterval=0.1, disable=not (enabled and self.tty), leave=True)
+        self.done, self.total, self._t0, self._start_done, self.label = done, total, time.monotonic(), done, label
 
     def advance(self, status: str) -> None:
         self.done += 1
         self.ok += status == "ok"
         self.failed += status != "ok"
+        self.bar.set_postfix_str(f"ok {self.ok} failed {self.failed}", refresh=False)
+        self.bar.update(1)
         now = time.monotonic()
-        if self.enabled and now - self._last >= (0.1 if self.tty else 10.0):
+        if self.enabled and not self.tty and now - self._last >= 10.0:
             self._last = now
-            self._show(now)
+            self._line(now)
 
-    def _show(self, now: float, end: str = "") -> None:
-        rate = (self.done - self._start_done) / max(now - self.t0, 1e-9)
-        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        text = (f"{self.label}: {self.done}/{self.total} trials  ok {self.ok}  failed {self.failed}  "
-                f"{rate:.1f}/s" + (f"  eta {eta:.0f}s" if eta != float("inf") and self.done < self.total else ""))
-        self.stream.write(("\r" + text + "\033[K" if self.tty else text + "\n") + end)
+    def _line(self, now: float) -> None:
+        from tqdm import tqdm
+
+        text = tqdm.format_meter(self.done - self._start_done, self.total - self._start_done, now - self._t0,
+                                 prefix=f"{self.label} ({self.done}/{self.total})", unit="trial",
+                                 postfix=f"ok {self.ok} failed {self.failed}")
+        self.stream.write(text + "\n")
         self.stream.flush()
 
     def finish(self) -> None:
-        if self.enabled:
-            self._show(time.monotonic(), "\n" if self.tty else "")
+        self.bar.close()
+        if self.enabled and not self.tty:
+            self._line(time.monotonic())
 
 
 # ---------------------------------------------------------------------------------------------
