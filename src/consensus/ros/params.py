@@ -33,7 +33,8 @@ import rclpy
 import rclpy.executors
 import rclpy.task
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.exceptions import ParameterUninitializedException
+from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterValueException,
+                               ParameterUninitializedException)
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.serialization import deserialize_message
@@ -42,6 +43,7 @@ from std_msgs.msg import String
 
 import typing
 
+from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus import names
 
@@ -79,11 +81,16 @@ def declare_config(node: Node, cls: type, runtime: Iterable[str] = ()):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         desc = descriptor(f.name, docs.get(f.name, ""), ranges.get(f.name), f.name in runtime, types[f.name])
         if not node.has_parameter(f.name):
-            if isinstance(default, list) and not default:
-                (item,) = typing.get_args(types[f.name]) or (str,)
-                node.declare_parameter(f.name, _LIST_TYPES[item], desc)
-            else:
-                node.declare_parameter(f.name, default, desc)
+            try:
+                if isinstance(default, list) and not default:
+                    (item,) = typing.get_args(types[f.name]) or (str,)
+                    node.declare_parameter(f.name, _LIST_TYPES[item], desc)
+                else:
+                    node.declare_parameter(f.name, default, desc)
+            except (InvalidParameterValueException, InvalidParameterTypeException) as exc:
+                # a params-file or -p value outside the declared range, or of the wrong type: bad input, one line
+                raise ConfigError(f"node '{node.get_fully_qualified_name()}' parameters: {f.name}: "
+                                  f"{' '.join(str(exc).split())}") from None
         try:
             value = node.get_parameter(f.name).value
         except ParameterUninitializedException:
