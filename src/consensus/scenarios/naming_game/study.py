@@ -37,7 +37,6 @@ import numpy as np
 
 from consensus.errors import ConfigError
 from consensus.experiments.study import Study, Trial, TrialContext
-from consensus.scenarios.naming_game.game import H_MAX, H_MIN
 
 TABLES_ENV = "CONSENSUS_NAMING_TABLES"
 SIZES = sorted({int(round(v)) for v in np.logspace(np.log10(2), 3, 22)} | {2, 1000})
@@ -163,17 +162,20 @@ def resolve_policy(params: dict):
 
 
 def _validate(params: dict) -> None:
+    """The trial's game settings checked by the scenario's config class (the same names' meaning and bounds as
+    ``consensus run naming-game``; a study's ``agents`` is the config's ``num_robots``, N). The policy is resolved
+    per trial (``resolve_policy``: a study names tables by index or model/words, not by path)."""
+    from consensus.scenarios.naming_game.config import NamingGameConfig
+
     for key in ("agents", "runs", "max_rounds", "memory"):
         if isinstance(params[key], bool) or not isinstance(params[key], int):
             raise ConfigError(f"{key} must be an integer (got {params[key]!r})")
-    if not 2 <= params["agents"] <= 10 ** 6:
-        raise ConfigError(f"agents (N) must be in [2, 1000000] (got {params['agents']})")
-    if not 1 <= params["runs"] <= 10 ** 6 or not 1 <= params["max_rounds"] <= 10 ** 6:
-        raise ConfigError("runs and max_rounds must be in [1, 1000000]")
-    if not H_MIN <= params["memory"] <= H_MAX:
-        raise ConfigError(f"memory (H) must be in [{H_MIN}, {H_MAX}] (got {params['memory']})")
-    if not 0.5 < float(params["threshold"]) <= 1.0:
-        raise ConfigError(f"threshold must be in (0.5, 1] (got {params['threshold']})")
+    try:
+        NamingGameConfig.from_dict({"num_robots": params["agents"], "memory": params["memory"],
+                                    "runs": params["runs"], "max_rounds": params["max_rounds"],
+                                    "threshold": params["threshold"]})
+    except ConfigError as exc:                      # the study's name for N in the message
+        raise ConfigError(str(exc).replace("num_robots (N)", "agents (N)")) from None
 
 
 # ----------------------------------------------------------------------------------------------------- trials
