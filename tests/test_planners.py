@@ -343,7 +343,7 @@ def test_make_planner_errors():
 
 def test_planners_from_config():
     cfg = AggregationConfig(num_robots=3, planner="llm", personalities=["stubborn", "none", "suggestible"],
-                            memory=True, llm_temperature=0.3, llm_max_tokens=77, parse_retries=1, llm_model="q",
+                            keep_history=True, llm_temperature=0.3, llm_max_tokens=77, parse_retries=1, llm_model="q",
                             workspace=[-2.0, 2.0, -3.0, 3.0], llm_backend="openai")
     planners = planners_from_config(cfg, ScriptedClient("x"))
     assert [p.personality for p in planners] == ["stubborn", "none", "suggestible"]

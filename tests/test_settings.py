@@ -90,3 +90,11 @@ def test_discussion_scenarios_compose_one_discussion_group_with_one_count_field(
             cfg.replace(fallback_policy="stay")
         with pytest.raises(ConfigError, match="unknown fallback_policy"):
             cfg.replace(fallback_policy="panic")
+
+
+def test_a_renamed_parameter_is_refused_with_its_new_name():
+    from consensus.scenarios.aggregation.config import AggregationConfig, load_config
+
+    with pytest.raises(ConfigError, match="parameter 'memory' is now called 'keep_history'"):
+        AggregationConfig.from_dict({"memory": True})
+    assert load_config(None, keep_history=True).keep_history is True

@@ -67,7 +67,7 @@ def test_presets_are_registered_with_the_paper_sweeps():
     ({"init_low": 50.0, "init_high": 50.0}, "init_low must be below init_high"),
     ({"init_low": 0.2, "init_high": 0.8}, r"no integer in \[init_low, init_high\]"),
     ({"converge_tol": 0.0}, r"converge_tol must be a number in \(0.0"),
-    ({"memory": "yes"}, "memory must be true or false"),
+    ({"keep_history": "yes"}, "keep_history must be true or false"),
 ])
 def test_bad_parameters_are_config_errors(change, message):
     with pytest.raises(ConfigError, match=message):

@@ -93,6 +93,9 @@ class FlatParams:
 
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {}
     RUNTIME: ClassVar[tuple[str, ...]] = ()
+    #: fields renamed so that a word means one thing in every scenario: old name -> new (the old one is refused
+    #: with a message naming the new)
+    RENAMED: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -130,6 +133,9 @@ class FlatParams:
         for key, value in data.items():
             if key == "use_sim_time":       # ROS's own parameter, accepted everywhere
                 continue
+            if key not in known and key in cls.RENAMED:
+                raise ConfigError(f"{source}: parameter '{key}' is now called '{cls.RENAMED[key]}' (one meaning per "
+                                  f"word across scenarios)")
             if key not in known:
                 close = [k for k in known if k.startswith(str(key)[:4])]
                 hint = f" (did you mean {', '.join(sorted(close))}?)" if close else ""

@@ -43,7 +43,7 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
     # planning
     planner: str = "average"          # not llm: an LLM run is asked for (--planner llm), never started by accident
     personalities: list[str] = field(default_factory=list)   # per robot; empty = all "none"
-    memory: bool = False              # LLM planner keeps the chat history (1-D paper setting)
+    keep_history: bool = False        # the LLM planner keeps its chat history (paper 1's 1-D setting)
 
     # run
     duration_s: float = 40.0          # the run's length, or its upper bound when settle_s ends it earlier
@@ -51,6 +51,7 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
     settle_s: float = 0.0             # end the run once the spread stayed below converge_tol_m this long (0 = never)
 
     # ------------------------------------------------------------------
+    RENAMED: ClassVar[dict] = {"memory": "keep_history"}    # `memory` is the naming game's H
     RANGES: ClassVar[dict] = {"topology_p": (0.0, 1.0), "link_drop_prob": (0.0, 0.999999), "link_delay_s": (0.0, 1e3),
                               "settle_s": (0.0, 1e6)}
 

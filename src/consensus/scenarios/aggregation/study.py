@@ -10,7 +10,7 @@ and a graph from ``consensus.graphs.topology.make_graph``:
   ``[init_low, init_high]`` (both included; section 2: "randomly assigned a number between 0 to 100", and the
   paper's examples are integers: 39, 65, 87) or uniform reals with ``init_integer: false``. 2-D draws each axis
   the same way;
-* ``rounds`` negotiation rounds (the paper plots 10); the LLM planner keeps its chat history with ``memory``
+* ``rounds`` negotiation rounds (the paper plots 10); the LLM planner keeps its chat history with ``keep_history``
   (the paper's 1-D setting; its 2-D code kept none, so ``consensus-2d`` defaults to false);
 * ``personalities``: comma-separated ``name`` or ``name*count`` (``stubborn*7,suggestible*3``); one entry is
   given to every agent, several must add up to ``agents`` (``agents: null`` = as many as listed). With a
@@ -79,7 +79,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "init_integer": True,         # integers (the paper's examples) or reals
     "topology": "complete",       # see TOPOLOGIES
     "personalities": "none",      # "none" | "stubborn,suggestible" | "stubborn*7,suggestible*3" ...
-    "memory": True,               # LLM keeps its chat history (paper 1-D); false = self-contained prompts
+    "keep_history": True,         # LLM keeps its chat history (paper 1-D); false = self-contained prompts
     "history_rounds": 0,          # remembered exchanges sent (0 = all of them, the paper's; bounded by the context)
     "prompt_style": "paper",      # paper | json | tools (consensus.llm.styles; docs/model-card.md)
     "parse_retries": 2,           # LLM re-asks after an unreadable reply
@@ -185,7 +185,7 @@ def setup(params: dict) -> Setup:
                  rounds=_int(params, "rounds", 1, MAX_ROUNDS), temperature=_num(params, "temperature", 0.0, 2.0),
                  personalities=personalities, graph=_graph(topology, len(personalities)),
                  init_low=lo, init_high=hi, init_integer=_bool(params, "init_integer"),
-                 memory=_bool(params, "memory"), history_rounds=_int(params, "history_rounds", 0, MAX_ROUNDS),
+                 memory=_bool(params, "keep_history"), history_rounds=_int(params, "history_rounds", 0, MAX_ROUNDS),
                  prompt_style=_style(params["prompt_style"]),
                  parse_retries=_int(params, "parse_retries", 0, 10),
                  converge_tol=_num(params, "converge_tol", 0.0, 1e6, open_low=True),
@@ -687,7 +687,7 @@ STUDIES = [
           uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls),
     Study(name="consensus-2d",
           description="paper 1 Fig. 4 for positions in the plane: consensus point vs initial centroid vs N",
-          defaults=_defaults(dim=2, memory=False),
+          defaults=_defaults(dim=2, keep_history=False),
           default_sweep={"agents": [2, 4, 6, 8], "temperature": [0.0, 0.7]},
           default_trials=100, run_trial=run_trial,
           report=lambda records, out: report_consensus(records, out, "consensus-2d"),

@@ -49,7 +49,7 @@ def planners_from_config(cfg: AggregationConfig, client: LLMClient | None) -> li
     geofence = Geofence.from_bounds(cfg.workspace)
     llm_kw: dict[str, Any] = {}
     if cfg.planner == "llm":
-        llm_kw = dict(memory=cfg.memory, model=cfg.llm_model, temperature=cfg.llm_temperature,
+        llm_kw = dict(memory=cfg.keep_history, model=cfg.llm_model, temperature=cfg.llm_temperature,
                       max_tokens=cfg.llm_max_tokens, parse_retries=cfg.parse_retries, num_agents=cfg.num_robots,
                       style=cfg.prompt_style)
     return [make_planner(cfg.planner, dim=cfg.dim, robot_id=i, personality=cfg.personality_of(i), client=client,
