@@ -88,7 +88,7 @@ from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCU
 from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
 from consensus.ros.params import (node_main, HEALTH, Health, decode_or_count, guarded, publish_health, sane, sum_health)
 from consensus.scenarios.disaster.environment import cell_centre
-from consensus.scenarios.disaster.headless import attended_cells
+from consensus.scenarios.disaster.headless import attended_cells, start_cells
 from consensus.scenarios.disaster.processes import controller_config
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
 
@@ -119,7 +119,7 @@ class DisasterGrid:
         self.env = DisasterEnv(cfg.env_config(), seed=cfg.seed)
         self.pos = np.full((self.n, 2), np.nan)
         self.targets = np.full((self.n, 2), np.nan)
-        self.goals: list | None = None             # every drone's chosen cell of the current flight
+        self.goals: list | None = start_cells(cfg)  # every drone's chosen cell of the last flight (at first: start)
         self.status: dict[int, dict] = {}
         self.aggregator_status: dict | None = None
         self.clock = RoundClock(cfg, self._now(), parse_reply=partial(reply_from_dict, width=cfg.width,
