@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from consensus.errors import ConfigError
+from consensus.metrics.convergence import arrival_radius
 from consensus.scenarios.naming_game.policy import fixed_bias, memory_invariant, save_policies
 from consensus.scenarios.naming_game.robots import (PairSchedule, Player, RobotsGameConfig, Tally, controller_config,
                                                     fleet_policy, play_headless, result_line, robot_generator,
@@ -221,13 +222,38 @@ def _check_against_reference(summary: dict, out: Path, cfg) -> None:
         assert summary[key] == reference.summary[key], key
     assert summary["bad_messages"] == 0 and summary["callback_errors"] == 0
     assert summary["timeouts"] == [0] * cfg.num_robots
-    # every robot ended at the point of its last word
-    assert summary["arrived"] is True
-    for rob, word in zip(summary["robots"], reference.summary["final_words"]):
+    # every robot ended at the point of its last word: within arrival_tolerance_m, or (collision avoidance, auto =
+    # cbf through ROS) packed around it with the robots of the same word
+    assert summary["arrived"] is True and summary["collision_avoidance"] == "cbf"
+    final = reference.summary["final_words"]
+    for rob, word in zip(summary["robots"], final):
         assert rob["word"] == word
         point = [[-4.0, 0.0], [4.0, 0.0]][word]
         assert rob["target"] == point
-        assert np.linalg.norm(np.subtract(rob["position"], point)) <= cfg.arrival_tolerance_m
+        radius = arrival_radius(cfg.arrival_tolerance_m, final.count(word), summary["d_min_m"])
+        assert rob["arrival_radius_m"] == pytest.approx(radius)
+        assert np.linalg.norm(np.subtract(rob["position"], point)) <= radius
+    # and no two robots ever came closer than the clearance (footprints + margin) the filter keeps: from the
+    # odometry of the run's bag
+    closest, robots_seen = _closest_in_bag(out)
+    assert robots_seen == cfg.num_robots and closest >= summary["clearance_m"], closest
+    assert summary["collision"]["infeasible"] == 0
+
+
+def _closest_in_bag(out: Path) -> tuple[float, int]:
+    """(smallest distance between two robots' newest odometry at any odometry message, robots seen)."""
+    from consensus.runs.bag import read_messages
+
+    last: dict[str, tuple[float, float]] = {}
+    closest = np.inf
+    for topic, _type, _t, msg in read_messages(out / "bag"):
+        if topic.endswith("/odom"):
+            last[topic] = (msg.pose.pose.position.x, msg.pose.pose.position.y)
+            if len(last) > 1:
+                p = np.asarray(list(last.values()))
+                closest = min(closest, float(np.linalg.norm(p[:, None] - p[None], axis=2)[np.triu_indices(len(p), 1)]
+                                             .min()))
+    return closest, len(last)
 
 
 @pytest.mark.ros

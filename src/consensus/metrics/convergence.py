@@ -235,6 +235,15 @@ def packing_radius(n: int, d_min: float) -> float:
     return (0.5 * math.sqrt(max(int(n), 1)) + 1.0) * float(d_min)
 
 
+def arrival_radius(tolerance: float, k: int, d_min: float | None) -> float:
+    """How close to its goal point a robot must be to count as arrived when ``k`` robots (itself included) were
+    sent to that point: ``tolerance``, or with collision avoidance (``d_min``) and ``k >= 2`` at least
+    ``packing_radius(k, d_min)`` (robots kept ``d_min`` apart pack around a shared point instead of reaching it)."""
+    if d_min is None or int(k) < 2:
+        return float(tolerance)
+    return max(float(tolerance), packing_radius(k, d_min))
+
+
 def packed_agreement_mask(positions: np.ndarray, targets: np.ndarray, tol: float, radius: float) -> np.ndarray:
     """``(T,)`` bool, consensus of robots that cannot meet at one point (collision avoidance): the planners agree
     (the spread of the present targets is below ``tol``, as ``converged_mask`` judges positions) and every present

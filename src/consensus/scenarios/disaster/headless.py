@@ -19,7 +19,19 @@ Motion:
   ``((x + 0.5) s, (y + 0.5) s)`` with ``s = cell_size_m``, under ``consensus.control.PController`` (``kp``,
   ``v_max``, ``deadband``) and a single integrator, steps of ``control_period_s``; it attends the cell it is in at
   the round's end, ``(floor(px / s), floor(py / s))`` clipped to the grid. A far cell takes more than one round.
-  The positions of every step go to ``trajectories.csv``.
+  The positions of every step go to ``trajectories.csv``. Collision avoidance (``collision_avoidance``; ``auto``
+  is ``none`` here, as in the paper): with ``cbf`` every step's
+  velocities go through the barrier-certificate filter (``consensus.control.avoidance``, every drone knowing
+  every position of the same instant; drones that start on one cell stand on a circle around its centre,
+  ``start_positions``), so drones sent to the same cell pack around its centre instead of
+  meeting there, and a packed drone may stand over a neighbouring cell: it attends its chosen cell while it is
+  within ``arrival_radius`` (``consensus.metrics.convergence``: ``packing_radius(k, d_min)`` for the k drones
+  sent to that cell) of the cell's centre (``attended_cells``). The summary then holds ``collision_avoidance``,
+  ``clearance_m``, ``collision`` (the filter's counters) and ``min_pair_distance_m`` (the closest two drones
+  came, from the trajectories).
+
+The filter needs velocities: with ``teleport`` there are none, and it does not apply (``collision_avoidance`` is
+reported as ``none``).
 
 Run directory (``out_dir``; the layout of ``consensus.runs.rundir``)::
 
@@ -38,6 +50,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -45,8 +58,10 @@ from typing import Callable
 
 import numpy as np
 
+from consensus.control.avoidance import Avoidance, avoidance_from_config
 from consensus.control.controller import PController
 from consensus.control.kinematics import step_single_integrator
+from consensus.metrics.convergence import arrival_radius, min_pair_distance_series
 from consensus.scenarios.disaster import metrics
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.config import DisasterConfig
@@ -64,14 +79,66 @@ def start_cells(cfg: DisasterConfig) -> list[Cell]:
     return [(int(rng.integers(cfg.width)), int(rng.integers(cfg.height))) for _ in range(cfg.num_robots)]
 
 
+def start_positions(cfg: DisasterConfig, cells: list[Cell], d_min: float | None) -> np.ndarray:
+    """Where the drones start: their start cells' centres; with collision avoidance (``d_min``) the k >= 2 drones
+    of one cell stand evenly on a circle around its centre, ``1.1 d_min`` apart (drones at one point would stop
+    for good: the filter has no direction to push them apart)."""
+    pos = cell_centre(cells, cfg.cell_size_m).reshape(len(cells), 2)
+    if d_min is None:
+        return pos
+    groups: dict[Cell, list[int]] = {}
+    for i, c in enumerate(cells):
+        groups.setdefault(tuple(c), []).append(i)
+    for members in groups.values():
+        k = len(members)
+        if k < 2:
+            continue
+        r = 0.55 * d_min / np.sin(np.pi / k)
+        for m, i in enumerate(members):
+            a = 2.0 * np.pi * m / k
+            pos[i] += r * np.array([np.cos(a), np.sin(a)])
+    return pos
+
+
+def cells_under(positions: np.ndarray, cfg: DisasterConfig) -> list[Cell]:
+    """The cell under each position: ``(floor(x / s), floor(y / s))`` clipped to the grid."""
+    idx = np.floor(np.asarray(positions, dtype=float) / cfg.cell_size_m).astype(int)
+    return [(int(min(max(x, 0), cfg.width - 1)), int(min(max(y, 0), cfg.height - 1))) for x, y in idx]
+
+
+def attended_cells(positions: np.ndarray, goals: list[Cell] | None, cfg: DisasterConfig,
+                   d_min: float | None) -> list[Cell]:
+    """The cell each drone attends: the cell under it (``cells_under``); with collision avoidance (``d_min``, the
+    filter's) a drone within ``arrival_radius(s / 2, k, d_min)`` of its goal cell's centre, k the drones sent to
+    that cell, attends its goal (drones kept ``d_min`` apart pack around a shared cell's centre and may stand over
+    a neighbouring cell)."""
+    under = cells_under(positions, cfg)
+    if d_min is None or goals is None:
+        return under
+    counts = Counter(goals)
+    out = []
+    for i, (cell, goal) in enumerate(zip(under, goals)):
+        dist = float(np.linalg.norm(np.asarray(positions[i], dtype=float) - cell_centre(goal, cfg.cell_size_m)))
+        out.append(goal if dist <= arrival_radius(0.5 * cfg.cell_size_m, counts[goal], d_min) else cell)
+    return out
+
+
+def flight_avoidance(cfg: DisasterConfig) -> Avoidance | None:
+    """The collision filter of a headless kinematic flight (None: teleport, or ``none`` by the rule)."""
+    return avoidance_from_config(cfg, ros=False) if cfg.motion == "kinematic" else None
+
+
 class KinematicFlight:
-    """P controller + single integrator between cell centres (module docstring); keeps every sample."""
+    """P controller + single integrator between cell centres, through the collision filter when there is one
+    (module docstring); keeps every sample."""
 
     def __init__(self, cfg: DisasterConfig, cells: list[Cell]) -> None:
         self.cfg = cfg
         self.ctl = PController(kp=cfg.kp, v_max=cfg.v_max, deadband=cfg.deadband)
+        self.avoid = flight_avoidance(cfg)
+        self.goals: list[Cell] | None = None
         self.steps = max(1, int(round(cfg.round_time_s / cfg.control_period_s)))
-        self.pos = self.centres(cells)
+        self.pos = start_positions(cfg, cells, None if self.avoid is None else self.avoid.d_min_m)
         self.times: list[float] = [0.0]
         self.positions: list[np.ndarray] = [self.pos.copy()]
         self.targets: list[np.ndarray] = []
@@ -80,19 +147,31 @@ class KinematicFlight:
         return cell_centre(cells, self.cfg.cell_size_m)
 
     def cells(self) -> list[Cell]:
-        idx = np.floor(self.pos / self.cfg.cell_size_m).astype(int)
-        return [(int(min(max(x, 0), self.cfg.width - 1)), int(min(max(y, 0), self.cfg.height - 1)))
-                for x, y in idx]
+        return attended_cells(self.pos, self.goals, self.cfg, None if self.avoid is None else self.avoid.d_min_m)
 
     def fly(self, goals: list[Cell]) -> list[Cell]:
+        self.goals = list(goals)
         target = self.centres(goals)
         dt = self.cfg.control_period_s
         for _ in range(self.steps):
             self.targets.append(target)
-            self.pos = step_single_integrator(self.pos, self.ctl.compute_batch(self.pos, target), dt)
+            u = self.ctl.compute_batch(self.pos, target)
+            if self.avoid is not None:
+                u = self.avoid.filter_batch(self.pos, u)
+            self.pos = step_single_integrator(self.pos, u, dt)
             self.times.append(self.times[-1] + dt)
             self.positions.append(self.pos.copy())
         return self.cells()
+
+    def collision_summary(self) -> dict:
+        """``collision_avoidance`` (cbf | none), ``min_pair_distance_m`` (from every sample) and, with the filter,
+        ``clearance_m`` (the distance it keeps between drone centres) and ``collision`` (``Avoidance.info()``)."""
+        mins = min_pair_distance_series(np.asarray(self.positions))
+        out: dict = {"collision_avoidance": "none" if self.avoid is None else "cbf",
+                     "min_pair_distance_m": float(np.nanmin(mins)) if np.isfinite(mins).any() else None}
+        if self.avoid is not None:
+            out.update(clearance_m=self.avoid.clearance_m, collision=self.avoid.info())
+        return out
 
     def write(self, path: Path) -> None:
         targets = self.targets + [self.targets[-1] if self.targets else self.positions[0]]
@@ -170,6 +249,7 @@ def _simulate(run: DisasterConfig, client: LLMClient | None, out: Path | None, p
         flight.write(out / "trajectories.csv")
     summary = metrics.summarize(outcomes, env.all_disasters(), env.round)
     summary.update(counters)
+    summary.update(flight.collision_summary() if flight is not None else {"collision_avoidance": "none"})
     summary.update(
         label=run.mode if run.mode == "implicit" else f"explicit ({run.strategy})", planner=run.planner,
         mode=run.mode, strategy=run.strategy if run.mode == "explicit" else "", roles=run.roles,

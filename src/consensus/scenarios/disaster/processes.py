@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from consensus.robots.map import fleet_avoidance
 from consensus.runs.processes import ProcessSpec, bag_specs, robot_base_overrides, robot_specs
 from consensus.scenarios.disaster.config import DisasterConfig
-from consensus.scenarios.disaster.environment import cell_centre
-from consensus.scenarios.disaster.headless import start_cells
+from consensus.scenarios.disaster.headless import start_cells, start_positions
 from consensus.settings import RobotBaseConfig
 
 SIM_RATE_HZ = 20.0
@@ -49,9 +49,12 @@ def controller_config(cfg: DisasterConfig, **settings: Any) -> tuple[RobotBaseCo
 
 
 def sim_params(cfg: DisasterConfig, *, use_sim_time: bool = False) -> dict:
-    """The ``sim`` node's parameters on top of the disaster file: drones at their start cells' centres."""
+    """The ``sim`` node's parameters on top of the disaster file: drones at their start cells' centres (with
+    collision avoidance, drones sharing a start cell on a circle around it: ``headless.start_positions``)."""
     run = cfg.resolved()
-    centres = [float(v) for cell in start_cells(run) for v in cell_centre(cell, cfg.cell_size_m)]
+    avoid = fleet_avoidance(controller_config(cfg)[0], ros=True)
+    start = start_positions(run, start_cells(run), None if avoid is None else avoid.d_min_m)
+    centres = [float(v) for v in start.ravel()]
     _, overrides = controller_config(cfg, initial_positions=centres, publish_clock=bool(use_sim_time))
     return {**overrides, "use_sim_time": False}
 

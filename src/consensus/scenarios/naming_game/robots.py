@@ -70,7 +70,8 @@ class RobotsParams(ControlParams):
     interaction_period_s: float = 1.0   # the matchmaker announces one pair this often
     answer_timeout_s: float = 2.0       # a robot's word is due this long after its pair is announced
     rendezvous: list[float] = field(default_factory=lambda: [-4.0, 0.0, 4.0, 0.0])   # [xA, yA, xB, yB]
-    arrival_tolerance_m: float = 0.3    # after the game: a robot this close to its point has arrived
+    arrival_tolerance_m: float = 0.3    # after the game: a robot this close to its point has arrived (collision
+                                        # avoidance: at least the packing radius, ros/matchmaker.py)
     arrival_timeout_s: float = 30.0     # after the game: wait at most this long for every robot to arrive
 
     def _check_robots(self) -> None:

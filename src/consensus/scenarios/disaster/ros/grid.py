@@ -8,6 +8,7 @@ and steps it once per round, exactly as ``consensus.scenarios.disaster.headless`
     decision = rounds.run_round(recorded, ...)   the core's round assembly over the replies received
     flight                                       -> /disaster/state phase "flight" with every drone's cell
     cells = cells under the drones' odometry     (x, y) = (floor(px / s), floor(py / s)) clipped to the grid
+                                                 (with collision avoidance: ``attended_cells``, below)
     outcome = env.end_round(cells, decision.actions)      -> /disaster/metrics, rounds.jsonl
 
 The round protocol itself — phases, deadlines (``round_timeout_s``), timeouts of silent drones, late and malformed
@@ -20,6 +21,16 @@ round, write the results).
 Flight: the drones always fly (P controller, ``v_max``); nobody is teleported. With ``motion: teleport`` — the
 paper's "on its chosen cell at the round's end" — the node tells the clock the drones have arrived when every drone
 is within ``ARRIVE_FRACTION`` of a cell of its chosen cell's centre.
+
+Collision avoidance (``collision_avoidance``: ``auto`` is ``cbf`` in a ROS run, whatever the ``motion``: the ROS
+drones always fly): every drone filters its command (``consensus.ros.robot``) with the positions of the ``nearby``
+relay (``consensus.ros.nearby.NearbyRelay``), which this node hosts. Drones sent to the same cell then pack around
+its centre: a drone within ``arrival_radius`` (``consensus.metrics.convergence``: at least ``packing_radius(k,
+d_min)`` for the k drones sent there, d_min the fleet's, age budget included) of its chosen cell's centre has
+arrived (teleport) and attends its chosen cell even when it stands over a neighbour
+(``consensus.scenarios.disaster.headless.attended_cells``). The summary holds ``collision_avoidance``,
+``clearance_m``, ``d_min_m``, ``min_pair_distance_m`` (from the sampled odometry) and ``collision`` (the drones'
+filter counters summed, ``avoidance.sum_collision``).
 
 Topics (relative; the node lives in the root namespace): ``disaster/state`` (the round clock, schema in
 ``consensus.scenarios.disaster.ros.agent``; re-published every ``HEARTBEAT_S``), ``disaster/metrics``
@@ -59,6 +70,10 @@ from rclpy.node import Node
 from std_msgs.msg import ColorRGBA, String
 from visualization_msgs.msg import Marker, MarkerArray
 
+from consensus.control.avoidance import sum_collision
+from consensus.robots.map import fleet_avoidance
+from consensus.metrics.convergence import arrival_radius, min_pair_distance_series
+from consensus.ros.nearby import NearbyRelay
 from consensus.runs.ros_runner import announce_results
 from consensus.scenarios.disaster import metrics
 from consensus.scenarios.disaster.environment import DisasterEnv
@@ -73,6 +88,8 @@ from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCU
 from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
 from consensus.ros.params import (node_main, HEALTH, Health, decode_or_count, guarded, publish_health, sane, sum_health)
 from consensus.scenarios.disaster.environment import cell_centre
+from consensus.scenarios.disaster.headless import attended_cells, start_cells
+from consensus.scenarios.disaster.processes import controller_config
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
 
 ARRIVE_FRACTION = 0.25        # teleport flights end when every drone is this close (in cells) to its cell centre
@@ -80,10 +97,6 @@ SAMPLE_HZ = 5.0
 TICK_S = 0.05
 
 
-def cells_of(positions: np.ndarray, cfg) -> list[tuple[int, int]]:
-    """The cell under each position: (floor(x / s), floor(y / s)) clipped to the grid (as headless kinematic)."""
-    idx = np.floor(np.asarray(positions, dtype=float) / cfg.cell_size_m).astype(int)
-    return [(int(min(max(x, 0), cfg.width - 1)), int(min(max(y, 0), cfg.height - 1))) for x, y in idx]
 
 
 def severity_colour(severity: int) -> ColorRGBA:
@@ -106,6 +119,7 @@ class DisasterGrid:
         self.env = DisasterEnv(cfg.env_config(), seed=cfg.seed)
         self.pos = np.full((self.n, 2), np.nan)
         self.targets = np.full((self.n, 2), np.nan)
+        self.goals: list | None = start_cells(cfg)  # every drone's chosen cell of the last flight (at first: start)
         self.status: dict[int, dict] = {}
         self.aggregator_status: dict | None = None
         self.clock = RoundClock(cfg, self._now(), parse_reply=partial(reply_from_dict, width=cfg.width,
@@ -137,6 +151,10 @@ class DisasterGrid:
         node.create_subscription(String, names.HEALTH.name, guarded(self._on_health, "grid.health", self.health),
                                  qos.profile(names.HEALTH))
         publish_health(node, self.health)
+        base, _ = controller_config(raw)
+        self.avoid = fleet_avoidance(base, ros=True)
+        self.d_min = None if self.avoid is None else self.avoid.d_min_m
+        self.nearby = NearbyRelay(node, base, self.health) if self.avoid is not None else None
         self.pub_state = node.create_publisher(String, STATE.lstrip("/"), STATE_QOS)
         self.pub_metrics = node.create_publisher(String, METRICS, qos.EVENTS)
         self.pub_markers = node.create_publisher(MarkerArray, MARKERS, qos.EVENTS)
@@ -217,7 +235,15 @@ class DisasterGrid:
         if np.isnan(self.pos).any() or np.isnan(self.targets).any():
             return False
         dist = np.linalg.norm(self.pos - self.targets, axis=1)
-        return bool((dist <= ARRIVE_FRACTION * self.cfg.cell_size_m).all())
+        tol = ARRIVE_FRACTION * self.cfg.cell_size_m
+        if self.goals is None or self.d_min is None:
+            return bool((dist <= tol).all())
+        counts = {g: self.goals.count(g) for g in set(self.goals)}
+        return all(d <= arrival_radius(tol, counts[g], self.d_min) for d, g in zip(dist, self.goals))
+
+    def _cells(self) -> list[tuple[int, int]]:
+        """The cell every drone attends now (a silent drone counts at cell (0, 0))."""
+        return attended_cells(np.nan_to_num(self.pos), self.goals, self.cfg, self.d_min)
 
     def _do(self, step: Step | None, now: float) -> None:
         """Do what the clock answered (the fields of ``Step`` in their order)."""
@@ -228,6 +254,7 @@ class DisasterGrid:
                                          f"the recorded votes give {step.mismatch[1]}")
         if step.decision is not None:
             self.targets = np.array([cell_centre(c, self.cfg.cell_size_m) for c in step.decision.actions])
+            self.goals = [tuple(c) for c in step.decision.actions]
         if step.state is not None:
             self._publish_state()
         if step.begin_round:
@@ -248,12 +275,12 @@ class DisasterGrid:
     def begin_round(self) -> None:
         now = self._now()
         obs = self.env.begin_round()
-        cells = cells_of(np.nan_to_num(self.pos), self.cfg)     # a silent drone counts at cell (0, 0)
+        cells = self._cells()
         self._do(self.clock.begin_round(now, obs, cells, record={"positions_start": self.pos.tolist()}), now)
 
     def end_round(self, now: float) -> None:
         cfg, clock = self.cfg, self.clock
-        cells = cells_of(np.nan_to_num(self.pos), cfg)
+        cells = self._cells()
         decision = clock.decision
         outcome = self.env.end_round(cells, decision.actions)
         self.outcomes.append(outcome)
@@ -326,6 +353,17 @@ class DisasterGrid:
                 markers.append(pad)
         self.pub_markers.publish(MarkerArray(markers=markers))
 
+    def _collision_summary(self, per_drone: list[dict]) -> dict:
+        pos = np.array([p for _, p, _ in self.samples]) if self.samples else np.empty((0, self.n, 2))
+        mins = min_pair_distance_series(pos) if len(pos) else np.empty(0)
+        out: dict = {"collision_avoidance": "none" if self.avoid is None else "cbf",
+                     "min_pair_distance_m": float(np.nanmin(mins)) if np.isfinite(mins).any() else None}
+        if self.avoid is not None:
+            out.update(clearance_m=self.avoid.clearance_m, d_min_m=self.avoid.d_min_m,
+                       collision=sum_collision([st["collision"] for st in per_drone
+                                                if isinstance(st.get("collision"), dict)]))
+        return out
+
     def finish(self) -> dict:
         """Write trajectories, summary and plot (once; also after Ctrl-C with the rounds completed so far)."""
         if self.summary is not None:
@@ -359,6 +397,7 @@ class DisasterGrid:
         health = sum_health([*per_drone, *self.node_health.values(), self.health.counts()])
         summary["callback_errors"] = health["callback_errors"]
         summary["bad_messages"] = health["bad_messages"] + int(self.clock.counters["bad_messages"])
+        summary.update(self._collision_summary(per_drone))
         summary.update(runtime="ros", per_drone=per_drone, aggregator=self.aggregator_status,
                        control_ticks=int(ticks), control_on_time_share=(on_time / ticks) if ticks else None,
                        stale_stops=int(sum(st.get("stale_stops", 0) for st in per_drone)))

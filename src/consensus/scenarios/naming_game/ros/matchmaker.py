@@ -10,11 +10,20 @@ The matchmaker draws no word: the robots do. Phases:
   interaction whose words are not all in by its deadline (``answer_timeout_s``) is skipped and counted in
   ``timeouts`` for each robot that did not answer. At the end of every population round the tally is checked, and
   the game ends on convergence or after ``max_rounds`` rounds;
-* ``arriving``: until every robot that has played is within ``arrival_tolerance_m`` of its point, by the positions
-  in the robots' status, or ``arrival_timeout_s`` has passed;
+* ``arriving``: until every robot that has played is within its arrival radius of its point, by the positions
+  in the robots' status, or ``arrival_timeout_s`` has passed. The radius is ``arrival_tolerance_m``; with collision
+  avoidance it is ``arrival_radius`` (``consensus.metrics.convergence``): at least ``packing_radius(k, d_min)`` for
+  the k robots whose last word names the same point (robots kept ``d_min`` apart pack around it);
 * ``done``: writes ``summary.json``, prints ``RESULTS <dir>`` and exits.
 
 ``interactions.jsonl`` grows by one line per interaction as the game goes.
+
+Collision avoidance (``collision_avoidance``: ``auto`` is ``cbf`` in a ROS run): every robot filters its command
+(``consensus.ros.robot``) with the positions of the ``nearby`` relay (``consensus.ros.nearby.NearbyRelay``), which
+this node hosts. ``d_min`` is the fleet's (``consensus.robots.map.fleet_avoidance``: footprints, margin and the
+relayed positions' age budget). The summary holds ``collision_avoidance``, ``clearance_m``, ``d_min_m``,
+``collision`` (the robots' filter counters summed, ``avoidance.sum_collision``) and each robot's
+``arrival_radius_m``.
 """
 from __future__ import annotations
 
@@ -28,13 +37,17 @@ import rclpy.task
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from consensus.control.avoidance import sum_collision
+from consensus.metrics.convergence import arrival_radius
+from consensus.robots.map import fleet_avoidance
+from consensus.ros.nearby import NearbyRelay
 from consensus.runs.ros_runner import announce_results
 from consensus.ros import qos
 from consensus import names
 from consensus.ros.params import (node_main, guarded_record, HEALTH, Health, guarded, publish_health, sum_health)
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest
-from consensus.scenarios.naming_game.robots import (PairSchedule, Tally, fleet_policy, game_summary,
-                                                    interaction_record, play_headless, sequence)
+from consensus.scenarios.naming_game.robots import (PairSchedule, Tally, controller_config, fleet_policy,
+                                                    game_summary, interaction_record, play_headless, sequence)
 from consensus.scenarios.naming_game.ros.protocol import (GAME_QOS, OUTCOMES, PAIRS, STATUS, STATUS_PERIOD_S,
                                                           WORDS, declare_game_config, dumps, parse_word)
 
@@ -87,6 +100,9 @@ class Matchmaker:
         self.pub_outcome = node.create_publisher(String, OUTCOMES, GAME_QOS)
         self.pub_status = node.create_publisher(String, STATUS, qos.EVENTS)
         publish_health(node, self.health)
+        base, _ = controller_config(cfg)
+        self.avoid = fleet_avoidance(base, ros=True)
+        self.nearby = NearbyRelay(node, base, self.health) if self.avoid is not None else None
         node.create_timer(TICK_S, guarded(self.tick, "matchmaker.tick", self.health))
         node.create_timer(STATUS_PERIOD_S, guarded(self.publish_status, "matchmaker.status", self.health))
 
@@ -211,12 +227,17 @@ class Matchmaker:
             return None
         return float(np.linalg.norm(pos - self.points[word]))
 
+    def _radius(self, robot: int) -> float:
+        """How close robot ``robot`` must come to its point (module docstring)."""
+        k = sum(w == self.words[robot] for w in self.words)
+        return arrival_radius(self.cfg.arrival_tolerance_m, k, None if self.avoid is None else self.avoid.d_min_m)
+
     def _all_arrived(self) -> bool:
         for r in range(self.n):
             if self.words[r] is None:
                 continue
             d = self._distance(r)
-            if d is None or d > self.cfg.arrival_tolerance_m:
+            if d is None or d > self._radius(r):
                 return False
         return True
 
@@ -248,7 +269,8 @@ class Matchmaker:
             robots.append({"robot": r, "word": self.words[r], "played": self.played[r], "timeouts": self.timeouts[r],
                            "point": None if self.words[r] is None else [float(v) for v in self.points[self.words[r]]],
                            "position": st.get("position"), "target": st.get("target"), "memory": st.get("memory"),
-                           "distance": d, "arrived": d is not None and d <= cfg.arrival_tolerance_m})
+                           "distance": d, "arrival_radius_m": self._radius(r),
+                           "arrived": d is not None and d <= self._radius(r)})
         per_robot = [self.robot_status.get(r, {}) for r in range(self.n)]
         health = sum_health([*per_robot, *self.node_health.values(), self.health.counts()])
         words = self.policy.words
@@ -263,6 +285,11 @@ class Matchmaker:
             arrived=all(rec["arrived"] for rec in robots if rec["word"] is not None),
             stale_stops=int(sum(st.get("stale_stops", 0) for st in per_robot)),
             interaction_period_s=cfg.interaction_period_s, elapsed_s=round(time.monotonic() - self.wall0, 3))
+        summary["collision_avoidance"] = "none" if self.avoid is None else "cbf"
+        if self.avoid is not None:
+            summary.update(clearance_m=self.avoid.clearance_m, d_min_m=self.avoid.d_min_m,
+                           collision=sum_collision([st["collision"] for st in per_robot
+                                                    if isinstance(st.get("collision"), dict)]))
         write_json(self.out / "summary.json", summary)
         self.summary = summary
         verdict = (f"converged on word {summary['word']} ({summary['word_name']}) at round {summary['consensus_time']}"
