@@ -1,4 +1,4 @@
-"""Paper 4's naming game played by a robot fleet (``consensus.scenarios.naming_game.robots`` and ``ros/``).
+"""Paper 4's naming game played by a robot fleet (``consensus.scenarios.naming_game.fleet_game`` and ``ros/``).
 
 The headless reference must be deterministic and agree with ``simulate``'s statistics. A ROS run (sim, robots,
 matchmaker, started as ``consensus run`` starts them) must say the reference's words interaction by interaction
@@ -17,9 +17,9 @@ import pytest
 from consensus.errors import ConfigError
 from consensus.metrics.convergence import arrival_radius
 from consensus.scenarios.naming_game.policy import fixed_bias, memory_invariant, save_policies
-from consensus.scenarios.naming_game.robots import (PairSchedule, Player, RobotsGameConfig, Tally, controller_config,
-                                                    fleet_policy, play_headless, result_line, robot_generator,
-                                                    robot_processes, run, sequence)
+from consensus.scenarios.naming_game.fleet_game import (PairSchedule, Player, RobotsGameConfig, Tally,
+                                                        controller_config, fleet_policy, play_headless, result_line,
+                                                        robot_generator, robot_processes, run, sequence)
 
 
 def _cfg(**kw) -> RobotsGameConfig:
@@ -184,9 +184,9 @@ def _run_ros(tmp_path: Path, monkeypatch, *, drop: tuple[str, ...] = (), **kw) -
     """``robots.run`` (the runner's ROS branch) of the demo config with ``kw``, the nodes started from their modules
     and the processes in namespaces ``drop`` left out; no process of the run may outlive it."""
     from consensus.runs import ros_runner
-    from consensus.scenarios.naming_game import robots
+    from consensus.scenarios.naming_game import fleet_game
 
-    original_command, original_processes = ros_runner.executable_command, robots.robot_processes
+    original_command, original_processes = ros_runner.executable_command, fleet_game.robot_processes
 
     def command(exe: str, package: str = "consensus") -> list[str]:
         if exe in MODULES:
@@ -194,7 +194,7 @@ def _run_ros(tmp_path: Path, monkeypatch, *, drop: tuple[str, ...] = (), **kw) -
         return original_command(exe, package)
 
     monkeypatch.setattr(ros_runner, "executable_command", command)
-    monkeypatch.setattr(robots, "robot_processes", lambda cfg, **kw: [
+    monkeypatch.setattr(fleet_game, "robot_processes", lambda cfg, **kw: [
         spec for spec in original_processes(cfg, **kw) if spec.namespace not in drop])
     settings = dict(num_robots=4, memory=2, max_rounds=5, interaction_period_s=0.25,
                     answer_timeout_s=3.0, v_max=3.0, kp=2.0, arrival_timeout_s=20.0)

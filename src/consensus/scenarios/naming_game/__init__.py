@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from consensus.registry import Scenario, lazy, register
 from consensus.scenarios.naming_game.config import NamingGameConfig
-from consensus.scenarios.naming_game.robots import RobotsGameConfig
+from consensus.scenarios.naming_game.fleet_game import RobotsGameConfig
 
 
 register(Scenario(
@@ -31,9 +31,9 @@ register(Scenario(
                 "there; the ROS run says the same words as the headless reference of the same seed.",
     config_cls=RobotsGameConfig,
     config_file="naming_game_robots.yaml",
-    runner=lazy("consensus.scenarios.naming_game.robots:run"),
-    result_line=lazy("consensus.scenarios.naming_game.robots:result_line"),
-    processes=lazy("consensus.scenarios.naming_game.robots:robot_processes"),
+    runner=lazy("consensus.scenarios.naming_game.fleet_game:run"),
+    result_line=lazy("consensus.scenarios.naming_game.fleet_game:result_line"),
+    processes=lazy("consensus.scenarios.naming_game.fleet_game:robot_processes"),
     launch_args={
         "memory": "H: interactions a robot remembers",
         "policy": "memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1]",

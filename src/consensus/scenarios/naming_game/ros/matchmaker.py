@@ -1,7 +1,8 @@
 """``naming_matchmaker``: the matchmaker of the naming-game fleet. It announces the pairs, collects the two words,
 publishes the outcomes and ends the run. The protocol is ``ros/protocol.py``.
 
-The pairs come from ``robots.PairSchedule`` and convergence from ``robots.Tally``, as in ``robots.play_headless``.
+The pairs come from ``fleet_game.PairSchedule`` and convergence from ``fleet_game.Tally``, as in
+``fleet_game.play_headless``.
 The matchmaker draws no word: the robots do. Phases:
 
 * ``waiting``: until every robot's ``planner/status`` reports a position (at most ``READY_TIMEOUT_S``, else the run
@@ -46,7 +47,7 @@ from consensus.ros import qos
 from consensus import names
 from consensus.ros.params import (node_main, guarded_record, HEALTH, Health, guarded, publish_health, sum_health)
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest
-from consensus.scenarios.naming_game.robots import (PairSchedule, Tally, controller_config, fleet_policy,
+from consensus.scenarios.naming_game.fleet_game import (PairSchedule, Tally, controller_config, fleet_policy,
                                                     game_summary, interaction_record, play_headless, sequence)
 from consensus.scenarios.naming_game.ros.protocol import (GAME_QOS, OUTCOMES, PAIRS, STATUS, STATUS_PERIOD_S,
                                                           WORDS, declare_game_config, dumps, parse_word)

@@ -2,15 +2,15 @@
 main module of this package; the nodes are ``robot`` and ``matchmaker``).
 
 Two words, two rendezvous points: word 0 is point A and word 1 is point B (``rendezvous``). The game's parts and the
-reference sequence are ``consensus.scenarios.naming_game.robots``. The words are chosen where the paper chooses
+reference sequence are ``consensus.scenarios.naming_game.fleet_game``. The words are chosen where the paper chooses
 them, in the agents:
 
 * every robot (``ros/robot.py``, executable ``naming_robot``; node ``/robot_<i>/agent``, or the whole fleet in one
-  process ``/fleet``) holds its own memory and its own seeded generator (``robots.Player``). When it is named in a
+  process ``/fleet``) holds its own memory and its own seeded generator (``fleet_game.Player``). When it is named in a
   pair it draws its word from q[its memory state]. When the outcome comes it shifts its memory and drives, with the
   kernel's ``RobotAgent`` controller, to the point of the word it said;
 * the ``matchmaker`` (``ros/matchmaker.py``, executable ``naming_matchmaker``, root namespace) owns the pair
-  schedule (``robots.PairSchedule``) and the convergence tally (``robots.Tally``). It announces one pair every
+  schedule (``fleet_game.PairSchedule``) and the convergence tally (``fleet_game.Tally``). It announces one pair every
   ``interaction_period_s``, collects both words, publishes the outcome, and ends the run.
 
 Topics (absolute; every record is a ``std_msgs/String`` holding one JSON object; ``stamp`` = the sender's node-clock
@@ -49,9 +49,9 @@ robot reports a position. After the game it waits until every robot is within ``
 nothing from the matchmaker for ``target_timeout_s`` stops, like a robot whose planner has gone quiet.
 
 Run directory (``output_dir``), written by the matchmaker: ``interactions.jsonl`` (one outcome record per interaction
-with ``state_i``/``state_j`` and the robots' targets, ``robots.interaction_record``'s fields plus ``skipped``,
-``missing`` and ``stamp``) and ``summary.json`` (``robots.game_summary``'s fields plus ``timeouts``,
-``bad_messages``, ``callback_errors``, ``reference_match`` and ``first_mismatch`` against ``robots.play_headless``
+with ``state_i``/``state_j`` and the robots' targets, ``fleet_game.interaction_record``'s fields plus ``skipped``,
+``missing`` and ``stamp``) and ``summary.json`` (``fleet_game.game_summary``'s fields plus ``timeouts``,
+``bad_messages``, ``callback_errors``, ``reference_match`` and ``first_mismatch`` against ``fleet_game.play_headless``
 of the same config, and the robots' final positions and targets).
 
 Health: a record that is not JSON, lacks a field or has a wrong type or an out-of-range value is dropped and counted
@@ -69,7 +69,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from consensus.ros.params import declare_config
-from consensus.scenarios.naming_game.robots import RobotsGameConfig
+from consensus.scenarios.naming_game.fleet_game import RobotsGameConfig
 
 PAIRS = "/naming_game/pairs"
 WORDS = "/naming_game/words"
@@ -82,8 +82,8 @@ STATUS_PERIOD_S = 1.0
 
 
 def declare_game_config(node: Node, runtime: tuple[str, ...] = ()) -> RobotsGameConfig:
-    """Every field of the demo's config (``robots.RobotsGameConfig``) declared on ``node`` (``runtime``: the ones the
-    node applies when they change; the rest read-only); the validated config."""
+    """Every field of the demo's config (``fleet_game.RobotsGameConfig``) declared on ``node`` (``runtime``: the ones
+    the node applies when they change; the rest read-only); the validated config."""
     return declare_config(node, RobotsGameConfig, runtime)
 
 

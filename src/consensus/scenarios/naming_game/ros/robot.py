@@ -3,8 +3,8 @@ rendezvous point of the word it has just said.
 
 A robot is a ``consensus.ros.robot.RobotAgent`` (P controller, geofence, speed limit, stale-odometry stop, the
 ``cmd_vel``/``state``/``target``/``planner/status`` topics). Its target is not planned periodically but set by the
-game: after each interaction it is the point of the robot's own word. The game side is ``robots.Player``, called as
-``robots.play_headless`` calls it (``say()`` when named in a pair, ``hear(own, partner)`` when the outcome comes),
+game: after each interaction it is the point of the robot's own word. The game side is ``fleet_game.Player``, called as
+``fleet_game.play_headless`` calls it (``say()`` when named in a pair, ``hear(own, partner)`` when the outcome comes),
 so a run draws the reference's words. The protocol is ``ros/protocol.py``.
 
 Runs one robot per process (namespace ``robot_<i>``, node ``/robot_<i>/agent``) or the whole fleet in one process
@@ -21,7 +21,7 @@ from consensus.ros import qos
 from consensus.ros.fleet import run_robots
 from consensus.ros.params import guarded_record
 from consensus.ros.robot import RobotAgent
-from consensus.scenarios.naming_game.robots import Player, RobotsGameConfig, controller_config, fleet_policy
+from consensus.scenarios.naming_game.fleet_game import Player, RobotsGameConfig, controller_config, fleet_policy
 from consensus.scenarios.naming_game.ros.protocol import (GAME_QOS, OUTCOMES, PAIRS, STATUS, WORDS,
                                                           declare_game_config, dumps, parse_outcome, parse_pair)
 from consensus.settings import ControlParams, RobotBaseConfig
@@ -30,7 +30,7 @@ from consensus.settings import ControlParams, RobotBaseConfig
 
 class RosPlayer(RobotAgent):
     """Robot ``robot_id`` of a naming-game fleet, attached to ``node`` (namespace ``robot_<id>``); ``player`` is its
-    side of the game (``robots.Player``), ``cfg`` its controller settings (``robots.controller_config``)."""
+    side of the game (``fleet_game.Player``), ``cfg`` its controller settings (``fleet_game.controller_config``)."""
 
     def __init__(self, node: Node, cfg: RobotBaseConfig, robot_id: int, player: Player, n: int) -> None:
         super().__init__(node, cfg, robot_id, planner=None, pool=None)
