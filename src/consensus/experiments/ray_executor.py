@@ -32,7 +32,6 @@ process) keeps the run directory: it alone writes ``results.jsonl`` and ``transc
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import threading
@@ -218,13 +217,18 @@ class RayExecutor:
             if llm:
                 want = min(max(spec.workers, llm["concurrency"]), len(todo))
                 n_actors = min(cpus, want)
-                threads = math.ceil(want / n_actors)
+                # one trial more per worker than its share waits at the broker for a slot, so an endpoint slot does
+                # not idle while the driver hands a worker its next trial; any worker may run the whole budget (the
+                # first one up starts the sweep, the others take their share as trials finish)
+                budget = min(want + n_actors, len(todo))
+                threads = budget
             else:
-                n_actors, threads = min(cpus, len(todo)), 1
+                n_actors = min(cpus, len(todo))
+                budget, threads = n_actors, 1
             if llm and llm["backend"] != "replay":
                 from consensus.llm.pool import SlotBroker, endpoints_of
 
-                broker = ray.remote(SlotBroker).options(num_cpus=0, max_concurrency=n_actors * threads + 8).remote(
+                broker = ray.remote(SlotBroker).options(num_cpus=0, max_concurrency=budget + 8).remote(
                     [e.concurrency for e in endpoints_of(llm)])
             exchanges = self._replay_exchanges(llm, todo)
             transcripts = None
@@ -236,7 +240,7 @@ class RayExecutor:
                                                          max_task_retries=0, runtime_env=actor_env(study) or None)
             study_ref = ray.put(study)
             try:
-                self._loop(ray, worker_cls, study_ref, llm, broker, n_actors, threads, todo, exchanges,
+                self._loop(ray, worker_cls, study_ref, llm, broker, n_actors, threads, budget, todo, exchanges,
                            transcripts, sink, actors)
             finally:
                 if transcripts is not None:
@@ -264,10 +268,11 @@ class RayExecutor:
                 out.setdefault(owner, []).append(rec)
         return out
 
-    def _loop(self, ray, worker_cls, study_ref, llm, broker, n_actors, threads, todo, exchanges, transcripts, sink,
+    def _loop(self, ray, worker_cls, study_ref, llm, broker, n_actors, threads, budget, todo, exchanges, transcripts,
+              sink,
               actors) -> None:
         queue = deque(todo)
-        free: dict[int, int] = {}                 # ready actor -> free thread slots
+        busy: dict[int, int] = {}                 # ready actor -> trials it is running (at most `threads`)
         calls: dict[Any, tuple[int, Trial, float]] = {}   # call ref -> (actor, trial, start)
         pings: dict[Any, int] = {}                # ping ref -> actor being started
         next_id = 0
@@ -288,7 +293,7 @@ class RayExecutor:
 
         def lose(actor_id: int) -> None:
             """The actor died: forget it (its other running calls fail too) and start one replacement."""
-            free.pop(actor_id, None)
+            busy.pop(actor_id, None)
             if actor_id not in actors:
                 return
             try:
@@ -301,14 +306,16 @@ class RayExecutor:
             start_actor()
         try:
             while queue or calls:
-                for actor_id in list(free):
-                    while free.get(actor_id) and queue:
-                        trial = queue.popleft()
-                        ref = actors[actor_id].run.remote(trial, exchanges.get(trial.key))
-                        calls[ref] = (actor_id, trial, time.monotonic())
-                        free[actor_id] -= 1
+                while queue and busy and len(calls) < budget:
+                    actor_id = min(busy, key=busy.__getitem__)      # the least busy ready worker
+                    if busy[actor_id] >= threads:
+                        break
+                    trial = queue.popleft()
+                    ref = actors[actor_id].run.remote(trial, exchanges.get(trial.key))
+                    calls[ref] = (actor_id, trial, time.monotonic())
+                    busy[actor_id] += 1
                 waiting = list(calls) + list(pings)
-                if not calls and not free:
+                if not calls and not busy:
                     no_worker_since = no_worker_since or time.monotonic()
                     if time.monotonic() - no_worker_since > NO_WORKER_TIMEOUT_S:
                         raise ConsensusError(f"no Ray worker could be placed for {NO_WORKER_TIMEOUT_S:.0f} s (did "
@@ -328,14 +335,17 @@ class RayExecutor:
                             where = ray.get(ref)
                         except Exception as exc:
                             if not generation_ok:
-                                raise ConsensusError(f"the Ray workers could not start: {lost_reason(exc)}") from None
+                                lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+                                cause = lines[-1] if len(lines) > 1 else ""
+                                raise ConsensusError(f"the Ray workers could not start: {lost_reason(exc)}"
+                                                     + (f" ... {cause}" if cause else "")) from None
                             log.warning("a replacement Ray worker could not start: %s", lost_reason(exc))
                             actors.pop(actor_id, None)
                             continue
                         generation_ok = True
                         trial_log.info("Ray worker %d: pid %s on node %s, consensus from %s", actor_id,
                                        where["pid"], where["node"][:12], where["consensus"])
-                        free[actor_id] = threads
+                        busy[actor_id] = 0
                         continue
                     actor_id, trial, t0 = calls.pop(ref)
                     try:
@@ -348,12 +358,12 @@ class RayExecutor:
                         deliver(lost_outcome(trial, f"Ray call failed: {type(exc).__name__}: "
                                              f"{str(exc).splitlines()[0] if str(exc) else ''}",
                                              time.monotonic() - t0), [])
-                        if actor_id in free:
-                            free[actor_id] += 1
+                        if actor_id in busy:
+                            busy[actor_id] -= 1
                         continue
                     deliver(outcome, records)
-                    if actor_id in free:
-                        free[actor_id] += 1
+                    if actor_id in busy:
+                        busy[actor_id] -= 1
         except BaseException:
             # keep what already finished; the caller kills the actors (their running trials are dropped)
             done, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0) if calls else ([], [])
