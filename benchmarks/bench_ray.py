@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=8, help="per endpoint (2 endpoints)")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--llm-trials", type=int, default=64)
+    ap.add_argument("--llm-trials", type=int, default=256)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))
     from ray_cluster import RayCluster
