@@ -5,18 +5,21 @@ The same spec, the same trials, the same derived seeds and the same record lines
 process) keeps the run directory: it alone writes ``results.jsonl`` and ``transcripts.jsonl``, so resume,
 ``--retry-failed``, replay and the report work on a Ray run exactly as on a local one.
 
-* **Workers.** One Ray actor per CPU of the cluster (``num_cpus=1`` each, at most one per trial to run), created
-  once per sweep with the study; the driver hands each one trial at a time (``execute`` on the worker, the record
-  line back). CPU sweeps: one trial per actor at a time. LLM sweeps: ``max(workers, llm.concurrency)`` trials in
-  flight over the whole cluster, as threads of the actors (``max_concurrency``), each actor with one
-  ``PooledClient`` on the sweep's endpoint(s) (``consensus.llm.pool``) whose per-endpoint limits and back-off are
-  held by one ``SlotBroker`` actor for the whole sweep. A worker sends the transcript records of a trial with its
-  record; the driver appends them. Replay: the driver reads ``transcripts.jsonl`` and sends each trial its own
-  exchanges, so no worker needs the file. ``Study.parallel_trial`` studies get ``NUMBA_NUM_THREADS=1`` per actor
-  (the actors are the parallelism; their results do not depend on the thread count).
-* **Code.** The study's code reaches the workers through Ray's runtime environment (``py_modules``): the
-  ``consensus`` package of the driver, and the top-level package or module that defines the study's
-  ``run_trial`` when it lives outside ``consensus`` (a study defined in ``__main__`` is pickled by value). A
+* **Workers.** One Ray actor (``TrialWorker``, ``num_cpus=1``) per CPU of the cluster, at most one per trial to
+  run, created once per sweep with the study; the driver hands trials to the least busy ready worker (``execute``
+  on the worker, the record line back) within one budget for the sweep. CPU sweeps: one trial per worker at a time.
+  LLM sweeps: ``max(workers, llm.concurrency)`` trials plus one per worker (it waits at the broker, so no request
+  slot idles while the driver hands out the next trial), as threads of the workers (the first worker up may run
+  them all; later ones take their share as trials finish), each worker with one ``PooledClient`` on the sweep's
+  endpoint(s) (``consensus.llm.pool``) whose per-endpoint limits and back-off are held by one ``SlotBroker`` actor
+  for the whole sweep. A worker sends the transcript records of a trial with its record; the driver appends them.
+  Replay: the driver reads ``transcripts.jsonl`` and sends each trial its own exchanges, so no worker needs the
+  file. ``Study.parallel_trial`` studies get ``NUMBA_NUM_THREADS=1`` per worker (the workers are the parallelism;
+  their results do not depend on the thread count).
+* **Code.** The study's code reaches the workers through the job's runtime environment (``py_modules`` of
+  ``ray.init``; Ray takes local code at the job level only): the ``consensus`` package of the driver, and the
+  top-level package or module that defines the study's ``run_trial`` when it lives outside ``consensus`` (a study
+  defined in ``__main__`` is pickled by value). A
   worker node needs Python 3.11 with the pinned wheels (requirements/base.txt and requirements/ray.txt, or the
   Docker image), not the ``consensus`` package itself. ``TrialContext.out_dir`` is None on a worker (no shared
   file system is assumed).
