@@ -7,7 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 REQS := requirements/base.txt requirements/ros-kilted.txt requirements/embedded.txt requirements/foxglove.txt \
-	requirements/test.txt
+	requirements/ray.txt requirements/test.txt
 DEPS_STAMP := $(VENV)/.deps-$(shell cat $(REQS) setup.py | sha256sum | cut -c1-12)
 DEMO_OUT ?= runs/demo
 # ROS traffic stays on this machine unless the caller says otherwise
@@ -26,7 +26,7 @@ $(PY):
 
 $(DEPS_STAMP): $(PY) $(REQS)
 	$(PY) -m pip install --quiet --progress-bar off -r requirements/base.txt -r requirements/ros-kilted.txt -r requirements/embedded.txt \
-		-r requirements/foxglove.txt -r requirements/test.txt
+		-r requirements/foxglove.txt -r requirements/ray.txt -r requirements/test.txt
 	rm -f $(VENV)/.deps-* && touch $@
 
 setup: $(DEPS_STAMP)

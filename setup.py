@@ -48,6 +48,8 @@ setup(
         "embedded": [line.strip() for line in open("requirements/embedded.txt") if line.strip() and not line.startswith("#")],
         # the live Foxglove view (--foxglove): Foxglove's SDK and its WebSocket server (requirements/foxglove.txt)
         "foxglove": [line.strip() for line in open("requirements/foxglove.txt") if line.strip() and not line.startswith("#")],
+        # the Ray executor of `consensus experiment --executor ray` (requirements/ray.txt)
+        "ray": [line.strip() for line in open("requirements/ray.txt") if line.strip() and not line.startswith("#")],
         "test": ["pytest>=8", "hypothesis>=6", "ruff>=0.5", "import-linter>=2.1"],
     },
     entry_points={"console_scripts": ["consensus = consensus.cli:main"]},

@@ -152,6 +152,9 @@ TOOLS: dict[str, Tool] = {
     "gz": Tool("Gazebo (`gz sim`)", lambda: shutil.which("gz") is not None,
                "apt install ros-kilted-ros-gz (Gazebo Ionic)", _never),
     "docker": Tool("a Docker engine", have_docker_engine, "install Docker Engine and start dockerd", _never),
+    "ray": Tool("Ray (the package and its `ray` command)", lambda: _spec("ray") is not None and
+                (Path(sys.prefix) / "bin" / "ray").is_file(), "pip install -r requirements/ray.txt (`make setup` does)",
+                lambda: True),
 }
 
 

@@ -7,6 +7,7 @@
         --model qwen --concurrency 16 --out runs/c1d-llm
     consensus experiment --resume runs/c1d-llm             # finish an interrupted sweep
     consensus experiment --replay runs/c1d-llm             # the same sweep from its transcripts, no network
+    consensus experiment consensus-1d --executor ray --ray-address auto   # trials on the Ray cluster (ray start)
     consensus report runs/c1d
 
 Flags apply on top of a spec file or a preset's defaults: ``--trials``/``--seed``/``--workers`` set the top-level
@@ -29,8 +30,8 @@ from consensus.errors import ConfigError
 from consensus.experiments.study import Study
 
 _SPEC_FLAGS = ("trials", "seed", "planner", "backend", "model", "set", "sweep")
-_RESUME_FLAGS = ("workers", "concurrency", "base_url", "retry_failed", "quiet")
-_REPLAY_FLAGS = ("workers", "concurrency", "out", "force", "quiet")
+_RESUME_FLAGS = ("workers", "concurrency", "base_url", "retry_failed", "quiet", "executor", "ray_address")
+_REPLAY_FLAGS = ("workers", "concurrency", "out", "force", "quiet", "executor", "ray_address")
 
 
 def _int_at_least(low: int):
@@ -61,9 +62,16 @@ def register(subparsers: Any) -> None:
     exp.add_argument("--planner", help="= --set planner=NAME")
     exp.add_argument("--backend", choices=("openai", "embedded"), help="LLM backend")
     exp.add_argument("--model", help="model name (openai) or .gguf path (embedded)")
-    exp.add_argument("--base-url", help="OpenAI-compatible endpoint")
-    exp.add_argument("--concurrency", type=_int_at_least(1), help="LLM requests in flight over the whole sweep")
+    exp.add_argument("--base-url", action="append", default=[], metavar="URL",
+                     help="OpenAI-compatible endpoint; several times: a pool (llm.endpoints), --concurrency each")
+    exp.add_argument("--concurrency", type=_int_at_least(1),
+                     help="LLM requests in flight over the whole sweep (per endpoint with several --base-url)")
     exp.add_argument("--workers", type=_int_at_least(1), help="worker pool size")
+    exp.add_argument("--executor", choices=("local", "ray"),
+                     help="where trials run: this machine (local, the default) or a Ray cluster (ray)")
+    exp.add_argument("--ray-address", metavar="ADDR",
+                     help="with --executor ray: 'auto' (the cluster of `ray start`), HOST:PORT of its head; "
+                          "default: a Ray instance on this machine for this sweep")
     exp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="fix a parameter (repeatable)")
     exp.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
                      help="set one sweep axis (repeatable)")
@@ -120,13 +128,34 @@ def _check_only(args: argparse.Namespace, flag: str, allowed: tuple[str, ...]) -
         raise ConfigError(f"{flag} takes the sweep from RUN_DIR; it cannot be combined with {names}")
 
 
+def _endpoint_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The llm entries of --base-url (once: base_url; several times: an endpoint pool) and --concurrency."""
+    urls = list(args.base_url or [])
+    if len(urls) < 2:
+        return {"base_url": urls[0] if urls else None, "concurrency": args.concurrency}
+    each = {"concurrency": args.concurrency} if args.concurrency is not None else {}
+    return {"endpoints": [{"base_url": url, **each} for url in urls], "base_url": "", "concurrency": None}
+
+
+def _executor(args: argparse.Namespace):
+    from consensus.experiments.runner import LocalExecutor
+
+    if args.executor == "ray":
+        from consensus.experiments.ray_executor import RayExecutor
+
+        return RayExecutor(args.ray_address)
+    if args.ray_address:
+        raise ConfigError("--ray-address needs --executor ray")
+    return LocalExecutor()
+
+
 def _plan(args: argparse.Namespace, studies: Mapping[str, Study]):
     """(spec, out_dir) for the command line."""
     from consensus.experiments import runner
     from consensus.experiments.spec import apply_overrides, load_spec_file, resolve_spec
     from consensus.runs.rundir import default_run_dir
 
-    execution = dict(workers=args.workers, llm={"concurrency": args.concurrency, "base_url": args.base_url})
+    execution = dict(workers=args.workers, llm=_endpoint_flags(args))
     if args.resume is not None:
         _check_only(args, "--resume", _RESUME_FLAGS)
         stored = runner.load_run_spec(args.resume, studies).to_dict()
@@ -151,8 +180,7 @@ def _plan(args: argparse.Namespace, studies: Mapping[str, Study]):
         raise ConfigError(f"{target!r} is neither a spec file nor a preset; presets: {', '.join(sorted(studies))}")
     raw = apply_overrides(raw, studies, trials=args.trials, seed=args.seed, workers=args.workers,
                           planner=args.planner, sets=args.set, sweeps=args.sweep,
-                          llm={"backend": args.backend, "model": args.model, "base_url": args.base_url,
-                               "concurrency": args.concurrency})
+                          llm={"backend": args.backend, "model": args.model, **_endpoint_flags(args)})
     spec = resolve_spec(raw, studies, source=source)
     return spec, args.out or default_run_dir(spec.study)
 
@@ -192,6 +220,7 @@ def _experiment(args: argparse.Namespace, studies: Mapping[str, Study]) -> int:
     if args.list:
         return _list_presets(studies)
     spec, out = _plan(args, studies)
+    executor = _executor(args)
     say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     llm = f", LLM {spec.llm['backend']} {spec.llm['model'] or ''} x{spec.llm['concurrency']}".rstrip() \
         if spec.llm else ""
@@ -205,7 +234,7 @@ def _experiment(args: argparse.Namespace, studies: Mapping[str, Study]) -> int:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         result = run_experiment(spec, studies[spec.study], out, force=args.force, retry_failed=args.retry_failed,
-                                progress=not args.quiet)
+                                progress=not args.quiet, executor=executor)
     except KeyboardInterrupt:
         print(f"consensus: interrupted; finished trials are in {out}/results.jsonl — "
               f"resume with: consensus experiment --resume {out}", file=sys.stderr)

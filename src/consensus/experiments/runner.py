@@ -75,7 +75,7 @@ from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from consensus.errors import ConfigError
 from consensus.jsonl import read_records
@@ -87,6 +87,7 @@ from consensus.llm.base import ChatRequest, ChatResponse, LLMClient, LLMError
 log = logging.getLogger(__name__)
 trial_log = logging.getLogger("consensus.experiments.trials")   # tracebacks: the run's log file only
 trial_log.propagate = False
+trial_log.setLevel(logging.INFO)                                 # its one handler is the run's experiment.log
 
 SPEC_FILE = "spec.yaml"
 RESULTS_FILE = "results.jsonl"
@@ -258,6 +259,14 @@ def execute(study: Study, trial: Trial, ctx: TrialContext) -> Outcome:
     return Outcome(trial.key, record["status"], record["reason"], line, tb)
 
 
+def lost_outcome(trial: Trial, reason: str, elapsed_s: float = 0.0) -> Outcome:
+    """The failed record of a trial whose worker was lost (killed process, lost node): no result, the reason."""
+    record = {"key": trial.key, "index": trial.index, "seed": trial.seed, "params": trial.params,
+              "status": "failed", "reason": reason[:MAX_REASON_CHARS], "result": None,
+              "elapsed_s": round(elapsed_s, 6)}
+    return Outcome(trial.key, "failed", record["reason"], _dumps(record))
+
+
 # ---------------------------------------------------------------------------------------------
 # execution modes
 _FORK_STATE: tuple[Study, list[Trial], Path] | None = None
@@ -363,7 +372,7 @@ class SweepResult:
     ok: int             # recorded ok by this run
     failed: int         # recorded failed by this run
     elapsed_s: float
-    mode: str           # "in-process" | "processes" | "threads"
+    mode: str           # "in-process" | "processes" | "threads" | "ray"
 
 
 def _move_aside(out: Path) -> Path:
@@ -424,13 +433,15 @@ def prune_transcripts(path: Path, keep: set[str]) -> int:
 
 def _make_shared_client(spec: ExperimentSpec, out: Path) -> tuple[LLMClient, Callable[[], None]]:
     from consensus.llm.factory import make_client
+    from consensus.llm.pool import endpoints_of
 
     llm = spec.llm
     backend = "openai" if llm["backend"] == "embedded" and llm["base_url"] else llm["backend"]
     return make_client(backend, model=llm["model"], base_url=llm["base_url"], api_key_env=llm["api_key_env"],
                        timeout_s=llm["timeout_s"], max_retries=llm["max_retries"], concurrency=llm["concurrency"],
                        transcripts_path=None if backend == "replay" else str(out / TRANSCRIPTS_FILE),
-                       replay_path=llm["replay_path"] or None, n_ctx=llm["n_ctx"], n_parallel=llm["n_parallel"])
+                       replay_path=llm["replay_path"] or None, n_ctx=llm["n_ctx"], n_parallel=llm["n_parallel"],
+                       endpoints=endpoints_of(llm) if llm.get("endpoints") else None)
 
 
 class RunLog:
@@ -452,13 +463,48 @@ class RunLog:
         self.handler.close()
 
 
+class Executor(Protocol):
+    """Where a sweep's trials run: ``LocalExecutor`` (this machine, the module docstring) or
+    ``consensus.experiments.ray_executor.RayExecutor`` (a Ray cluster). ``run`` hands every finished trial's
+    ``Outcome`` to ``sink`` (in this process) and never drops a trial: one that cannot finish gets a failed one."""
+
+    def check(self, spec: ExperimentSpec) -> None:
+        """ConfigError if this executor cannot run ``spec`` (called before anything is written)."""
+
+    def mode(self, spec: ExperimentSpec, study: Study, todo: list[Trial]) -> str:
+        """The execution mode reported in ``SweepResult.mode``."""
+
+    def run(self, mode: str, todo: list[Trial], spec: ExperimentSpec, study: Study, out: Path,
+            sink: Callable[[Outcome], None]) -> None:
+        """Run ``todo`` (non-empty); Ctrl-C: keep what finished, stop the rest, re-raise."""
+
+
+class LocalExecutor:
+    """This machine: a thread pool (LLM sweeps), a fork pool (CPU sweeps) or this process (module docstring)."""
+
+    def check(self, spec: ExperimentSpec) -> None:
+        pass
+
+    def mode(self, spec: ExperimentSpec, study: Study, todo: list[Trial]) -> str:
+        return "threads" if spec.llm else ("processes" if spec.workers > 1 and len(todo) > 1
+                                           and not study.parallel_trial
+                                           and "fork" in multiprocessing.get_all_start_methods() else "in-process")
+
+    def run(self, mode: str, todo: list[Trial], spec: ExperimentSpec, study: Study, out: Path,
+            sink: Callable[[Outcome], None]) -> None:
+        _dispatch(mode, todo, spec, study, out, sink)
+
+
 def run_experiment(spec: ExperimentSpec, study: Study, out_dir: str | os.PathLike, *, force: bool = False,
-                   retry_failed: bool = False, progress: bool = True) -> SweepResult:
-    """Run (or resume) the sweep ``spec`` of ``study`` into ``out_dir``; see the module docstring."""
+                   retry_failed: bool = False, progress: bool = True, executor: Executor | None = None
+                   ) -> SweepResult:
+    """Run (or resume) the sweep ``spec`` of ``study`` into ``out_dir`` with ``executor`` (default: local)."""
     from consensus.runs.rundir import write_manifest
 
     if study.name != spec.study:
         raise ConfigError(f"spec is for study {spec.study!r}, got study {study.name!r}")
+    executor = executor or LocalExecutor()
+    executor.check(spec)
     out = Path(out_dir)
     trials = expand(spec)
     prepare_run_dir(out, spec, force=force)
@@ -474,8 +520,7 @@ def run_experiment(spec: ExperimentSpec, study: Study, out_dir: str | os.PathLik
         dropped = prune_transcripts(out / TRANSCRIPTS_FILE, done)
         if dropped:
             log.info("removed %d transcript records of unrecorded trials", dropped)
-    mode = "threads" if llm else ("processes" if spec.workers > 1 and len(todo) > 1 and not study.parallel_trial
-                                  and "fork" in multiprocessing.get_all_start_methods() else "in-process")
+    mode = executor.mode(spec, study, todo)
     bar = Progress(spec.study, len(trials), len(trials) - len(todo), enabled=progress)
     t0 = time.monotonic()
     with RunLog(out / LOG_FILE):
@@ -488,7 +533,8 @@ def run_experiment(spec: ExperimentSpec, study: Study, out_dir: str | os.PathLik
             bar.advance(o.status)
 
         try:
-            _dispatch(mode, todo, spec, study, out, sink)
+            if todo:
+                executor.run(mode, todo, spec, study, out, sink)
         finally:
             writer.close()
             bar.finish()
@@ -534,7 +580,8 @@ def replay_spec(run_dir: str | os.PathLike, studies: Mapping[str, Study]) -> Exp
         raise ConfigError(f"nothing to replay: the sweep in {run_dir} makes no LLM calls")
     if not transcripts.is_file():
         raise ConfigError(f"{transcripts} not found: the sweep in {run_dir} has no recorded LLM exchanges")
-    return replace(spec, llm={**spec.llm, "backend": "replay", "replay_path": str(transcripts.resolve())})
+    return replace(spec, llm={**spec.llm, "backend": "replay", "replay_path": str(transcripts.resolve()),
+                              "endpoints": []})
 
 
 def records_in_sweep(spec: ExperimentSpec, records: Mapping[str, dict]) -> tuple[list[dict], int]:

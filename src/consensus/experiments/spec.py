@@ -13,7 +13,8 @@ Resolution (``resolve_spec``), every error a ``ConfigError`` raised before anyth
   the default's type (``rounds: 10.0`` -> 10, ``temperature: 0`` -> 0.0), so equal values give equal
   trial keys and seeds;
 * ``llm`` keys ⊆ ``LLM_DEFAULTS`` (defaults from ``consensus.settings.LLMParams``), checked
-  for range; the block is kept only when some trial uses an LLM (``Study.uses_llm``);
+  for range; the block is kept only when some trial uses an LLM (``Study.uses_llm``); ``llm.endpoints`` (a pool,
+  ``consensus.llm.pool``) is a list of {base_url, model, concurrency} and makes ``concurrency`` their sum;
 * ``Study.validate`` is called once per grid point with the full parameters.
 
 Expansion (``expand``): the grid is the cartesian product of the sweep axes in the spec's order; each
@@ -52,7 +53,8 @@ TOP_LEVEL_KEYS = ("study", "trials", "seed", "workers", "llm", "params", "sweep"
 LLM_BACKENDS = ("openai", "embedded", "replay")
 MAX_TRIALS = 1_000_000     # trials of one sweep (all are expanded in memory before anything runs)
 MAX_WORKERS = 256           # a worker is a process (CPU sweeps) or a thread (LLM sweeps)
-EXECUTION_LLM_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries", "n_parallel")
+EXECUTION_LLM_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries", "n_parallel", "endpoints")
+ENDPOINT_KEYS = ("base_url", "model", "concurrency")
 
 
 def _llm_defaults() -> dict[str, Any]:
@@ -64,7 +66,7 @@ def _llm_defaults() -> dict[str, Any]:
             "api_key_env": d["llm_api_key_env"], "temperature": d["llm_temperature"],
             "max_tokens": d["llm_max_tokens"], "timeout_s": d["llm_timeout_s"],
             "max_retries": d["llm_max_retries"], "concurrency": d["llm_concurrency"],
-            "replay_path": d["replay_path"], "n_ctx": 4096, "n_parallel": 1}
+            "replay_path": d["replay_path"], "n_ctx": 4096, "n_parallel": 1, "endpoints": []}
 
 
 LLM_DEFAULTS: dict[str, Any] = _llm_defaults()
@@ -92,7 +94,7 @@ class ExperimentSpec:
         """The spec as stored in ``spec.yaml`` (loadable again by ``resolve_spec``)."""
         d: dict[str, Any] = {"study": self.study, "trials": self.trials, "seed": self.seed, "workers": self.workers}
         if self.llm:
-            d["llm"] = dict(self.llm)
+            d["llm"] = {k: v for k, v in self.llm.items() if k != "endpoints" or v}   # no endpoint pool: not stored
         d["params"] = dict(self.params)
         d["sweep"] = {k: list(v) for k, v in self.sweep.items()}
         return d
@@ -240,7 +242,8 @@ def _resolve_llm(source: str, raw: Any) -> dict[str, Any]:
         raise _unknown(source, "llm", bad, LLM_DEFAULTS)
     llm = dict(LLM_DEFAULTS)
     for key, value in raw.items():
-        llm[key] = fit_type(_where(source, f"llm.{key}"), "" if value is None else value, LLM_DEFAULTS[key])
+        empty = [] if key == "endpoints" else ""
+        llm[key] = fit_type(_where(source, f"llm.{key}"), empty if value is None else value, LLM_DEFAULTS[key])
     if llm["backend"] not in LLM_BACKENDS:
         raise ConfigError(f"{_where(source, 'llm.backend')} must be one of {', '.join(LLM_BACKENDS)}, "
                           f"got {llm['backend']!r}")
@@ -249,7 +252,43 @@ def _resolve_llm(source: str, raw: Any) -> dict[str, Any]:
     for key, (low, high) in _LLM_RANGES.items():
         if not low <= llm[key] <= high:
             raise ConfigError(f"{_where(source, f'llm.{key}')} must be in [{low}, {high}], got {llm[key]!r}")
+    if llm["endpoints"]:
+        llm["endpoints"] = _resolve_endpoints(source, raw, llm)
+        llm["concurrency"] = sum(e["concurrency"] for e in llm["endpoints"])
     return llm
+
+
+def _resolve_endpoints(source: str, raw: Mapping[str, Any], llm: dict[str, Any]) -> list[dict[str, Any]]:
+    """``llm.endpoints``: a list of {base_url, model (default llm.model), concurrency (default llm.concurrency)};
+    the block's ``concurrency`` becomes their sum (given, it must equal it), and ``base_url`` must be empty."""
+    out = []
+    for k, entry in enumerate(llm["endpoints"]):
+        where = _where(source, f"llm.endpoints[{k}]")
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a mapping {{base_url, model, concurrency}}, got {entry!r}")
+        bad = [key for key in entry if key not in ENDPOINT_KEYS]
+        if bad:
+            raise _unknown(source, f"llm.endpoints[{k}]", bad, dict.fromkeys(ENDPOINT_KEYS))
+        url = entry.get("base_url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}.base_url must be an http(s):// URL, got {url!r}")
+        model = fit_type(f"{where}.model", entry.get("model") or llm["model"], "")
+        concurrency = _integer(source, f"llm.endpoints[{k}].concurrency",
+                               entry.get("concurrency", LLM_DEFAULTS["concurrency"]), 1, _LLM_RANGES["concurrency"][1])
+        out.append({"base_url": url, "model": model, "concurrency": concurrency})
+    urls = [e["base_url"] for e in out]
+    if len(set(urls)) < len(urls):
+        raise ConfigError(f"{_where(source, 'llm.endpoints')} lists an endpoint twice")
+    if llm["base_url"]:
+        raise ConfigError(f"{_where(source, 'llm')}: give either base_url or endpoints, not both")
+    total = sum(e["concurrency"] for e in out)
+    if "concurrency" in raw and raw["concurrency"] != total:
+        raise ConfigError(f"{_where(source, 'llm.concurrency')} is the sum of the endpoints' concurrency ({total}) "
+                          f"when llm.endpoints is given; got {raw['concurrency']!r} (leave it out)")
+    if total > _LLM_RANGES["concurrency"][1]:
+        raise ConfigError(f"{_where(source, 'llm.endpoints')}: their concurrency adds up to {total}, more than "
+                          f"{_LLM_RANGES['concurrency'][1]}")
+    return out
 
 
 def resolve_spec(raw: Mapping[str, Any], studies: Mapping[str, Study], *, source: str = "") -> ExperimentSpec:
@@ -380,6 +419,11 @@ def apply_overrides(raw: Mapping[str, Any], studies: Mapping[str, Study], *, tri
         block = out.get("llm") or {}
         if not isinstance(block, dict):
             raise ConfigError(f"llm must be a mapping, got {block!r}")
+        block = dict(block)
+        if given_llm.get("endpoints"):
+            block.pop("concurrency", None)          # a new pool: the sum of its endpoints'
+        elif given_llm.get("base_url"):
+            block.pop("endpoints", None)            # one endpoint instead of the pool
         out["llm"] = {**block, **given_llm}
     sets = list(sets) + ([f"planner={planner}"] if planner is not None else [])
     if not sets and not sweeps:

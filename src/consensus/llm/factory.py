@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from consensus.errors import ConfigError
 from consensus.llm.base import LLMClient
+
+if TYPE_CHECKING:
+    from consensus.llm.pool import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +31,7 @@ def make_client(
     n_threads: int | None = None,
     n_parallel: int = 1,
     llama_cpp: bool = False,
+    endpoints: Sequence[Endpoint] | None = None,
 ) -> tuple[LLMClient, Callable[[], None]]:
     """Return ``(client, close)``; ``close()`` releases the client and any server it started.
 
@@ -38,6 +42,8 @@ def make_client(
     * ``llama_cpp``: the "openai" endpoint is a llama.cpp server (e.g. the ``llm_server`` node): send its
       prompt-cache, slot and grammar fields.
     * "replay": ``ReplayClient(replay_path)``, no network.
+    * ``endpoints`` (backend "openai"): a ``PooledClient`` spreading the requests over them, each with its own
+      in-flight limit (``consensus.llm.pool``); ``base_url`` and ``concurrency`` are then not used.
 
     With ``transcripts_path`` the "openai" and "embedded" clients record every exchange.
     """
@@ -55,7 +61,12 @@ def make_client(
     from consensus.llm.openai_client import OpenAIChatClient
 
     server = None
-    if backend == "openai":
+    if backend == "openai" and endpoints:
+        from consensus.llm.pool import PooledClient, SlotBroker
+
+        inner = PooledClient(endpoints, SlotBroker([e.concurrency for e in endpoints]), model=model,
+                             api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries)
+    elif backend == "openai":
         inner = OpenAIChatClient(base_url or None, model, api_key_env=api_key_env, timeout_s=timeout_s,
                                  max_retries=max_retries, concurrency=concurrency, llama_cpp=llama_cpp,
                                  slots=n_parallel if llama_cpp else 0)

@@ -6,7 +6,8 @@ One JSON object per line::
      max_tokens, response_format, seed}, "response": <text> | null, "model": ..., "latency_s": ...,
      "prompt_tokens": ..., "completion_tokens": ..., "time": <unix s>, "error": <message>  (errors only),
      "tool_calls": [...] (tool-calling replies only), "server_timings": {prompt_n, cache_n, predicted_n, prompt_s,
-     predicted_s} (llama.cpp servers only: the server's own count of evaluated, cached and generated tokens)}
+     predicted_s} (llama.cpp servers only: the server's own count of evaluated, cached and generated tokens),
+     "endpoint": <base_url> (endpoint pools only: the endpoint that answered, ``consensus.llm.pool``)}
 
 Replay answers each request key with the records of that key in the order they were
 written, errors included (a recorded failure is raised again as ``LLMError``), so a
@@ -49,6 +50,51 @@ def request_record(req: ChatRequest) -> dict:
     return record
 
 
+def reply_record(req: ChatRequest, resp: ChatResponse) -> dict:
+    """The transcript record of a successful exchange (``endpoint``: the pool endpoint that answered, if any)."""
+    return {
+        "v": FORMAT_VERSION, "key": req.key(), "tag": req.tag, "request": request_record(req),
+        "response": resp.text, "model": resp.model, "latency_s": resp.latency_s,
+        "prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
+        "time": time.time(),
+        **({"tool_calls": resp.tool_calls} if resp.tool_calls else {}),
+        **({"server_timings": resp.meta["server_timings"]} if resp.meta.get("server_timings") else {}),
+        **({"endpoint": resp.meta["endpoint"]} if resp.meta.get("endpoint") else {}),
+    }
+
+
+def error_record(req: ChatRequest, error: str, latency_s: float) -> dict:
+    """The transcript record of a failed exchange."""
+    return {
+        "v": FORMAT_VERSION, "key": req.key(), "tag": req.tag, "request": request_record(req),
+        "response": None, "model": req.model, "latency_s": latency_s, "prompt_tokens": None,
+        "completion_tokens": None, "time": time.time(), "error": error,
+    }
+
+
+class MemoryStore:
+    """The records a ``RecordingClient`` would write, kept in a list (a Ray worker sends them to the driver)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+        self._lock = threading.Lock()
+
+    @property
+    def written(self) -> int:
+        return len(self.records)
+
+    def record_reply(self, req: ChatRequest, resp: ChatResponse) -> None:
+        with self._lock:
+            self.records.append(reply_record(req, resp))
+
+    def record_error(self, req: ChatRequest, error: str, latency_s: float) -> None:
+        with self._lock:
+            self.records.append(error_record(req, error, latency_s))
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
 class TranscriptStore:
     """Append-only, thread-safe JSONL transcript file.
 
@@ -88,22 +134,11 @@ class TranscriptStore:
 
     def record_reply(self, req: ChatRequest, resp: ChatResponse) -> None:
         """Append a successful exchange."""
-        self.append({
-            "v": FORMAT_VERSION, "key": req.key(), "tag": req.tag, "request": request_record(req),
-            "response": resp.text, "model": resp.model, "latency_s": resp.latency_s,
-            "prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
-            "time": time.time(),
-            **({"tool_calls": resp.tool_calls} if resp.tool_calls else {}),
-            **({"server_timings": resp.meta["server_timings"]} if resp.meta.get("server_timings") else {}),
-        })
+        self.append(reply_record(req, resp))
 
     def record_error(self, req: ChatRequest, error: str, latency_s: float) -> None:
         """Append a failed exchange."""
-        self.append({
-            "v": FORMAT_VERSION, "key": req.key(), "tag": req.tag, "request": request_record(req),
-            "response": None, "model": req.model, "latency_s": latency_s, "prompt_tokens": None,
-            "completion_tokens": None, "time": time.time(), "error": error,
-        })
+        self.append(error_record(req, error, latency_s))
 
     def load(self) -> list[dict]:
         """All well-formed records in file order; malformed lines are skipped with a warning.
@@ -129,7 +164,7 @@ class TranscriptStore:
 class RecordingClient:
     """Wraps an ``LLMClient`` and writes every reply (and every LLMError) to a TranscriptStore."""
 
-    def __init__(self, inner: LLMClient, store: TranscriptStore) -> None:
+    def __init__(self, inner: LLMClient, store: "TranscriptStore | MemoryStore") -> None:
         self.inner = inner
         self.store = store
 
@@ -165,11 +200,14 @@ class ReplayClient:
     last outcome. A key that was never recorded always raises ReplayMiss.
     """
 
-    def __init__(self, path_or_store: str | os.PathLike | TranscriptStore, strict: bool = True) -> None:
+    def __init__(self, path_or_store: str | os.PathLike | TranscriptStore, strict: bool = True, *,
+                 records: list[dict] | None = None) -> None:
+        """``records``: answer from these (already loaded) records; ``path_or_store`` then only names them."""
         store = path_or_store if isinstance(path_or_store, TranscriptStore) else TranscriptStore(path_or_store)
         self.path = store.path
         self.strict = strict
-        records = store.load()
+        if records is None:
+            records = store.load()
         self.skipped = store.skipped
         self._queues: dict[str, deque[dict]] = defaultdict(deque)
         self._last: dict[str, dict] = {}

@@ -1,0 +1,382 @@
+"""Run a sweep's trials on a Ray cluster (``consensus experiment ... --executor ray [--ray-address ADDR]``).
+
+The same spec, the same trials, the same derived seeds and the same record lines as the local executor
+(``consensus.experiments.runner``): only where ``execute`` runs changes. The driver (the ``consensus experiment``
+process) keeps the run directory: it alone writes ``results.jsonl`` and ``transcripts.jsonl``, so resume,
+``--retry-failed``, replay and the report work on a Ray run exactly as on a local one.
+
+* **Workers.** One Ray actor (``TrialWorker``, ``num_cpus=1``) per CPU of the cluster, at most one per trial to
+  run, created once per sweep with the study; the driver hands trials to the least busy ready worker (``execute``
+  on the worker, the record line back) within one budget for the sweep. CPU sweeps: one trial per worker at a time.
+  LLM sweeps: ``max(workers, llm.concurrency)`` trials plus one per worker (it waits at the broker, so no request
+  slot idles while the driver hands out the next trial), as threads of the workers (the first worker up may run
+  them all; later ones take their share as trials finish), each worker with one ``PooledClient`` on the sweep's
+  endpoint(s) (``consensus.llm.pool``) whose per-endpoint limits and back-off are held by one ``SlotBroker`` actor
+  for the whole sweep. A worker sends the transcript records of a trial with its record; the driver appends them.
+  Replay: the driver reads ``transcripts.jsonl`` and sends each trial its own exchanges, so no worker needs the
+  file. ``Study.parallel_trial`` studies get ``NUMBA_NUM_THREADS=1`` per worker (the workers are the parallelism;
+  their results do not depend on the thread count).
+* **Code.** The study's code reaches the workers through the job's runtime environment (``py_modules`` of
+  ``ray.init``; Ray takes local code at the job level only): the ``consensus`` package of the driver, and the
+  top-level package or module that defines the study's ``run_trial`` when it lives outside ``consensus`` (a study
+  defined in ``__main__`` is pickled by value). A
+  worker node needs Python 3.11 with the pinned wheels (requirements/base.txt and requirements/ray.txt, or the
+  Docker image), not the ``consensus`` package itself. ``TrialContext.out_dir`` is None on a worker (no shared
+  file system is assumed).
+* **Lost workers.** A trial whose worker process dies (killed, out of memory, its node lost) is recorded as
+  failed with the reason ``"Ray worker lost (<error>): <detail>"`` — never dropped; ``--retry-failed`` runs it
+  again — and the actor is replaced; a replacement that cannot be placed leaves its trials to the others.
+* **Ctrl-C.** The records of finished trials are written, the actors are killed (their running trials are
+  dropped, to be run by the next resume), and the interrupt is re-raised.
+* **Connection.** ``address`` None: a Ray instance on this machine for this sweep (started and stopped here,
+  unless ``RAY_ADDRESS`` names a cluster), ``"auto"``: the cluster this machine belongs to (``ray start``), or
+  ``HOST:PORT`` of a head node. Already connected (``ray.init`` called by the caller): that connection.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+from consensus.errors import ConfigError, ConsensusError
+from consensus.experiments.runner import (TRANSCRIPTS_FILE, Outcome, TrialClient, execute, lost_outcome,
+                                          trial_log)
+from consensus.experiments.spec import ExperimentSpec
+from consensus.experiments.study import Study, Trial, TrialContext
+
+log = logging.getLogger(__name__)
+
+RAY_MISSING = ("the Ray executor needs the ray package: pip install -r requirements/ray.txt "
+               "(or the extra consensus[ray])")
+#: how long the sweep waits for a worker when every worker is gone and none can be placed
+NO_WORKER_TIMEOUT_S = 120.0
+POLL_S = 0.25
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def runtime_env(study: Study) -> dict[str, Any]:
+    """The job's runtime environment (``ray.init``): ``py_modules`` with consensus and the study's own code."""
+    import consensus
+
+    modules = [str(Path(consensus.__file__).resolve().parent)]
+    name = getattr(study.run_trial, "__module__", "") or ""
+    top = name.split(".")[0]
+    if top and top not in ("consensus", "__main__") and top in sys.modules:
+        mod = sys.modules[top]
+        path = getattr(mod, "__path__", None)
+        source = list(path)[0] if path else getattr(mod, "__file__", None)
+        if source:
+            modules.append(str(Path(source).resolve()))
+    return {"py_modules": modules}
+
+
+def actor_env(study: Study) -> dict[str, Any]:
+    """The workers' own runtime environment (on top of the job's): one numba thread for parallel trials."""
+    return {"env_vars": {"NUMBA_NUM_THREADS": "1"}} if study.parallel_trial else {}
+
+
+def lost_reason(exc: BaseException) -> str:
+    """One line from a Ray error about a dead worker: its type, first line and Ray's exit detail."""
+    text = str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    detail = next((ln for ln in lines if "exit detail" in ln.lower() or "node" in ln.lower() and "died" in ln.lower()),
+                  "")
+    if "Worker exit detail:" in detail:
+        detail = detail[detail.index("Worker exit detail:"):]
+    reason = f"Ray worker lost ({type(exc).__name__}): {first}"
+    if detail and detail != first:
+        reason += f" {detail}"
+    return reason[:400]
+
+
+class _RemoteBroker:
+    """A ``consensus.llm.pool.Broker`` that is a ``SlotBroker`` actor shared by every worker of the sweep."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def acquire(self, avoid=()) -> int:
+        import ray
+
+        return ray.get(self.handle.acquire.remote(list(avoid)))
+
+    def release(self, index: int, ok: bool, error: str = "") -> None:
+        self.handle.release.remote(index, ok, error)
+
+    def status(self) -> list[dict]:
+        import ray
+
+        return ray.get(self.handle.status.remote())
+
+
+class TrialWorker:
+    """A Ray actor (``ray.remote(TrialWorker)``) running trials of one study: ``run(trial) -> (outcome, exchanges)``."""
+
+    def __init__(self, study: Study, llm: dict, broker: Any = None) -> None:
+        self.study = study
+        self.llm = dict(llm)
+        self.stop = threading.Event()
+        self.client = None
+        if self.llm and self.llm["backend"] != "replay":
+            from consensus.llm.pool import PooledClient, endpoints_of
+
+            self.client = PooledClient(endpoints_of(self.llm), _RemoteBroker(broker), model=self.llm["model"],
+                                       api_key_env=self.llm["api_key_env"], timeout_s=self.llm["timeout_s"],
+                                       max_retries=self.llm["max_retries"])
+
+    def where(self) -> dict:
+        """Where this worker runs and which consensus it imports (logged by the driver)."""
+        import consensus
+        import ray
+
+        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
+                "consensus": str(Path(consensus.__file__).parent)}
+
+    def run(self, trial: Trial, exchanges: list[dict] | None = None) -> tuple[Outcome, list[dict]]:
+        if not self.llm:
+            return execute(self.study, trial, TrialContext()), []
+        from consensus.llm.transcripts import MemoryStore, RecordingClient, ReplayClient
+
+        store = MemoryStore()
+        if self.llm["backend"] == "replay":
+            shared = ReplayClient(self.llm["replay_path"] or "transcripts.jsonl", records=exchanges or [])
+        else:
+            shared = RecordingClient(self.client, store)
+        ctx = TrialContext(llm=TrialClient(shared, trial, self.stop), llm_settings=self.llm)
+        return execute(self.study, trial, ctx), store.records
+
+
+def _owner(tag: str, keys: set[str]) -> str | None:
+    """The trial key a transcript tag ``"<trial key>|<tag>"`` belongs to (keys may contain '|')."""
+    for i, ch in enumerate(tag):
+        if ch == "|" and tag[:i] in keys:
+            return tag[:i]
+    return None
+
+
+class RayExecutor:
+    """``consensus.experiments.runner.Executor`` on a Ray cluster (module docstring)."""
+
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address or None
+
+    def check(self, spec: ExperimentSpec) -> None:
+        if not ray_available():
+            raise ConfigError(RAY_MISSING)
+        llm = spec.llm
+        if llm and llm["backend"] == "embedded" and not llm["base_url"]:
+            raise ConfigError("--executor ray cannot use the embedded model of this process: start a model server "
+                              "that the workers can reach (e.g. `ros2 run consensus llm_server` bound to a routable "
+                              "address, vLLM, llama.cpp, Ollama) and give its --base-url")
+
+    def mode(self, spec: ExperimentSpec, study: Study, todo: list[Trial]) -> str:
+        return "ray"
+
+    # -----------------------------------------------------------------------------------------
+    def _connect(self, study: Study) -> bool:
+        """Connect (or start a local instance) with the job's runtime environment; True if this call did (and so
+        must disconnect). Ray takes local code only at the job level: a caller that connected already must have
+        given ``runtime_env(study)`` to its ``ray.init`` (or have the code installed on the workers)."""
+        import ray
+
+        if ray.is_initialized():
+            return False
+        kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
+                                  "namespace": "consensus-experiments", "runtime_env": runtime_env(study)}
+        if self.address is None and not os.environ.get("RAY_ADDRESS"):
+            kwargs["include_dashboard"] = False
+        try:
+            ray.init(address=self.address, **kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConsensusError(f"cannot connect to the Ray cluster at {self.address or 'a new local instance'}: "
+                                 f"{exc}") from None
+        return True
+
+    def run(self, mode: str, todo: list[Trial], spec: ExperimentSpec, study: Study, out: Path,
+            sink: Callable[[Outcome], None]) -> None:
+        import ray
+
+        started = self._connect(study)
+        actors: dict[int, Any] = {}
+        broker = None
+        try:
+            cpus = int(ray.cluster_resources().get("CPU", 0))
+            if cpus < 1:
+                raise ConsensusError("the Ray cluster has no CPUs for the sweep's workers")
+            llm = dict(spec.llm)
+            if llm:
+                want = min(max(spec.workers, llm["concurrency"]), len(todo))
+                n_actors = min(cpus, want)
+                # one trial more per worker than its share waits at the broker for a slot, so an endpoint slot does
+                # not idle while the driver hands a worker its next trial; any worker may run the whole budget (the
+                # first one up starts the sweep, the others take their share as trials finish)
+                budget = min(want + n_actors, len(todo))
+                threads = budget
+            else:
+                n_actors = min(cpus, len(todo))
+                budget, threads = n_actors, 1
+            if llm and llm["backend"] != "replay":
+                from consensus.llm.pool import SlotBroker, endpoints_of
+
+                broker = ray.remote(SlotBroker).options(num_cpus=0, max_concurrency=budget + 8).remote(
+                    [e.concurrency for e in endpoints_of(llm)])
+            exchanges = self._replay_exchanges(llm, todo)
+            transcripts = None
+            if llm and llm["backend"] != "replay":
+                from consensus.llm.transcripts import TranscriptStore
+
+                transcripts = TranscriptStore(out / TRANSCRIPTS_FILE)
+            worker_cls = ray.remote(TrialWorker).options(num_cpus=1, max_concurrency=threads, max_restarts=0,
+                                                         max_task_retries=0, runtime_env=actor_env(study) or None)
+            study_ref = ray.put(study)
+            try:
+                self._loop(ray, worker_cls, study_ref, llm, broker, n_actors, threads, budget, todo, exchanges,
+                           transcripts, sink, actors)
+            finally:
+                if transcripts is not None:
+                    transcripts.close()
+        finally:
+            for handle in list(actors.values()) + ([broker] if broker is not None else []):
+                try:
+                    ray.kill(handle)
+                except Exception:       # already dead
+                    pass
+            if started:
+                ray.shutdown()
+
+    @staticmethod
+    def _replay_exchanges(llm: dict, todo: list[Trial]) -> dict[str, list[dict]]:
+        if not llm or llm["backend"] != "replay":
+            return {}
+        from consensus.llm.transcripts import TranscriptStore
+
+        keys = {t.key for t in todo}
+        out: dict[str, list[dict]] = {}
+        for rec in TranscriptStore(llm["replay_path"]).load():
+            owner = _owner(str(rec.get("tag", "")), keys)
+            if owner is not None:
+                out.setdefault(owner, []).append(rec)
+        return out
+
+    def _loop(self, ray, worker_cls, study_ref, llm, broker, n_actors, threads, budget, todo, exchanges, transcripts,
+              sink,
+              actors) -> None:
+        queue = deque(todo)
+        busy: dict[int, int] = {}                 # ready actor -> trials it is running (at most `threads`)
+        calls: dict[Any, tuple[int, Trial, float]] = {}   # call ref -> (actor, trial, start)
+        pings: dict[Any, int] = {}                # ping ref -> actor being started
+        next_id = 0
+        generation_ok = False                     # some actor has started: a later failure is not a set-up error
+        no_worker_since: float | None = None
+
+        def start_actor() -> None:
+            nonlocal next_id
+            actors[next_id] = worker_cls.remote(study_ref, llm, broker)
+            pings[actors[next_id].where.remote()] = next_id
+            next_id += 1
+
+        def deliver(outcome: Outcome, records: list[dict]) -> None:
+            if transcripts is not None:
+                for rec in records:
+                    transcripts.append(rec)
+            sink(outcome)
+
+        def lose(actor_id: int) -> None:
+            """The actor died: forget it (its other running calls fail too) and start one replacement."""
+            busy.pop(actor_id, None)
+            if actor_id not in actors:
+                return
+            try:
+                ray.kill(actors.pop(actor_id))
+            except Exception:
+                pass
+            start_actor()
+
+        for _ in range(n_actors):
+            start_actor()
+        try:
+            while queue or calls:
+                while queue and busy and len(calls) < budget:
+                    actor_id = min(busy, key=busy.__getitem__)      # the least busy ready worker
+                    if busy[actor_id] >= threads:
+                        break
+                    trial = queue.popleft()
+                    ref = actors[actor_id].run.remote(trial, exchanges.get(trial.key))
+                    calls[ref] = (actor_id, trial, time.monotonic())
+                    busy[actor_id] += 1
+                waiting = list(calls) + list(pings)
+                if not calls and not busy:
+                    no_worker_since = no_worker_since or time.monotonic()
+                    if time.monotonic() - no_worker_since > NO_WORKER_TIMEOUT_S:
+                        raise ConsensusError(f"no Ray worker could be placed for {NO_WORKER_TIMEOUT_S:.0f} s (did "
+                                             "the cluster lose its nodes?); finished trials are kept: resume later")
+                else:
+                    no_worker_since = None
+                if not waiting:
+                    start_actor()
+                    continue
+                ready, _ = ray.wait(waiting, num_returns=1, timeout=POLL_S)
+                if ready:
+                    ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0)
+                for ref in ready:
+                    if ref in pings:
+                        actor_id = pings.pop(ref)
+                        try:
+                            where = ray.get(ref)
+                        except Exception as exc:
+                            if not generation_ok:
+                                lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+                                cause = lines[-1] if len(lines) > 1 else ""
+                                raise ConsensusError(f"the Ray workers could not start: {lost_reason(exc)}"
+                                                     + (f" ... {cause}" if cause else "")) from None
+                            log.warning("a replacement Ray worker could not start: %s", lost_reason(exc))
+                            actors.pop(actor_id, None)
+                            continue
+                        generation_ok = True
+                        trial_log.info("Ray worker %d: pid %s on node %s, consensus from %s", actor_id,
+                                       where["pid"], where["node"][:12], where["consensus"])
+                        busy[actor_id] = 0
+                        continue
+                    actor_id, trial, t0 = calls.pop(ref)
+                    try:
+                        outcome, records = ray.get(ref)
+                    except ray.exceptions.RayActorError as exc:
+                        deliver(lost_outcome(trial, lost_reason(exc), time.monotonic() - t0), [])
+                        lose(actor_id)
+                        continue
+                    except ray.exceptions.RayError as exc:       # the call itself failed (not the trial)
+                        deliver(lost_outcome(trial, f"Ray call failed: {type(exc).__name__}: "
+                                             f"{str(exc).splitlines()[0] if str(exc) else ''}",
+                                             time.monotonic() - t0), [])
+                        if actor_id in busy:
+                            busy[actor_id] -= 1
+                        continue
+                    deliver(outcome, records)
+                    if actor_id in busy:
+                        busy[actor_id] -= 1
+        except BaseException:
+            # keep what already finished; the caller kills the actors (their running trials are dropped)
+            done, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0) if calls else ([], [])
+            for ref in done:
+                try:
+                    outcome, records = ray.get(ref, timeout=1)
+                except Exception:
+                    continue
+                deliver(outcome, records)
+            if calls:
+                log.warning("stopping: %d running trial(s) on Ray workers dropped (a resume runs them)",
+                            len(calls) - len(done))
+            raise

@@ -1,0 +1,227 @@
+"""The Ray executor on a real two-node Ray cluster on this machine (tests/ray_cluster.py: `ray start --head` and a
+second node with `ray start --address`, so trials really run in other processes and objects really move).
+
+A Ray run and a local run of the same spec give the same records (``elapsed_s`` aside) for a CPU study (the toy
+and the real ``theory-model`` preset) and an LLM study against fake endpoints; a worker killed mid-sweep costs the
+trial it was running a failed record with the reason, which ``--retry-failed`` runs again; Ctrl-C keeps every
+finished record and the resume (on Ray) completes the sweep; an endpoint pool survives one endpoint dying.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import experiment_fixtures as fx
+from fake_openai_server import FakeOpenAIServer, Reply
+
+from consensus.experiments.runner import RESULTS_FILE, TRANSCRIPTS_FILE, read_results, replay_spec, run_experiment
+from consensus.experiments.spec import load_spec_file, resolve_spec
+
+pytestmark = pytest.mark.needs("ray")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from needs import need
+
+    need("ray")
+    from ray_cluster import RayCluster
+
+    c = RayCluster(nodes=2).start()
+    saved = {k: os.environ.get(k) for k in c.auth_env}
+    os.environ.update(c.auth_env)                    # this process's ray.init (the executor) uses the token
+    try:
+        yield c
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        c.stop()
+        assert c.alive() == [], "processes of the test's Ray cluster are still running"
+
+
+def ray_executor(cluster):
+    from consensus.experiments.ray_executor import RayExecutor
+
+    return RayExecutor(cluster.address)
+
+
+def without_time(records: dict) -> dict:
+    return {k: {f: v for f, v in r.items() if f != "elapsed_s"} for k, r in records.items()}
+
+
+def records(out: Path) -> dict:
+    return read_results(out / RESULTS_FILE)
+
+
+def run(spec, out, studies=fx.STUDIES, **kw):
+    return run_experiment(spec, studies[spec.study], out, progress=False, **kw)
+
+
+def seeded_reply(body: dict) -> Reply:
+    """A reply that depends only on the request (its per-call seed): any endpoint, any order, the same answer."""
+    digest = hashlib.sha256(str(body.get("seed")).encode()).digest()
+    return Reply(json.dumps({"reasoning": "r", "position": [float(digest[0] % 23)]}), delay_s=0.02)
+
+
+# ---------------------------------------------------------------------------------------------
+def test_cpu_sweep_on_ray_gives_the_local_records_and_ships_the_code(cluster, tmp_path):
+    spec = resolve_spec({"study": "toy", "trials": 4, "params": {"sleep_s": 0.3},
+                         "sweep": {"x": [0, 1], "mode": ["ok", "crash"]}}, fx.STUDIES)    # 16 x 0.3 s: both workers
+    result = run(spec, tmp_path / "ray", executor=ray_executor(cluster))
+    assert (result.mode, result.ok, result.failed) == ("ray", 12, 4)
+    local = run(spec, tmp_path / "local")
+    assert without_time(records(tmp_path / "ray")) == without_time(records(local.out_dir))
+    log = (tmp_path / "ray" / "experiment.log").read_text()
+    # the workers import consensus (and the fixtures) from Ray's runtime environment, on both nodes
+    placed = [line for line in log.splitlines() if "Ray worker" in line]
+    assert len(placed) == 2 and all("runtime_resources/py_modules_files" in line for line in placed)
+    assert len({line.split(" on node ")[1].split(",")[0] for line in placed}) == 2
+    assert "experiment_fixtures.py" in log and "runtime_resources" in log          # the crash tracebacks
+
+
+def test_theory_model_preset_on_ray_equals_local(cluster, tmp_path):
+    from consensus.registry import all_studies
+
+    studies = all_studies()
+    raw = {"study": "theory-model", "trials": 2, "params": {"rounds": 20},
+           "sweep": {"beta": [0.0, 0.5], "agents": [4]}}
+    spec = resolve_spec(raw, studies)
+    ray_run = run(spec, tmp_path / "ray", studies, executor=ray_executor(cluster))
+    local = run(spec, tmp_path / "local", studies)
+    assert ray_run.ok == local.ok == 4
+    assert without_time(records(tmp_path / "ray")) == without_time(records(tmp_path / "local"))
+
+
+def test_llm_sweep_on_ray_equals_local_and_replays_on_ray(cluster, tmp_path):
+    with FakeOpenAIServer(seeded_reply) as a, FakeOpenAIServer(seeded_reply) as b:
+        raw = {"study": "toy-llm", "trials": 3, "workers": 1,
+               "llm": {"backend": "openai", "model": "fake", "max_retries": 0,
+                       "endpoints": [{"base_url": a.base_url, "concurrency": 2},
+                                     {"base_url": b.base_url, "concurrency": 2}]}}
+        spec = resolve_spec(raw, fx.STUDIES)
+        ray_run = run(spec, tmp_path / "ray", executor=ray_executor(cluster))
+        local = run(spec, tmp_path / "local")
+        assert a.max_in_flight <= 2 and b.max_in_flight <= 2
+        urls = {a.base_url, b.base_url}
+    assert ray_run.ok == local.ok == 6
+    assert without_time(records(tmp_path / "ray")) == without_time(records(tmp_path / "local"))
+    exchanges = [json.loads(x) for x in (tmp_path / "ray" / TRANSCRIPTS_FILE).read_text().splitlines()]
+    assert len(exchanges) == 3 * (2 * 2 + 3 * 2) and {x["endpoint"] for x in exchanges} == urls
+    replayed = run(replay_spec(tmp_path / "ray", fx.STUDIES), tmp_path / "replay", executor=ray_executor(cluster))
+    assert replayed.ok == 6
+    assert without_time(records(tmp_path / "replay")) == without_time(records(tmp_path / "ray"))
+
+
+def test_an_endpoint_dying_mid_sweep_on_ray_loses_nothing(cluster, tmp_path):
+    with FakeOpenAIServer(seeded_reply) as a:
+        b = FakeOpenAIServer(seeded_reply).start()
+        try:
+            spec = resolve_spec({"study": "toy-llm", "trials": 6, "workers": 1,
+                                 "llm": {"backend": "openai", "model": "fake", "max_retries": 0,
+                                         "endpoints": [{"base_url": a.base_url, "concurrency": 2},
+                                                       {"base_url": b.base_url, "concurrency": 2}]}}, fx.STUDIES)
+            killer = threading.Thread(target=lambda: (_wait_lines(tmp_path / "ray" / TRANSCRIPTS_FILE, 8), b.stop()))
+            killer.start()
+            result = run(spec, tmp_path / "ray", executor=ray_executor(cluster))
+            killer.join()
+        finally:
+            b.stop()
+        local = run(spec, tmp_path / "local")         # endpoint b is gone: a alone
+        url_a = a.base_url
+    assert result.ok == local.ok == 12
+    assert without_time(records(tmp_path / "ray")) == without_time(records(tmp_path / "local"))
+    answered = [json.loads(x).get("endpoint") for x in (tmp_path / "ray" / TRANSCRIPTS_FILE).read_text().splitlines()]
+    url_b = next(u for u in answered if u != url_a)
+    assert answered.count(url_b) >= 1 and answered.count(url_a) > answered.count(url_b)
+
+
+def _wait_lines(path: Path, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.is_file() and len(path.read_text().splitlines()) >= n:
+            return
+        time.sleep(0.02)
+
+
+def test_a_killed_worker_fails_its_trial_with_the_reason_and_retry_failed_reruns_it(cluster, tmp_path):
+    spec = resolve_spec({"study": "toy", "trials": 8, "params": {"sleep_s": 0.4}, "sweep": {"x": [0, 1]}},
+                        fx.STUDIES)
+    out = tmp_path / "ray"
+    killed: list[int] = []
+
+    def kill_one_worker():
+        _wait_lines(out / RESULTS_FILE, 3)
+        pids = cluster.worker_pids()
+        if pids:
+            os.kill(pids[0], signal.SIGKILL)          # a process of the test's own cluster, by its id
+            killed.append(pids[0])
+
+    killer = threading.Thread(target=kill_one_worker)
+    killer.start()
+    first = run(spec, out, executor=ray_executor(cluster))
+    killer.join()
+    assert killed, "no TrialWorker process found to kill"
+    got = records(out)
+    assert len(got) == 16                                              # nothing lost
+    lost = [r for r in got.values() if r["status"] == "failed"]
+    assert first.failed == len(lost) == 1 and lost[0]["result"] is None
+    assert lost[0]["reason"].startswith("Ray worker lost (") and "died" in lost[0]["reason"]
+    again = run(spec, out, retry_failed=True, executor=ray_executor(cluster))
+    assert (again.skipped, again.ok, again.failed) == (15, 1, 0)
+    local = run(spec, tmp_path / "local")
+    assert without_time(records(out)) == without_time(records(local.out_dir))
+
+
+def _cli(args: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
+           "RAY_USAGE_STATS_ENABLED": "0"}
+    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "experiment_fixtures.py"), "experiment", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_ctrl_c_keeps_finished_records_and_the_resume_on_ray_completes_the_sweep(cluster, tmp_path):
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text("study: toy\ntrials: 12\nparams: {sleep_s: 0.25}\nsweep: {x: [0, 1]}\n")
+    out = tmp_path / "run"
+    ray_flags = ["--executor", "ray", "--ray-address", cluster.address]
+    proc = _cli([str(spec_file), "--out", str(out), "-q", "--no-report", *ray_flags])
+    try:
+        _wait_lines(out / RESULTS_FILE, 4)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    done = records(out)
+    assert proc.returncode == 130 and f"--resume {out}" in err
+    assert 4 <= len(done) < 24 and all(r["status"] == "ok" for r in done.values())
+    finish = _cli(["--resume", str(out), "-q", "--no-report", *ray_flags])
+    stdout, err = finish.communicate(timeout=300)
+    assert finish.returncode == 0, err
+    assert f"{len(done)} already recorded" in stdout and "(ray)" in stdout
+    local = run(resolve_spec(load_spec_file(spec_file), fx.STUDIES), tmp_path / "local")
+    assert without_time(records(out)) == without_time(records(local.out_dir))
+
+
+def test_the_embedded_model_of_the_driver_is_refused_before_anything_is_written(tmp_path):
+    from consensus.errors import ConfigError
+    from consensus.experiments.ray_executor import RayExecutor
+
+    spec = resolve_spec({"study": "toy-llm", "llm": {"backend": "embedded"}}, fx.STUDIES)
+    with pytest.raises(ConfigError, match="cannot use the embedded model"):
+        run(spec, tmp_path / "run", executor=RayExecutor("127.0.0.1:1"))
+    assert not (tmp_path / "run").exists()
