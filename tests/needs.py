@@ -183,3 +183,13 @@ def need(*names: str) -> None:
         if require_all() and TOOLS[name].ci():
             pytest.fail(f"CONSENSUS_REQUIRE_ALL=1: {missing_reason(name)}")
         pytest.skip(missing_reason(name))
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback now (the embedded LLM server of a test must not collide with another
+    test session's on this machine)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -16,6 +16,7 @@ import pytest
 from consensus.metrics.convergence import min_pair_distance_series, packing_radius
 from consensus.scenarios.disaster.config import load_disaster_config
 from consensus.runs.rundir import read_trajectories
+from needs import free_port
 
 pytestmark = pytest.mark.ros
 
@@ -222,7 +223,7 @@ def test_three_embedded_llm_drones_through_ros(tmp_path, embedded_model_installe
     cfg = load_disaster_config(None, num_robots=3, planner="llm", llm_backend="embedded", llm_concurrency=1,
                                rounds=1, discussion_turns=0, width=6, height=6, initial_disasters=1, p_new=0.0,
                                llm_max_tokens=120, llm_timeout_s=150.0, llm_max_retries=0, parse_retries=0,
-                               v_max=3.0, kp=2.0, seed=3, round_timeout_s=500.0)
+                               v_max=3.0, kp=2.0, seed=3, round_timeout_s=500.0, llm_port=free_port())
     run = tmp_path / "run"
     summary = run_disaster_ros(cfg, run)
     assert summary["rounds"] == 1

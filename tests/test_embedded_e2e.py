@@ -15,6 +15,7 @@ import pytest
 
 from consensus.scenarios.aggregation.config import load_config
 from consensus.runs.rundir import read_trajectories
+from needs import free_port
 
 pytestmark = [pytest.mark.ros, pytest.mark.embedded]
 
@@ -23,7 +24,8 @@ def test_three_robots_embedded_llm_through_ros(tmp_path, embedded_model_installe
     from consensus.scenarios.aggregation.runner import run_ros
 
     cfg = load_config(None, num_robots=3, planner="llm", llm_backend="embedded", llm_concurrency=3,
-                      max_rounds=3, duration_s=240.0, seed=11, llm_temperature=0.7, init_radius=4.0)
+                      max_rounds=3, duration_s=240.0, seed=11, llm_temperature=0.7, init_radius=4.0,
+                      llm_port=free_port())
     summary = run_ros(cfg, tmp_path / "run", echo=None)     # ends after the 3rd round (duration_s is a cap)
     assert summary["samples"] < 240 * cfg.state_rate_hz * 0.9, "the run did not end at max_rounds"
     plans = [json.loads(line) for line in (tmp_path / "run" / "plans.jsonl").read_text().splitlines()]

@@ -76,6 +76,9 @@ def test_a_fleet_split_over_hosts_with_static_peers_converges(tmp_path):
     text = {p.name: p.read_text(errors="replace")[-1500:] for p in logs.iterdir()}
     assert recorder.returncode == 0, text
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["converged"] is True and summary["final_spread_m"] < summary["converge_tol_m"], (summary, text)
+    # the robots' targets agree and their bodies pack around the meeting point (the collision filter is on in
+    # ROS runs): no pair closer than the clearance
+    assert summary["converged"] is True and summary["target_spread_m"] < summary["converge_tol_m"], (summary, text)
+    assert summary["min_pair_distance_m"] >= summary["clearance_m"] - 1e-6, summary
     assert summary.get("lost_robots", []) == [] and summary["callback_errors"] == 0
     assert all(p.poll() is not None for p in procs)

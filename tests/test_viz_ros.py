@@ -28,7 +28,7 @@ def run(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("viz") / "run"
     cfg = load_config(None, num_robots=3, planner="average", planner_period_s=1.0, duration_s=8.0,
-                      llm_backend="openai", seed=5)
+                      llm_backend="openai", seed=5, collision_avoidance="none")     # point robots: they meet
     result: dict = {}
     runner = threading.Thread(target=lambda: result.update(run_ros(cfg, out, echo=None)))
     runner.start()
