@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -319,6 +320,23 @@ class AgentsParams:
 
 
 @dataclass
+class BagParams:
+    """The run's MCAP bag (``consensus.ros.bag_recorder``)."""
+
+    bag: bool = True                  # record the run's topics into an MCAP bag in the run directory
+    # topics (regular expression, searched in the full name) left out of the bag; the default leaves out the
+    # `nearby` relay: every robot's copy of all the others' states (n x (n-1) poses every control period, derived
+    # from the recorded `state` topics; at 100 robots more than the rest of the bag). "" records every topic
+    bag_exclude: str = r"/nearby$"
+
+    def _check_bag(self) -> None:
+        try:
+            re.compile(self.bag_exclude)
+        except re.error as exc:
+            raise ConfigError(f"bag_exclude is not a regular expression: {exc}") from None
+
+
+@dataclass
 class LiveViewParams:
     """The live Foxglove view of a ROS run (``consensus.runs.foxglove_live``): a WebSocket server in the node that
     records the run. 0 = off."""
@@ -334,7 +352,7 @@ class LiveViewParams:
 
 
 @dataclass
-class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams):
+class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams, BagParams):
     """What the kernel's robot nodes read (``sim``, the robot base ``consensus.ros.robot.RobotAgent``,
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs
     of mobile robots extend it."""
@@ -352,7 +370,6 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
     sim: str = "builtin"              # builtin | turtlesim | gazebo | none (real robots or another driver)
     robots_file: str = ""             # YAML `robots:` map (real robots: name, namespace, preset, pose, enabled)
     markers: bool = True              # publish visualization_msgs/MarkerArray (+ TF where tf2_msgs is installed)
-    bag: bool = True                  # record the run's topics into an MCAP bag in the run directory
     robot_timeout_s: float = 2.0      # a robot whose state is older than this is dropped (lost robot, stale link)
 
     def _check_robot_base(self) -> None:

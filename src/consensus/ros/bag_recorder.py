@@ -1,7 +1,8 @@
 """``bag_recorder``: records every topic of a run into the MCAP bag ``RUN/bag/`` (``consensus.runs.bag``).
 
 Once a second (steady clock) it looks for new topics (``get_topic_names_and_types``) and subscribes to each with a
-publisher, except ``/parameter_events``, serialized (``raw=True``: the CDR bytes go to the file untouched), with
+publisher, except ``/parameter_events`` and the topics ``bag_exclude`` matches (``BagParams``: by default the
+``nearby`` relay, derived from the recorded ``state`` topics and O(n²) in size), serialized (``raw=True``: the CDR bytes go to the file untouched), with
 the QoS its publishers offer (reliable only if every publisher is; transient-local only if every publisher is, so
 latched topics such as ``/topology/graph`` arrive too) and depth 100. The offered profiles go into the bag's
 metadata. A topic whose type has no installed .msg definition or Python class is skipped with one warning. Each
@@ -14,6 +15,7 @@ it. Its callback errors go out on ``/health`` like every root-namespace node's.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from consensus.errors import ConfigError
 from consensus.ros.params import node_main, HEALTH, Health, declare_config, guarded, publish_health
 from consensus.runs.bag import BagWriter
 from consensus.runs.rundir import default_run_dir
-from consensus.settings import FlatParams, RunParams
+from consensus.settings import BagParams, FlatParams, RunParams
 
 DISCOVERY_PERIOD_S = 1.0
 EXCLUDED = frozenset({"/parameter_events"})
@@ -35,8 +37,8 @@ BAG_DIR = "bag"
 
 
 @dataclass
-class BagConfig(FlatParams, RunParams):
-    """What the bag recorder reads from a run's parameters file: the run directory."""
+class BagConfig(FlatParams, RunParams, BagParams):
+    """What the bag recorder reads from a run's parameters file: the run directory and what to leave out."""
 
 
 def _duration(d: Duration) -> dict:
@@ -81,6 +83,8 @@ class BagRecorder:
         self.health = Health(parent=HEALTH, logger=node.get_logger())
         self.subs: dict[str, object] = {}
         self.skipped: set[str] = set()
+        self.exclude = re.compile(self.cfg.bag_exclude) if self.cfg.bag_exclude else None
+        self.clock = node.get_clock()
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         node.create_timer(DISCOVERY_PERIOD_S, guarded(self.discover, "bag.discover", self.health), clock=steady)
         self.publish_health = publish_health(node, self.health)
@@ -90,6 +94,9 @@ class BagRecorder:
     def discover(self) -> None:
         for name, types in self.node.get_topic_names_and_types():
             if name in self.subs or name in self.skipped or name in EXCLUDED:
+                continue
+            if self.exclude is not None and self.exclude.search(name):
+                self.skipped.add(name)          # by request (bag_exclude): no warning
                 continue
             publishers = self.node.get_publishers_info_by_topic(name)
             if not publishers:
@@ -112,8 +119,10 @@ class BagRecorder:
         self.node.get_logger().warning(f"not recording {name}: {why}")
 
     def _writer_of(self, name: str):
+        clock, write = self.clock, self.writer.write
+
         def cb(raw: bytes) -> None:
-            self.writer.write(name, raw, self.node.get_clock().now().nanoseconds)
+            write(name, raw, clock.now().nanoseconds)
         return cb
 
     def close(self) -> None:

@@ -342,6 +342,13 @@ def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node]
     return run_node(body, name)
 
 
+#: the GIL switch interval of every node process (Python's default is 5 ms): a thread that runs Python code (an
+#: LLM worker parsing a reply, the client's HTTP stack) holds the GIL for up to this long before the executor thread
+#: that a timer woke gets it, so the default alone could make a 10 Hz control tick 5-15 ms late; measured with
+#: benchmarks/bench_control_timing.py (docs/benchmarks.md)
+SWITCH_INTERVAL_S = 0.001
+
+
 def run_node(body: Callable[[list[str]], None], name: str) -> int:
     """Run a node's ``body(args)`` with rclpy set up. What it raises goes through the package's one error boundary
     (``consensus.errors.error_boundary``): bad input is one line and exit status 2, a failure 1, never a traceback;
@@ -349,6 +356,7 @@ def run_node(body: Callable[[list[str]], None], name: str) -> int:
     from consensus.errors import error_boundary
 
     logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     args = rclpy.utilities.remove_ros_args(sys.argv)
     rclpy.init(args=sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGINT, _handle_stop_signal)

@@ -274,16 +274,22 @@ class RobotAgent:
 
     # ------------------------------------------------------------------ planner (slow loop)
     def plan_tick(self) -> None:
-        self.publish_status()
+        """One planning slot; the status goes out once per slot (after the round when it completes at once, as
+        with a classical planner: one publish fewer per robot and round in the fleet's planning burst)."""
+        if not self._plan():
+            self.publish_status()
+
+    def _plan(self) -> bool:
+        """Start a round if one is due; True when it also completed (and published) right away."""
         self._decode_inputs()
         self._decode_neighbors()
         if self.pos is None:
-            return                            # nothing to plan from yet
+            return False                      # nothing to plan from yet
         if self.cfg.max_rounds and self.round >= self.cfg.max_rounds:
-            return
+            return False
         if self.pending is not None:
             self.counters["overruns"] += 1    # the previous plan is still running (slow LLM): skip this slot
-            return
+            return False
         req = PlanRequest(robot_id=self.id, own=self.pos.copy(), neighbors=list(self.neighbors), round=self.round)
         self.round += 1
         if self.pool is None:
@@ -291,8 +297,9 @@ class RobotAgent:
             fut.set_result(self._safe_plan(req))
             self.pending = fut
             self._collect_plan()
-        else:
-            self.pending = self.pool.submit(self._safe_plan, req)
+            return True
+        self.pending = self.pool.submit(self._safe_plan, req)
+        return False
 
     def _safe_plan(self, req: PlanRequest) -> tuple[PlanRequest, PlanResult]:
         try:

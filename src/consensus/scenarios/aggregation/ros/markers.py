@@ -49,6 +49,14 @@ def _point(xy, z: float = 0.0) -> Point:
     return Point(x=float(xy[0]), y=float(xy[1]) if len(xy) > 1 else 0.0, z=float(z))
 
 
+def _known(points) -> np.ndarray:
+    """Per row of ``points`` (n, d): every coordinate finite."""
+    arr = np.asarray(points, dtype=float)
+    if arr.ndim < 2:
+        arr = arr.reshape(len(arr), -1) if arr.size else np.zeros((len(arr), 1))
+    return np.isfinite(arr).all(axis=1)
+
+
 def _valid(p) -> bool:
     return p is not None and bool(np.all(np.isfinite(p)))
 
@@ -81,8 +89,12 @@ def fleet_markers(positions: np.ndarray, targets: np.ndarray, edges: Sequence[tu
     out: list[Marker] = []
     plans = marker("plans", 0, Marker.LINE_LIST)
     plans.scale.x = 0.02
+    # validity and the Point of each robot once (a complete graph of 100 robots has 4,950 edges: checking and
+    # building points per edge end was most of the recorder's CPU, docs/benchmarks.md)
+    ok, ok_t = _known(positions), _known(targets)
+    points = [_point(p) if good else None for p, good in zip(positions, ok)]
     for i, p in enumerate(positions):
-        if not _valid(p):
+        if not ok[i]:
             continue
         ball = marker("robots", i, Marker.SPHERE, color=_rgba(colors[i]))
         ball.pose.position = _point(p)
@@ -96,19 +108,20 @@ def fleet_markers(positions: np.ndarray, targets: np.ndarray, edges: Sequence[tu
         label.pose.position = _point(p, z=ROBOT_DIAMETER_M + TEXT_HEIGHT_M)
         label.scale.z = TEXT_HEIGHT_M
         out.append(label)
-        t = targets[i] if i < len(targets) else None
-        if _valid(t):
+        if i < len(targets) and ok_t[i]:
+            t = targets[i]
             cube = marker("targets", i, Marker.CUBE, color=_rgba(colors[i], 0.6))
             cube.pose.position = _point(t)
             cube.scale.x = cube.scale.y = cube.scale.z = TARGET_SIZE_M
             out.append(cube)
-            plans.points += [_point(p), _point(t)]
+            plans.points += [points[i], _point(t)]
             plans.colors += [_rgba(colors[i], 0.8)] * 2
     links = marker("edges", 0, Marker.LINE_LIST, color=ColorRGBA(r=0.6, g=0.6, b=0.6, a=0.6))
     links.scale.x = 0.03
+    n = len(positions)
     for i, j in edges:
-        if i < len(positions) and j < len(positions) and _valid(positions[i]) and _valid(positions[j]):
-            links.points += [_point(positions[i]), _point(positions[j])]
+        if i < n and j < n and ok[i] and ok[j]:
+            links.points += [points[i], points[j]]
     for lines in (plans, links):           # an empty LINE_LIST is deleted (RViz2 warns about drawing one)
         if not lines.points:
             lines.action = Marker.DELETE
