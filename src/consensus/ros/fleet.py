@@ -27,7 +27,7 @@ from rclpy.parameter import Parameter
 from consensus.errors import ConfigError
 from consensus.settings import ControlParams
 from consensus.llm.from_config import client_from_config
-from consensus.ros.params import make_executor, on_stop, run_node, spin
+from consensus.ros.params import freeze_startup_objects, make_executor, on_stop, run_node, spin
 from consensus.runs.processes import ROBOT_NODE
 from consensus import names
 
@@ -127,6 +127,7 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
         main_node.add_on_set_parameters_callback(_runtime_settings(main_node, cfg, robots))
         on_stop(lambda: [robot.stop() for robot in robots])      # zero velocity before the context goes down
         main_node.get_logger().info(f"{len(robots)} robot(s) up (executor={cfg.executor})")
+        freeze_startup_objects()
         try:
             spin(executor)
         finally:
