@@ -5,11 +5,11 @@ published policy, the kernel's compile time, the wall time of the whole Fig. 3 s
                                            [--all-tables] [--repeat 3]
 
 The policy is one of paper 4's published q tables, read from ../shared/data/naming-game/q_tables.json (reference
-data, not part of the project); without that file a fixed-bias policy (q = 0.5 everywhere, which never converges,
-so runs last max_rounds) stands in and a note says so. Target: >= 50 M pair interactions/s at every size on this
-2-core machine, >= 2x the paper's numba code (20-26 M/s with real q tables, ANCHORS.md). A row's rate is the best
-of ``--repeat`` calls: interactions played / wall time of the kernel call. Compile time is measured with an empty
-numba cache (NUMBA_CACHE_DIR is pointed at a new temporary directory before numba is imported).
+data, not part of the project); without that file a fixed-bias policy (q = 0.5 everywhere, which never converges, so
+runs last max_population_rounds) stands in and a note says so. Target: >= 50 M pair interactions/s at every size on
+this 2-core machine, >= 2x the paper's numba code (20-26 M/s with real q tables, ANCHORS.md). A row's rate is the
+best of ``--repeat`` calls: interactions played / wall time of the kernel call. Compile time is measured with an
+empty numba cache (NUMBA_CACHE_DIR is pointed at a new temporary directory before numba is imported).
 
 The Fig. 3 sweep: 22 population sizes log-spaced from 2 to 1000, 1000 runs each, up to 1000 population rounds, one
 table (``--all-tables``: all 44, the figure's four panels).
@@ -48,12 +48,12 @@ def load_tables(path: Path) -> list[dict] | None:
     return json.loads(path.read_text())["tables"]
 
 
-def rate_row(label: str, q, H: int, N: int, runs: int, repeat: int, max_rounds: int = 1000) -> None:
+def rate_row(label: str, q, H: int, N: int, runs: int, repeat: int, max_population_rounds: int = 1000) -> None:
     from consensus.scenarios.naming_game.simulate import collective_bias, simulate
 
     best = None
     for rep in range(repeat):
-        r = simulate(q, H, N, runs, seed=100 + rep, max_rounds=max_rounds)
+        r = simulate(q, H, N, runs, seed=100 + rep, max_population_rounds=max_population_rounds)
         rate = r.interactions / r.elapsed_s
         if best is None or rate > best[0]:
             best = (rate, r)
@@ -129,7 +129,7 @@ def main() -> int:
     H = 5
     if tables is None:
         print(f"NOTE: {args.tables} not found; using a fixed-bias policy q = 0.5 instead "
-              f"(it never converges: runs last max_rounds)")
+              f"(it never converges: runs last max_population_rounds)")
         label, q, all_q = "fixed-bias q=0.5", np.full(state_count(H), 0.5), []
     else:
         words = sorted(args.words.split(","))
@@ -139,7 +139,7 @@ def main() -> int:
         all_q = [(f"{t['model']} {'/'.join(t['words'])}", q_array(t, H)) for t in tables]
 
     t0 = time.perf_counter()
-    simulate(q, H, 4, 1, seed=0, max_rounds=2)
+    simulate(q, H, 4, 1, seed=0, max_population_rounds=2)
     print(f"compile (cold, empty numba cache): {time.perf_counter() - t0:.2f} s; "
           f"numba {numba.__version__}, {numba.get_num_threads()} threads, layer {numba.config.THREADING_LAYER}; "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (other work slows the figures)")

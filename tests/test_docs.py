@@ -278,13 +278,13 @@ RUN: dict[str, Run] = {
     "consensus experiment --list": Run(check_list),
     "consensus experiment consensus-1d --out runs/fig4": Run(check_fig4),
     "consensus report runs/fig4": Run(check_report),
-    "consensus run naming-game --robots 100 --set policy=memory_invariant:0.55": Run(check_naming_run),
+    "consensus run naming-game --agents 100 --set policy=memory_invariant:0.55": Run(check_naming_run),
     "consensus experiment naming-game-bias --out runs/ng-fig2": Run(check_fig2, **NAMING),
     "consensus experiment naming-game-trajectories --out runs/ng-fig1":
         Run(lambda cwd, res: _files(cwd, "runs/ng-fig1", "report.md", "results.jsonl"), **NAMING),
     "consensus experiment naming-game-time --out runs/ng-fig4":
         Run(lambda cwd, res: _files(cwd, "runs/ng-fig4", "report.md", "results.jsonl"), **NAMING),
-    "consensus run naming-game --robots 24 --set policy=table:$CONSENSUS_NAMING_TABLES#gpt-4o/his,her --set runs=1000":
+    "consensus run naming-game --agents 24 --set policy=table:$CONSENSUS_NAMING_TABLES#gpt-4o/his,her --set runs=1000":
         Run(check_naming_table, **NAMING),
     "consensus run naming-game-robots --robots 5 --seed 4 --headless": Run(check_naming_robots_headless),
     "consensus gazebo-world --scenario disaster --robots 3 --out runs/gz": Run(check_gz),

@@ -74,3 +74,23 @@ def test_launch_argument_foxglove_reaches_the_recorder_and_the_manifest(monkeypa
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["config"]["foxglove"] == 18765
     _, nodes = _launch(monkeypatch, planner="average", foxglove="", output_dir=tmp_path / "off")
     assert yaml.safe_load((tmp_path / "off" / "params.yaml").read_text())["/**"]["ros__parameters"]["foxglove"] == 0
+
+
+def test_the_naming_game_robots_launch_counts_robots_and_caps_population_rounds(monkeypatch, tmp_path):
+    """The fleet's game: ``num_robots`` (the fleet group's count, the same launch argument as every robot launch
+    file) and ``max_population_rounds``; the old ``max_rounds`` (a robot base's planning rounds elsewhere) is refused
+    naming the new one, before anything starts."""
+    from launch_ros.actions import Node
+
+    config = Path(__file__).resolve().parents[1] / "config" / "naming_game_robots.yaml"    # this tree's file
+    with pytest.raises(ConfigError, match="launch argument max_rounds is now called max_population_rounds"):
+        launch_actions("naming_game_robots.launch.py", monkeypatch, config=config, max_rounds=3,
+                       output_dir=tmp_path / "old")
+    assert not (tmp_path / "old").exists()
+    actions = launch_actions("naming_game_robots.launch.py", monkeypatch, config=config, num_robots=3,
+                             max_population_rounds=3, fleet="false", output_dir=tmp_path / "run")
+    nodes = [node_info(a) for a in actions if isinstance(a, Node)]
+    assert [n["name"] for n in nodes if n["executable"] == "naming_robot"] == [f"/robot_{i}/agent" for i in range(3)]
+    params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
+    assert (params["num_robots"], params["max_population_rounds"]) == (3, 3)
+    assert not {"max_rounds", "num_agents"} & set(params)

@@ -23,7 +23,7 @@ from consensus.scenarios.naming_game.fleet_game import (PairSchedule, Player, Ro
 
 
 def _cfg(**kw) -> RobotsGameConfig:
-    base = dict(memory=2, max_rounds=20, seed=0)
+    base = dict(memory=2, max_population_rounds=20, seed=0)
     base.update(kw)
     return RobotsGameConfig.from_dict(base)
 
@@ -66,10 +66,10 @@ def test_the_reference_agrees_with_simulate_on_times_and_bias(p):
     from consensus.scenarios.naming_game.simulate import simulate
 
     pol = memory_invariant(p, 2)
-    summaries = [play_headless(_cfg(seed=s, max_rounds=200), pol).summary for s in range(300)]
+    summaries = [play_headless(_cfg(seed=s, max_population_rounds=200), pol).summary for s in range(300)]
     times = [s["consensus_time"] for s in summaries if s["converged"]]
     share0 = np.mean([s["word"] == 0 for s in summaries if s["converged"]])
-    sim = simulate(pol.q, 2, 4, 4000, 1, max_rounds=200)
+    sim = simulate(pol.q, 2, 4, 4000, 1, max_population_rounds=200)
     assert len(times) == 300 and sim.n_converged == 4000
     assert np.mean(times) == pytest.approx(np.nanmean(sim.time), rel=0.15)
     assert share0 == pytest.approx(float(np.mean(sim.word == 0)), abs=0.1)
@@ -126,7 +126,7 @@ def test_settings_and_processes():
     cfg = _cfg()
     base, overrides = controller_config(cfg)
     assert base.workspace == [-10.0, 10.0, -10.0, 10.0] and base.max_rounds == 0 and base.num_robots == 4
-    assert overrides["max_rounds"] == 0
+    assert "max_rounds" not in overrides          # the base's planning rounds: its own default (0 = unlimited)
     specs = robot_processes(cfg, use_sim_time=True)
     assert [(s.executable, s.name, s.namespace) for s in specs] == [
         ("sim", "sim", ""), ("naming_robot", "fleet", ""), ("naming_matchmaker", "matchmaker", ""),
@@ -136,14 +136,36 @@ def test_settings_and_processes():
     per_robot = robot_processes(_cfg(fleet=False))
     assert [(s.name, s.namespace, s.params.get("robot_id")) for s in per_robot[1:-2]] == [
         ("agent", f"robot_{i}", i) for i in range(4)]
-    with pytest.raises(ConfigError, match="num_robots"):
-        robot_processes(_cfg(num_robots=2000))
+    with pytest.raises(ConfigError, match="num_robots must be in"):       # the fleet group's bound
+        _cfg(num_robots=2000)
     for bad in (dict(rendezvous=[0.0, 0.0, 0.1, 0.0]), dict(rendezvous=[-40.0, 0.0, 4.0, 0.0]),
                 dict(rendezvous=[1.0, 2.0]), dict(answer_timeout_s=0.0), dict(interaction_period_s=100.0),
                 dict(arrival_tolerance_m=0.01), dict(executor="threads")):
         with pytest.raises(ConfigError):
             _cfg(**bad)
 
+
+def test_the_robots_game_counts_robots_with_the_fleet_group_and_composes_the_rules():
+    """One config class per concept: the game's rules (NamingGameParams) are composed by the population's config
+    (with AgentsParams: num_agents) and the fleet's (with FleetParams: num_robots), neither inherits the other."""
+    from consensus.scenarios.naming_game.config import NamingGameConfig, NamingGameParams
+    from consensus.settings import AgentsParams, FleetParams
+
+    assert issubclass(RobotsGameConfig, NamingGameParams) and issubclass(RobotsGameConfig, FleetParams)
+    assert not issubclass(RobotsGameConfig, NamingGameConfig) and not issubclass(RobotsGameConfig, AgentsParams)
+    assert issubclass(NamingGameConfig, AgentsParams) and not issubclass(NamingGameConfig, FleetParams)
+    names = set(RobotsGameConfig.field_names())
+    assert {"num_robots", "fleet", "executor", "max_population_rounds", "memory", "threshold"} <= names
+    assert not names & {"num_agents", "max_rounds", "runs", "trajectory"}
+    cfg = _cfg(num_robots=3)
+    assert len(play_headless(cfg, fixed_bias(1.0, 2)).summary["final_words"]) == 3      # three robots play
+    assert len(robot_processes(_cfg(num_robots=3, fleet=False))) == 1 + 3 + 1 + 1      # sim, 3 robots, mm, bag
+    with pytest.raises(ConfigError, match="num_robots must be at least 2"):
+        _cfg(num_robots=1)
+    with pytest.raises(ConfigError, match="parameter 'max_rounds' is now called 'max_population_rounds'"):
+        _cfg(max_rounds=5)
+    with pytest.raises(ConfigError, match="unknown parameter 'num_agents'"):
+        _cfg(num_agents=4)
 
 def test_the_fleets_policy_and_the_headless_runner(tmp_path):
     assert fleet_policy(_cfg(policy="fixed_bias:0.25")).q[0] == 0.25
@@ -157,11 +179,11 @@ def test_the_fleets_policy_and_the_headless_runner(tmp_path):
     with pytest.raises(ConfigError, match="2 tables"):
         fleet_policy(_cfg(policy=f"table:{path}"))
     assert fleet_policy(_cfg(policy=f"table:{path}#fixed_bias(p=0.3)/π1,π2")).q[5] == 0.3
-    assert (RobotsGameConfig().num_robots, RobotsGameConfig().max_rounds) == (4, 10)
+    assert (RobotsGameConfig().num_robots, RobotsGameConfig().max_population_rounds) == (4, 10)
 
     said: list[str] = []
-    summary = run(_cfg(seed=9, max_rounds=5), tmp_path / "headless", headless=True, echo=said.append)
-    reference = play_headless(_cfg(seed=9, max_rounds=5), memory_invariant(0.5, 2))
+    summary = run(_cfg(seed=9, max_population_rounds=5), tmp_path / "headless", headless=True, echo=said.append)
+    reference = play_headless(_cfg(seed=9, max_population_rounds=5), memory_invariant(0.5, 2))
     records = [json.loads(line) for line in (tmp_path / "headless" / "interactions.jsonl").read_text().splitlines()]
     assert records == reference.records
     assert json.loads((tmp_path / "headless" / "summary.json").read_text()) == summary
@@ -196,7 +218,7 @@ def _run_ros(tmp_path: Path, monkeypatch, *, drop: tuple[str, ...] = (), **kw) -
     monkeypatch.setattr(ros_runner, "executable_command", command)
     monkeypatch.setattr(fleet_game, "robot_processes", lambda cfg, **kw: [
         spec for spec in original_processes(cfg, **kw) if spec.namespace not in drop])
-    settings = dict(num_robots=4, memory=2, max_rounds=5, interaction_period_s=0.25,
+    settings = dict(num_robots=4, memory=2, max_population_rounds=5, interaction_period_s=0.25,
                     answer_timeout_s=3.0, v_max=3.0, kp=2.0, arrival_timeout_s=20.0)
     settings.update(kw)
     cfg = RobotsGameConfig.from_dict(settings)
@@ -290,7 +312,7 @@ def test_ros_a_robot_that_never_answers_is_timed_out_and_bad_records_are_counted
 
     result: dict = {}
     runner = threading.Thread(target=lambda: result.update(zip(("summary", "out", "cfg"), _run_ros(
-        tmp_path, monkeypatch, drop=("robot_3",), seed=2, fleet=False, max_rounds=2, answer_timeout_s=0.5))))
+        tmp_path, monkeypatch, drop=("robot_3",), seed=2, fleet=False, max_population_rounds=2, answer_timeout_s=0.5))))
     rclpy.init()
     node = Node("naming_probe")
     status = node.create_publisher(String, "/robot_3/planner/status", EVENTS)

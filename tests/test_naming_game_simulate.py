@@ -88,7 +88,7 @@ def test_run_k_does_not_depend_on_the_number_of_runs():
 M64 = (1 << 64) - 1
 
 
-def reference(q, H, N, runs, seed, max_rounds, threshold, window):
+def reference(q, H, N, runs, seed, t_max, threshold, window):
     """The documented model and rule in plain Python on the same xoshiro256** streams, with a list of all outcomes
     in place of the kernel's rings: (converged, word, rounds, share0, success, trajectory) per run."""
     nxt = memory_space(H).NEXT
@@ -106,7 +106,7 @@ def reference(q, H, N, runs, seed, max_rounds, threshold, window):
             return res
 
         agents, outcomes, traj, conv, word = [0] * N, [], [], False, -1
-        for t in range(1, max_rounds + 1):
+        for t in range(1, t_max + 1):
             for _ in range(N):
                 x = float(draw() >> 11) * 2.0 ** -53 * N
                 i = min(int(x), N - 1)
@@ -131,7 +131,7 @@ def test_kernel_matches_a_plain_python_reference(N, H, window):
     q = np.random.default_rng(N + H).uniform(0.0, 1.0, state_count(H))
     q[memory_space(H).index["00" * H]] = 1.0                   # an absorbing consensus on each word
     q[memory_space(H).index["11" * H]] = 0.0
-    r = simulate(q, H, N, 6, seed=3, max_rounds=60, window=window, trajectory=True)
+    r = simulate(q, H, N, 6, seed=3, max_population_rounds=60, window=window, trajectory=True)
     for k, (conv, word, t, share0, success, traj) in enumerate(reference(q, H, N, 6, 3, 60, 0.98, window or 3 * N)):
         assert (r.converged[k], r.word[k], r.rounds[k]) == (conv, word, t)
         assert r.share0[k] == pytest.approx(share0) and r.success[k] == pytest.approx(success)
@@ -173,8 +173,8 @@ def test_consensus_times_are_whole_rounds_not_before_3():
     assert t.size > 150 and (t >= 3).all() and (t == np.round(t)).all()
 
 
-def test_max_rounds_caps_a_run_that_never_converges():
-    r = simulate(fixed(0.5), 5, 24, 20, seed=3, max_rounds=50)
+def test_max_population_rounds_caps_a_run_that_never_converges():
+    r = simulate(fixed(0.5), 5, 24, 20, seed=3, max_population_rounds=50)
     assert not r.converged.any() and (r.word == -1).all() and np.isnan(r.time).all()
     assert (r.rounds == 50).all() and abs(r.success.mean() - 0.5) < 0.05
     assert collective_bias(r)[2] == 0 and math.isnan(collective_bias(r)[0])
@@ -229,7 +229,7 @@ def test_word_symmetric_policy_has_no_collective_bias():
 
 # ------------------------------------------------------------------------------------------------------ summaries
 def test_trajectory_sampling_every_k_rounds():
-    r = simulate(majority_policy(3), 3, 24, 20, seed=1, max_rounds=100, trajectory=True, trajectory_every=4)
+    r = simulate(majority_policy(3), 3, 24, 20, seed=1, max_population_rounds=100, trajectory=True, trajectory_every=4)
     assert r.trajectory.shape == (20, 25) and r.trajectory.dtype == np.float32
     np.testing.assert_array_equal(r.trajectory_rounds, np.arange(4, 101, 4))
     for k in range(20):
@@ -265,7 +265,7 @@ def test_consensus_time_stats_histogram_and_mode():
     ({"N": 1}, "N"),
     ({"N": 2.5}, "N"),
     ({"runs": 0}, "runs"),
-    ({"max_rounds": 0}, "max_rounds"),
+    ({"max_population_rounds": 0}, "max_population_rounds"),
     ({"threshold": 0.0}, "threshold"),
     ({"threshold": 1.2}, "threshold"),
     ({"window": 0}, "window"),

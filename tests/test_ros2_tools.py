@@ -16,8 +16,8 @@ pytestmark = pytest.mark.ros
 LAUNCH_RUNS = {
     "aggregation": dict(planner="average", num_robots=3, topology="ring", duration_s=6, fleet="false", seed=3),
     "disaster": dict(planner="heuristic", num_robots=3, rounds=3, volatility="high", seed=2),
-    "naming_game_robots": dict(num_robots=4, max_rounds=3, policy="fixed_bias:0.9", interaction_period_s=0.2,
-                               seed=1),
+    "naming_game_robots": dict(num_robots=4, max_population_rounds=3, policy="fixed_bias:0.9",
+                               interaction_period_s=0.2, seed=1),
 }
 
 
@@ -48,6 +48,7 @@ def test_ros2_launch_runs_each_launch_file_to_completion(name, tmp_path):
     ("disaster", dict(mode="explicit", strategy="single"), "unknown strategy 'single'"),
     ("disaster", dict(volatility="extreme"), "unknown volatility 'extreme'"),
     ("naming_game_robots", dict(policy="table:/nonexistent.json"), "nonexistent.json"),
+    ("naming_game_robots", dict(max_rounds=3), "launch argument max_rounds is now called max_population_rounds"),
 ])
 def test_ros2_launch_refuses_bad_arguments_with_one_line_before_starting_anything(name, args, message, tmp_path):
     out = tmp_path / "run"

@@ -98,3 +98,59 @@ def test_a_renamed_parameter_is_refused_with_its_new_name():
     with pytest.raises(ConfigError, match="parameter 'memory' is now called 'keep_history'"):
         AggregationConfig.from_dict({"memory": True})
     assert load_config(None, keep_history=True).keep_history is True
+
+
+def test_renamed_words_are_gathered_from_every_group_and_a_field_of_another_group_stays():
+    """``RENAMED`` may sit on any group (``renamed_fields`` gathers the MRO's); an old name that is a field of the
+    composing config (a fleet's ``num_robots``) is not refused."""
+    @dataclass
+    class Rules:
+        cap: int = 3
+
+        RENAMED = {"max_rounds": "cap"}
+
+    @dataclass
+    class Population(RunParams, Rules, FlatParams):
+        size: int = 2
+
+        RENAMED = {"num_robots": "size"}
+
+    @dataclass
+    class Fleet(RunParams, Rules, FlatParams):
+        num_robots: int = 2
+
+        RENAMED = {"num_robots": "size"}
+
+    assert Population.renamed_fields() == {"max_rounds": "cap", "num_robots": "size"}
+    assert Fleet.renamed_fields() == {"max_rounds": "cap"}
+    for old, new in Population.renamed_fields().items():
+        with pytest.raises(ConfigError, match=f"parameter '{old}' is now called '{new}'"):
+            Population.from_dict({old: 4})
+    assert Fleet.from_dict({"num_robots": 4}).num_robots == 4
+    with pytest.raises(ConfigError, match="parameter 'max_rounds' is now called 'cap'"):
+        Fleet.from_dict({"max_rounds": 4})
+
+
+def test_a_word_means_one_thing_in_every_registered_config():
+    """``num_robots`` counts robots (``FleetParams``), ``num_agents`` a team that is not robots (``AgentsParams``),
+    ``max_rounds`` a robot base's planning rounds (``RobotBaseConfig``): a registered config that has one of these
+    fields has it from that group, and no config counts its team twice. The naming game's population is
+    ``num_agents`` and its cap ``max_population_rounds``; its robot fleet counts robots."""
+    import dataclasses
+
+    from consensus.registry import scenarios
+    from consensus.scenarios.naming_game.config import NamingGameConfig
+    from consensus.scenarios.naming_game.fleet_game import RobotsGameConfig
+    from consensus.settings import AgentsParams, FleetParams
+
+    owner = {"num_robots": FleetParams, "num_agents": AgentsParams, "max_rounds": RobotBaseConfig}
+    configs = {sc.name: sc.config_cls for sc in scenarios().values() if dataclasses.is_dataclass(sc.config_cls)}
+    assert configs["naming-game"] is NamingGameConfig and configs["naming-game-robots"] is RobotsGameConfig
+    for name, cls in configs.items():
+        names = set(cls.field_names())
+        for word, group in owner.items():
+            assert word not in names or issubclass(cls, group), (name, word)
+        assert not {"num_robots", "num_agents"} <= names, name
+    assert "num_agents" in NamingGameConfig.field_names() and "num_robots" in RobotsGameConfig.field_names()
+    for cls in (NamingGameConfig, RobotsGameConfig):
+        assert "max_population_rounds" in cls.field_names()

@@ -9,12 +9,14 @@
     consensus gazebo-world --robots 4 --out DIR     # gz sim world.sdf + ros_gz bridge.yaml (docs/gazebo.md)
     consensus plot runs/demo/bag     # redraw a run's figures from its MCAP bag
 
-``consensus run <scenario>`` exists for every registered scenario with a runner (``consensus.registry``). Every
-one takes the same common flags (``COMMON_FLAGS``: ``--config``, ``--robots``, ``--seed``, ``--backend``,
-``--model``, ``--base-url``, ``--replay``, ``--temperature``, ``--set``, ``--headless``, ``--use-sim-time``,
-``--per-robot-processes``, ``--out``, ``-q``), ``--planner`` and ``--prompt-style`` where its config has the field
-(``FIELD_FLAGS``), plus the scenario's own. A run refused with a ``ConfigError`` removes the run directory it
-created (and its new parents), so a refused command leaves nothing on disk.
+``consensus run <scenario>`` exists for every registered scenario with a runner (``consensus.registry``). Every one
+takes the same common flags (``COMMON_FLAGS``: ``--config``, ``--seed``, ``--backend``, ``--model``, ``--base-url``,
+``--replay``, ``--temperature``, ``--set``, ``--headless``, ``--use-sim-time``, ``--per-robot-processes``,
+``--out``, ``-q``), the team size as ``--robots`` (``num_robots``) or ``--agents`` (``num_agents``, a team that is
+not robots: the naming game's population), ``--planner`` and ``--prompt-style`` where its config has the field
+(``FIELD_FLAGS``), plus the scenario's own. A flag whose field the config renamed (``FlatParams.renamed_fields``:
+``--robots`` of the naming game) is refused with the new flag's name. A run refused with a ``ConfigError`` removes
+the run directory it created (and its new parents), so a refused command leaves nothing on disk.
 
 Errors: ``error_boundary`` is the one place where every command (and, through ``consensus.ros.params.run_node``,
 every node main) turns an exception into one line on stderr and an exit status: bad input (``ConfigError``) 2,
@@ -53,7 +55,6 @@ def _float(text: str) -> float:
 
 #: (flag, config field, argparse keyword arguments) shared by every `consensus run <scenario>`
 COMMON_FLAGS: tuple = (
-    ("--robots", "num_robots", dict(type=_int, help="number of robots (drones, agents)")),
     ("--seed", "seed", dict(type=_int)),
     ("--backend", "llm_backend", dict(choices=BACKENDS, help="LLM backend")),
     ("--model", "llm_model", dict(help="model name (openai) or .gguf path (embedded)")),
@@ -64,6 +65,8 @@ COMMON_FLAGS: tuple = (
 #: flags every `consensus run <scenario>` whose config has the field gets (unless the scenario defines the flag with
 #: its own choices): (flag, config field, argparse keyword arguments)
 FIELD_FLAGS: tuple = (
+    ("--robots", "num_robots", dict(type=_int, help="number of robots (drones)")),
+    ("--agents", "num_agents", dict(type=_int, help="number of agents (a team that is not robots)")),
     ("--planner", "planner", dict(help="who plans (the scenario's planners; see --help of the scenario)")),
     ("--prompt-style", "prompt_style", dict(choices=PROMPT_STYLES, help="how the LLM is asked (docs/model-card.md)")),
 )
@@ -99,6 +102,10 @@ def _add_run_parser(runs, sc) -> None:
     shared = tuple(f for f in FIELD_FLAGS if f[1] in fields and f[0] not in own)
     for flag, field, kwargs in COMMON_FLAGS + shared + tuple(sc.cli_flags):
         _add_flag(p, flag, field, kwargs)
+    renamed = sc.config_cls.renamed_fields() if hasattr(sc.config_cls, "renamed_fields") else {}
+    for flag, field, kwargs in FIELD_FLAGS:           # a renamed field's flag: accepted, then refused by name
+        if field in renamed and flag not in own:
+            p.add_argument(flag, dest=f"cfg__{field}", help=argparse.SUPPRESS)
     p.add_argument("--replay", help="transcripts.jsonl to replay (implies --backend replay)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any other config field, e.g. --set llm_max_tokens=200 (repeatable)")
@@ -116,6 +123,14 @@ def config_from_args(sc, args: argparse.Namespace):
     sets = parse_set_args(args.set)
     flags = {key[len("cfg__"):]: value for key, value in vars(args).items()
              if key.startswith("cfg__") and value is not None}
+    renamed = sc.config_cls.renamed_fields() if hasattr(sc.config_cls, "renamed_fields") else {}
+    for field in flags:
+        if field in renamed:
+            by_field = {f: flag for flag, f, _ in COMMON_FLAGS + FIELD_FLAGS + tuple(sc.cli_flags)}
+            new = renamed[field]
+            raise ConfigError(f"{by_field.get(field, field)}: consensus run {sc.name} has no {field}; it is now "
+                              f"{by_field.get(new, '--set ' + new + '=...')} (the field {new}: one meaning per word "
+                              f"across scenarios)")
     if args.replay:
         flags.update(llm_backend="replay", replay_path=str(Path(args.replay).expanduser().resolve()))
     if args.per_robot_processes:

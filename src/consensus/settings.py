@@ -95,7 +95,7 @@ class FlatParams:
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {}
     RUNTIME: ClassVar[tuple[str, ...]] = ()
     #: fields renamed so that a word means one thing in every scenario: old name -> new (the old one is refused
-    #: with a message naming the new)
+    #: with a message naming the new). A group may declare its own; ``renamed_fields`` gathers them.
     RENAMED: ClassVar[dict[str, str]] = {}
 
     @classmethod
@@ -120,6 +120,16 @@ class FlatParams:
         return {k: v for k, v in out.items() if k in set(cls.field_names())}
 
     @classmethod
+    def renamed_fields(cls) -> dict[str, str]:
+        """The ``RENAMED`` maps of every group of ``cls`` (nearest class wins), without the names that are fields
+        of ``cls`` (a word renamed in one group may still be a field of another: a fleet's ``num_robots``)."""
+        out: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            out.update(vars(klass).get("RENAMED", {}))
+        names = set(cls.field_names())
+        return {old: new for old, new in out.items() if old not in names}
+
+    @classmethod
     def field_types(cls) -> dict[str, Any]:
         """Each field's resolved annotation (``int``, ``list[str]``, ...)."""
         hints = typing.get_type_hints(cls)
@@ -130,12 +140,13 @@ class FlatParams:
         """Build from a flat mapping; unknown keys and wrong types are errors."""
         known = {f.name for f in fields(cls)}
         types = cls.field_types()
+        renamed = cls.renamed_fields()
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key == "use_sim_time":       # ROS's own parameter, accepted everywhere
                 continue
-            if key not in known and key in cls.RENAMED:
-                raise ConfigError(f"{source}: parameter '{key}' is now called '{cls.RENAMED[key]}' (one meaning per "
+            if key not in known and key in renamed:
+                raise ConfigError(f"{source}: parameter '{key}' is now called '{renamed[key]}' (one meaning per "
                                   f"word across scenarios)")
             if key not in known:
                 close = [k for k in known if k.startswith(str(key)[:4])]

@@ -6,7 +6,8 @@ Resolution (``resolve_spec``), every error a ``ConfigError`` raised before anyth
 * ``trials`` (default ``Study.default_trials``) is an integer >= 1, ``workers`` (default: the CPU count)
   an integer in [1, ``MAX_WORKERS``], ``seed`` (default 0) an integer >= 0;
 * the sweep holds at most ``MAX_TRIALS`` trials (grid points x ``trials``);
-* ``params`` and ``sweep`` keys ⊆ ``Study.defaults``; a key may not be in both; ``sweep`` (default
+* ``params`` and ``sweep`` keys ⊆ ``Study.defaults`` (an old name in ``Study.renamed``: refused, naming the new
+  one); a key may not be in both; ``sweep`` (default
   ``Study.default_sweep``) maps each axis to a non-empty list without repeated values;
 * every value must fit the type of its default (bool / number / string / list / mapping; a default of
   None accepts anything); numbers must be finite (YAML's .nan/.inf are refused) and are normalised to
@@ -203,6 +204,10 @@ def _parameter_section(source: str, study: Study, raw: Any, section: str, shape:
         return {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{_where(source, section)} must be a mapping of {shape}, got {raw!r}")
+    for key in raw:
+        renamed = study.renamed_error(key, _where(source, section))
+        if renamed is not None:
+            raise renamed
     bad = [k for k in raw if k not in study.defaults]
     if bad:
         raise _unknown(source, section, bad, study.defaults)
@@ -437,6 +442,9 @@ def apply_overrides(raw: Mapping[str, Any], studies: Mapping[str, Study], *, tri
     for flag, items in (("--set", sets), ("--sweep", sweeps)):
         for item in items:
             key, text = _split_assignment(flag, item)
+            renamed = study.renamed_error(key, f"{flag} {item}")
+            if renamed is not None:
+                raise renamed
             if key not in study.defaults:
                 raise ConfigError(f"{flag} {item}: study {study.name} has no parameter {key!r}; "
                                   f"valid: {', '.join(study.defaults)}")

@@ -23,7 +23,9 @@ A sweep spec (YAML, or built from CLI flags) looks like::
       temperature: [0.0, 0.7]
 
 Unknown keys (top level, in ``params`` or in ``sweep``) are errors: a study declares every parameter it
-accepts in ``Study.defaults``.
+accepts in ``Study.defaults``. A parameter renamed so that a word means one thing in every scenario is listed in
+``Study.renamed`` (old name -> new, e.g. its config class's ``FlatParams.renamed_fields()``): the old name is refused
+with a message naming the new one (in a spec's ``params``/``sweep`` and in ``--set``/``--sweep``).
 
 Each line of ``results.jsonl`` (what ``Study.report`` receives, failed trials included)::
 
@@ -55,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
+from consensus.errors import ConfigError
 from consensus.llm.base import LLMClient
 
 
@@ -96,6 +99,14 @@ class Study:
     validate: Callable[[dict], None] | None = None   # raise ConfigError for invalid parameter values
     llm_calls: Callable[[dict], int] | None = None   # most LLM requests one trial makes, retries aside (estimate)
     parallel_trial: bool = False                 # a trial uses every core itself (numba threads): no process pool
+    renamed: dict[str, str] = field(default_factory=dict)   # old parameter name -> new (refused, naming the new)
+
+    def renamed_error(self, key: str, where: str) -> ConfigError | None:
+        """The error for a parameter ``key`` this study renamed (None when it is not one of ``renamed``)."""
+        if key in self.defaults or key not in self.renamed:
+            return None
+        return ConfigError(f"{where}: parameter {key!r} of study {self.name} is now called {self.renamed[key]!r} "
+                           f"(one meaning per word across scenarios)")
 
 
 class StudyRegistry(Protocol):

@@ -28,7 +28,7 @@ from consensus.errors import ConfigError
 from consensus.runs.processes import ProcessSpec
 
 COMMON_ARGS = {
-    "num_robots": "number of robots (drones, agents)",
+    "num_robots": "number of robots (drones)",
     "seed": "seed of the run (initial positions, environment, graphs, link drops)",
     "fleet": "true: all robots in one process; false: one process per robot",
     "llm_backend": "embedded | openai | replay",
@@ -137,10 +137,15 @@ def _setup(context, name: str, declared: set[str], variant: LaunchVariant):
 
     given = getattr(context, "launch_configurations", context)     # a LaunchContext (or a plain mapping)
     unknown = sorted(set(given) - declared)
+    sc = scenario(name)
+    renamed = sc.config_cls.renamed_fields() if hasattr(sc.config_cls, "renamed_fields") else {}
+    for arg in unknown:
+        if arg in renamed and renamed[arg] in declared:
+            raise ConfigError(f"{name}.launch.py: launch argument {arg} is now called {renamed[arg]} (one meaning "
+                              f"per word across scenarios)")
     if unknown:
         raise ConfigError(f"{name}.launch.py: unknown launch argument(s) {', '.join(unknown)}; "
                           f"valid: {', '.join(sorted(declared))}")
-    sc = scenario(name)
     config_file = LaunchConfiguration("config").perform(context)
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
     overrides = {arg: LaunchConfiguration(arg).perform(context) for arg in launch_arguments(name)}

@@ -37,7 +37,7 @@ register(Scenario(
     launch_args={
         "memory": "H: interactions a robot remembers",
         "policy": "memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1]",
-        "max_rounds": "population rounds at most",
+        "max_population_rounds": "population rounds at most",
         "interaction_period_s": "one pair is announced this often [s]",
         "answer_timeout_s": "a robot's word is due this long after its pair [s]",
         "rendezvous": "[xA, yA, xB, yB]: the points of word 0 and word 1",

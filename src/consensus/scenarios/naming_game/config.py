@@ -11,43 +11,48 @@
 ``llm``                          extracted from the LLM of the ``llm_*`` settings (cached on disk, see ``llm_policy``)
 ================================ =====================================================================================
 
-The game: ``num_robots`` agents (the population size N; any N ≥ 2), memory ``memory`` (H, 1-6), ``runs`` independent
-populations, at most ``max_rounds`` population rounds, converged when ≥ ``threshold`` of the last ``window_factor``·N
-interactions succeeded (paper: 0.98 of the last 3N; the exact counting is ``simulate``'s docstring).
+The game's rules are one group, ``NamingGameParams``: memory ``memory`` (H, 1-6), the ``words``, the ``policy``,
+at most ``max_population_rounds`` population rounds, converged when ≥ ``threshold`` of the last ``window_factor``·N
+interactions succeeded (paper: 0.98 of the last 3N; the exact counting is ``simulate``'s docstring). Who plays is
+another group: ``NamingGameConfig`` (``consensus run naming-game``) composes the rules with
+``consensus.settings.AgentsParams`` (``num_agents`` agents, the population size N; any N ≥ 2) and adds ``runs``
+independent populations and the ``trajectory`` switch; the robot fleet's config (``fleet_game.RobotsGameConfig``)
+composes them with ``FleetParams`` (``num_robots`` robots). A word means one thing across scenarios: the old names
+``num_robots`` (the population) and ``max_rounds`` (the population rounds; a robot base's ``max_rounds`` counts
+planning rounds) are refused with their new names (``FlatParams.RENAMED``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from consensus.errors import ConfigError
 from consensus.scenarios.naming_game.game import H_MAX, H_MIN
-from consensus.settings import FlatParams, LLMParams, RunParams, load_flat, need
+from consensus.settings import AgentsParams, FlatParams, LLMParams, RunParams, load_flat, need
 
 POLICY_KINDS = ("fixed_bias", "memory_invariant", "table", "llm")
 
 
 @dataclass
-class NamingGameConfig(FlatParams, RunParams, LLMParams):
-    """Parameters of a naming-game run (paper 4). The run and LLM groups are ``consensus.settings``'."""
+class NamingGameParams:
+    """The naming game's rules (paper 4, Methods), whoever plays it: a population of agents (``NamingGameConfig``)
+    or a fleet of robots (``fleet_game.RobotsGameConfig``)."""
 
-    num_robots: int = 24              # N: agents in the population (paper: 2 to 10^4)
     memory: int = 5                   # H: interactions an agent remembers
     words: str = "word_a,word_b"      # the two words (with policy: llm); a table brings its own
     policy: str = "memory_invariant:0.5"   # memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1] | llm
-    runs: int = 100                   # independent populations
-    max_rounds: int = 1000            # population rounds (N interactions each) at most
+    max_population_rounds: int = 1000  # population rounds (N interactions each) at most
     threshold: float = 0.98           # converged: at least this share of the last window succeeded
     window_factor: int = 3            # the window is window_factor * N interactions
-    trajectory: bool = True           # keep the frequency of word 0 per population round
-    llm_temperature: float = 0.5      # T of eq. 9 (the paper's 0.5)
 
-    def check(self) -> None:
-        need(2 <= self.num_robots <= 10 ** 6, f"num_robots (N) must be in [2, 1000000] (got {self.num_robots})")
+    #: a robot base's ``max_rounds`` counts planning rounds (0 = unlimited); the game's cap is another word
+    RENAMED: ClassVar[dict[str, str]] = {"max_rounds": "max_population_rounds"}
+
+    def _check_naming_game(self) -> None:
         need(H_MIN <= self.memory <= H_MAX, f"memory (H) must be in [{H_MIN}, {H_MAX}] (got {self.memory})")
-        need(1 <= self.runs <= 10 ** 6, f"runs must be in [1, 1000000] (got {self.runs})")
-        need(1 <= self.max_rounds <= 10 ** 6, f"max_rounds must be in [1, 1000000] (got {self.max_rounds})")
+        need(1 <= self.max_population_rounds <= 10 ** 6,
+             f"max_population_rounds must be in [1, 1000000] (got {self.max_population_rounds})")
         need(0.5 < self.threshold <= 1.0, f"threshold must be in (0.5, 1] (got {self.threshold})")
         need(1 <= self.window_factor <= 100, f"window_factor must be in [1, 100] (got {self.window_factor})")
         kind = self.policy_kind()
@@ -81,6 +86,24 @@ class NamingGameConfig(FlatParams, RunParams, LLMParams):
         spec = self.policy.split(":", 1)[1]
         path, _, select = spec.partition("#")
         return resolve_tables_path(path), select.strip()
+
+
+@dataclass
+class NamingGameConfig(RunParams, AgentsParams, NamingGameParams, LLMParams, FlatParams):
+    """Parameters of a naming-game run (paper 4): the game's rules played by ``num_agents`` agents (the run, agents
+    and LLM groups are ``consensus.settings``')."""
+
+    num_agents: int = 24              # N: agents in the population (paper: 2 to 10^4)
+    runs: int = 100                   # independent populations
+    trajectory: bool = True           # keep the frequency of word 0 per population round
+    llm_temperature: float = 0.5      # T of eq. 9 (the paper's 0.5)
+
+    #: the population is agents, not robots (``FleetParams.num_robots`` counts robots)
+    RENAMED: ClassVar[dict[str, str]] = {"num_robots": "num_agents"}
+
+    def check(self) -> None:
+        need(self.num_agents >= 2, f"num_agents (N) must be at least 2 for a naming game (got {self.num_agents})")
+        need(1 <= self.runs <= 10 ** 6, f"runs must be in [1, 1000000] (got {self.runs})")
 
 
 TABLES_ENV = "CONSENSUS_NAMING_TABLES"

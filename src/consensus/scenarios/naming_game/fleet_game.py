@@ -27,9 +27,10 @@ robot draws in its own process when the matchmaker names it, therefore says the 
 the same seed, q and settings, interaction by interaction. This holds as long as no interaction is skipped. A
 skipped interaction costs the robot that did answer one draw, and from then on the run departs from the reference.
 
-``RobotsGameConfig`` is the demo's config: ``NamingGameConfig`` plus ``RobotsParams`` (the control group, the fleet
-layout, the pacing, the two points and the arrival check), with a short game by default (4 robots, at most 10
-population rounds). ``runs`` and ``trajectory`` are not used by it. ``fleet_policy`` resolves ``policy`` to the q
+``RobotsGameConfig`` is the demo's config: the game's rules (``config.NamingGameParams``) played by
+``FleetParams.num_robots`` robots (the fleet group: the count and the process layout), plus ``RobotsParams`` (the
+control group, the pacing, the two points and the arrival check), with a short game by default (4 robots, at most
+10 population rounds). ``fleet_policy`` resolves ``policy`` to the q
 table. ``controller_config`` derives the ``RobotBaseConfig`` that the robots' controller and the kernel ``sim`` run
 with, ``robot_processes`` lists the ROS processes of a run, and ``run`` is the runner (ROS, or ``play_headless``
 into a run directory with ``headless``).
@@ -45,10 +46,11 @@ import numpy as np
 
 from consensus.errors import ConfigError
 from consensus.runs.processes import robot_base_overrides
-from consensus.scenarios.naming_game.config import NamingGameConfig
+from consensus.scenarios.naming_game.config import NamingGameParams
 from consensus.scenarios.naming_game.game import memory_space
 from consensus.scenarios.naming_game.policy import Policy
-from consensus.settings import EXECUTORS, ControlParams, RobotBaseConfig, need, need_positive
+from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, RobotBaseConfig, RunParams, need,
+                                need_positive)
 
 SCHEDULE_STREAM = 0          # spawn_key of the pair schedule's generator
 ROBOT_STREAM = 1             # spawn_key (ROBOT_STREAM, robot id) of each robot's generator
@@ -65,8 +67,6 @@ SEQUENCE_KEYS = ("round", "interaction", "i", "j", "state_i", "state_j", "word_i
 class RobotsParams(ControlParams):
     """The fleet demo's settings: the control group (``consensus.settings.ControlParams``) plus these."""
 
-    fleet: bool = True                  # all robots in one process; False = one process per robot
-    executor: str = "events"            # "events" (rclpy EventsExecutor) or "single"
     interaction_period_s: float = 1.0   # the matchmaker announces one pair this often
     answer_timeout_s: float = 2.0       # a robot's word is due this long after its pair is announced
     rendezvous: list[float] = field(default_factory=lambda: [-4.0, 0.0, 4.0, 0.0])   # [xA, yA, xB, yB]
@@ -75,7 +75,6 @@ class RobotsParams(ControlParams):
     arrival_timeout_s: float = 30.0     # after the game: wait at most this long for every robot to arrive
 
     def _check_robots(self) -> None:
-        need(self.executor in EXECUTORS, f"unknown executor '{self.executor}'; valid: {', '.join(EXECUTORS)}")
         need_positive(self, "interaction_period_s", "answer_timeout_s", "arrival_tolerance_m", "arrival_timeout_s")
         for name in ("interaction_period_s", "answer_timeout_s"):
             need(getattr(self, name) <= MAX_PERIOD_S, f"{name} must be at most {MAX_PERIOD_S:g} s "
@@ -101,14 +100,15 @@ class RobotsParams(ControlParams):
 
 
 @dataclass
-class RobotsGameConfig(NamingGameConfig, RobotsParams):
-    """The fleet demo's config (``config/naming_game_robots.yaml``): the naming game with the fleet's settings."""
+class RobotsGameConfig(RunParams, FleetParams, NamingGameParams, RobotsParams, LLMParams, FlatParams):
+    """The fleet demo's config (``config/naming_game_robots.yaml``): the naming game's rules played by a fleet of
+    ``num_robots`` robots (the run, fleet, control and LLM groups are ``consensus.settings``')."""
 
     num_robots: int = 4               # a short demo: 4 robots, ...
-    max_rounds: int = 10              # ... at most 10 population rounds
+    max_population_rounds: int = 10   # ... at most 10 population rounds
 
     def check(self) -> None:
-        super().check()
+        need(self.num_robots >= 2, f"num_robots must be at least 2 for a naming game (got {self.num_robots})")
         need(not self.uses_llm(), "a robot fleet plays a fixed q table: extract the LLM's table first (consensus run "
              "naming-game --set policy=llm ...) and pass the run's policy.json as table:PATH")
         fleet_policy(self)            # a missing or bad table is refused before anything starts
@@ -118,15 +118,14 @@ def controller_config(cfg: RobotsGameConfig, **settings: Any) -> tuple[RobotBase
     """The ``RobotBaseConfig`` of the robots' controller and of the ``sim`` in a fleet run of ``cfg``, and the
     parameters such a kernel node must get on top of the run's params file.
 
-    The fields ``cfg`` shares with ``RobotBaseConfig`` (seed, output_dir, llm_*, the control group, num_robots,
-    fleet, executor) are taken over, except ``max_rounds`` (population rounds here, planning rounds there). On top:
-    2-D, the geofence ``WORKSPACE``, status every ``STATUS_PERIOD_S``, and ``settings``. Validated (ConfigError,
-    e.g. for more than 1000 robots). The overrides are the settings above and every field whose value differs from
-    what a node reading the params file would get."""
-    wanted: dict[str, Any] = dict(dim=2, workspace=list(WORKSPACE), max_rounds=0,
+    The fields ``cfg`` shares with ``RobotBaseConfig`` (seed, output_dir, llm_*, the control group and the fleet
+    group: num_robots, fleet, executor) are taken over; the game's ``max_population_rounds`` is not the base's
+    ``max_rounds`` (planning rounds, left at 0 = unlimited). On top: 2-D, the geofence ``WORKSPACE``, status every
+    ``STATUS_PERIOD_S``, and ``settings``. Validated (ConfigError). The overrides are the settings above and every
+    field whose value differs from what a node reading the params file would get."""
+    wanted: dict[str, Any] = dict(dim=2, workspace=list(WORKSPACE),
                                   planner_period_s=max(STATUS_PERIOD_S, cfg.control_period_s))
-    return robot_base_overrides(cfg, {**wanted, **settings}, exclude=("max_rounds",),
-                                source="naming-game fleet (controller/sim settings)")
+    return robot_base_overrides(cfg, {**wanted, **settings}, source="naming-game fleet (controller/sim settings)")
 
 
 def robot_processes(cfg: RobotsGameConfig, *, use_sim_time: bool = False) -> list:
@@ -267,7 +266,7 @@ def interaction_record(t: int, k: int, i: int, j: int, key_i: str, key_j: str, w
 def game_summary(cfg: Any, tally: Tally, rounds: int, interactions: int, players: list | None = None) -> dict:
     """The summary fields the reference and the ROS run share."""
     out = {"num_robots": cfg.num_robots, "memory": cfg.memory, "seed": cfg.seed, "policy": cfg.policy,
-           "max_rounds": cfg.max_rounds, "window": tally.window, "success_need": tally.need,
+           "max_population_rounds": cfg.max_population_rounds, "window": tally.window, "success_need": tally.need,
            "converged": tally.converged, "word": tally.word, "consensus_time": tally.time, "rounds": rounds,
            "interactions": interactions, "played": tally.played, "successes": tally.successes,
            "success_rate": tally.successes / tally.played if tally.played else None}
@@ -283,10 +282,10 @@ class Played(NamedTuple):
 
 
 def play_headless(cfg: Any, q) -> Played:
-    """The reference game of ``cfg`` (``num_robots``, ``memory``, ``seed``, ``max_rounds``, ``threshold``,
-    ``window_factor``; ``rendezvous`` when it has one) with policy ``q`` (a ``Policy`` or an array of P(word 0) per
-    memory state): every interaction until convergence or ``max_rounds`` population rounds, as records
-    (``interaction_record``), and the summary (``game_summary``)."""
+    """The reference game of ``cfg`` (``num_robots``, ``memory``, ``seed``, ``max_population_rounds``,
+    ``threshold``, ``window_factor``; ``rendezvous`` when it has one) with policy ``q`` (a ``Policy`` or an array of
+    P(word 0) per memory state): every interaction until convergence or ``max_population_rounds`` population rounds,
+    as records (``interaction_record``), and the summary (``game_summary``)."""
     q = q.q if isinstance(q, Policy) else Policy(np.asarray(q, dtype=float), cfg.memory).q
     n = cfg.num_robots
     points = np.asarray(cfg.rendezvous, dtype=float).reshape(2, 2) if hasattr(cfg, "rendezvous") else None
@@ -295,7 +294,7 @@ def play_headless(cfg: Any, q) -> Played:
     tally = Tally(n, cfg.threshold, cfg.window_factor)
     records: list[dict] = []
     t = 0
-    while t < cfg.max_rounds and not tally.converged:
+    while t < cfg.max_population_rounds and not tally.converged:
         t += 1
         for _ in range(n):
             k = schedule.k

@@ -1,7 +1,7 @@
 """``consensus run naming-game``: one population size, many seeded runs, into a run directory.
 
-    consensus run naming-game --robots 24 --set policy=memory_invariant:0.6 --set runs=1000
-    consensus run naming-game --set "policy=table:q_dicts.zip#gpt-4o/his,her" --robots 100
+    consensus run naming-game --agents 24 --set policy=memory_invariant:0.6 --set runs=1000
+    consensus run naming-game --set "policy=table:q_dicts.zip#gpt-4o/his,her" --agents 100
     consensus run naming-game --set policy=llm --backend openai --base-url http://127.0.0.1:8000/v1 --model qwen \\
         --set words=his,her --set memory=1
 
@@ -69,13 +69,14 @@ def run(cfg: NamingGameConfig, out: str | Path, *, headless: bool = True, use_si
                    mode="headless", extra={"policy": {"name": policy.name, "source": policy.source,
                                                       "words": list(policy.words), "H": policy.H}})
     save_policies(out / "policy.json", [policy])
-    echo(f"naming game: N={cfg.num_robots}, H={policy.H}, {cfg.runs} runs, policy {policy.name or cfg.policy} "
+    echo(f"naming game: N={cfg.num_agents}, H={policy.H}, {cfg.runs} runs, policy {policy.name or cfg.policy} "
          f"(q(∅) = {individual_bias(policy):.3f}) -> {out}")
     # one tiny call first, so that numba's start-up (loading the compiled kernel, its threads) is not timed:
     # interactions_per_s is then the kernel's rate, the figure docs/naming-game.md's benchmark quotes
-    simulate(policy.q, policy.H, 2, 1, cfg.seed, max_rounds=1)
-    res = simulate(policy.q, policy.H, cfg.num_robots, cfg.runs, cfg.seed, max_rounds=cfg.max_rounds,
-                   threshold=cfg.threshold, window=cfg.window_factor * cfg.num_robots, trajectory=cfg.trajectory)
+    simulate(policy.q, policy.H, 2, 1, cfg.seed, max_population_rounds=1)
+    res = simulate(policy.q, policy.H, cfg.num_agents, cfg.runs, cfg.seed,
+                   max_population_rounds=cfg.max_population_rounds, threshold=cfg.threshold,
+                   window=cfg.window_factor * cfg.num_agents, trajectory=cfg.trajectory)
     with (out / "runs.jsonl").open("w") as fh:
         for k in range(res.runs):
             fh.write(json.dumps({"run": k, "converged": bool(res.converged[k]), "word": int(res.word[k]),

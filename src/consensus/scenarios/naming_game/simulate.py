@@ -8,16 +8,15 @@ interactions; time is measured in population rounds.
 
 Convergence rule (the paper's 0.98 of the last 3N interactions, checked when its code checks): the outcomes of the
 last ``window`` interactions (default 3N) are kept in a ring buffer. The check runs only at the end of a population
-round t (t = 1, 2, …, ``max_rounds``), and only once t·N ≥ ``window`` interactions have happened; the run has
-converged at the first such t whose window holds at least ``ceil(threshold · window)`` successes (the product is
-rounded to 9 decimals first, so 0.98·50 needs 49, not 50). The consensus time is that t, a whole number of rounds:
-a population that always agrees converges at t = ceil(window / N) = 3 (Fig. 4's dotted line; the paper's code
-stores the 0-based round index, t − 1). The converged word
-is the word said in the majority of the 2·window utterances of that window; a tie goes to the word the first
-agent of the window's last interaction said, a symmetric rule. (The paper's code sends ties to word 1. Ties are
-rare with LLM tables, but not with memoryless ones at tiny N: q = 0.5 everywhere at N = 2 converges on windows of
-six successes, three 00 and three 11 in 31 % of runs.) A run not converged after ``max_rounds`` rounds has
-``converged`` False, word -1 and time NaN.
+round t (t = 1, 2, …, ``max_population_rounds``), and only once t·N ≥ ``window`` interactions have happened; the run
+has converged at the first such t whose window holds at least ``ceil(threshold · window)`` successes (the product is
+rounded to 9 decimals first, so 0.98·50 needs 49, not 50). The consensus time is that t, a whole number of rounds: a
+population that always agrees converges at t = ceil(window / N) = 3 (Fig. 4's dotted line; the paper's code stores
+the 0-based round index, t − 1). The converged word is the word said in the majority of the 2·window utterances of
+that window; a tie goes to the word the first agent of the window's last interaction said, a symmetric rule. (The
+paper's code sends ties to word 1. Ties are rare with LLM tables, but not with memoryless ones at tiny N: q = 0.5
+everywhere at N = 2 converges on windows of six successes, three 00 and three 11 in 31 % of runs.) A run not
+converged after ``max_population_rounds`` rounds has ``converged`` False, word -1 and time NaN.
 
 Reproducibility: ``run_seeds`` gives each run k its own four 64-bit words (a SplitMix64 stream started from
 ``SeedSequence(seed)``; run k's words do not depend on ``runs``), which seed a xoshiro256** generator living in
@@ -76,7 +75,7 @@ def _xoshiro(s0, s1, s2, s3):
 
 
 @njit(cache=True)
-def _one_run(thr, nxt, N, s0, s1, s2, s3, max_rounds, window, need, every, traj_row, agents, ring, ring_zero,
+def _one_run(thr, nxt, N, s0, s1, s2, s3, t_max, window, need, every, traj_row, agents, ring, ring_zero,
              ring_succ):
     """One population from the empty memory; returns (converged, word, rounds, zeros in window, successes in window,
     interactions in window). ``traj_row`` (length 0 when not recorded) gets word 0's share per sampled round;
@@ -101,7 +100,7 @@ def _one_run(thr, nxt, N, s0, s1, s2, s3, max_rounds, window, need, every, traj_
     word = -1
     a = 0
     t = 0
-    while t < max_rounds:
+    while t < t_max:
         t += 1
         round_zero = 0
         round_succ = 0
@@ -151,7 +150,7 @@ def _one_run(thr, nxt, N, s0, s1, s2, s3, max_rounds, window, need, every, traj_
 
 
 @njit(cache=True, parallel=True)
-def _run_all(thr, nxt, N, seeds, max_rounds, window, need, every, conv, word, rounds, share0, success, traj,
+def _run_all(thr, nxt, N, seeds, t_max, window, need, every, conv, word, rounds, share0, success, traj,
              n_chunks):
     """Run k goes to chunk k % n_chunks; a chunk allocates its buffers once. No result depends on n_chunks."""
     runs = seeds.shape[0]
@@ -163,7 +162,7 @@ def _run_all(thr, nxt, N, seeds, max_rounds, window, need, every, conv, word, ro
         ring_succ = np.empty_like(ring_zero)
         for k in range(c, runs, n_chunks):
             cv, w, t, z, s, m = _one_run(thr, nxt, N, seeds[k, 0], seeds[k, 1], seeds[k, 2], seeds[k, 3],
-                                         max_rounds, window, need, every, traj[k], agents, ring, ring_zero,
+                                         t_max, window, need, every, traj[k], agents, ring, ring_zero,
                                          ring_succ)
             conv[k] = cv
             word[k] = w
@@ -178,7 +177,7 @@ class SimResult:
     """``runs`` populations of one (q, H, N): per-run arrays, index k = run k.
 
     ``converged`` bool; ``word`` int8 (0/1, -1 if not converged); ``time`` float64 consensus time in population
-    rounds (whole numbers, NaN if not converged); ``rounds`` int64 rounds played (= time, or ``max_rounds``);
+    rounds (whole numbers, NaN if not converged); ``rounds`` int64 rounds played (= time, or ``max_population_rounds``);
     ``share0`` and ``success``: word 0's share of the utterances and the success rate over the last window when the
     run stopped (for runs that did not converge: where they were stuck). ``trajectory`` float32 (runs, samples):
     word 0's share of the 2N utterances of the population round ``trajectory_rounds[c]``, NaN after the run stopped
@@ -189,7 +188,7 @@ class SimResult:
     N: int
     runs: int
     seed: int
-    max_rounds: int
+    max_population_rounds: int
     threshold: float
     window: int
     converged: np.ndarray
@@ -247,17 +246,18 @@ def run_seeds(seed: int, runs: int) -> np.ndarray:
     return st
 
 
-def simulate(q, H: int, N: int, runs: int, seed: int | None, *, max_rounds: int = 1000, threshold: float = 0.98,
-             window: int | None = None, trajectory: bool = False, trajectory_every: int = 1) -> SimResult:
+def simulate(q, H: int, N: int, runs: int, seed: int | None, *, max_population_rounds: int = 1000,
+             threshold: float = 0.98, window: int | None = None, trajectory: bool = False,
+             trajectory_every: int = 1) -> SimResult:
     """Play ``runs`` independent populations of N agents with policy q (P(word 0) per memory state of H) from the
-    empty memory, each until it converges or ``max_rounds`` population rounds have passed (the rule is the module
-    docstring's). ``window`` defaults to 3N interactions. With ``trajectory``, word 0's share of each population
+    empty memory, each until it converges or ``max_population_rounds`` population rounds have passed (the rule is the
+    module docstring's). ``window`` defaults to 3N interactions. With ``trajectory``, word 0's share of each population
     round is kept every ``trajectory_every`` rounds. Same (q, H, N, seed, settings) → identical results."""
     qa = check_q(q, H)
     H = check_memory(H)
     N = _int_arg("N (population size)", N, 2, N_MAX)
     runs = _int_arg("runs", runs, 1)
-    max_rounds = _int_arg("max_rounds", max_rounds, 1)
+    max_population_rounds = _int_arg("max_population_rounds", max_population_rounds, 1)
     window = 3 * N if window is None else _int_arg("window", window, 1, 2 ** 31 - 1)
     every = _int_arg("trajectory_every", trajectory_every, 1)
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating, np.integer)) \
@@ -276,16 +276,16 @@ def simulate(q, H: int, N: int, runs: int, seed: int | None, *, max_rounds: int 
     rounds = np.zeros(runs, dtype=np.int64)
     share0 = np.zeros(runs, dtype=np.float64)
     success = np.zeros(runs, dtype=np.float64)
-    n_samples = max_rounds // every if trajectory else 0
+    n_samples = max_population_rounds // every if trajectory else 0
     traj = np.full((runs, n_samples), np.nan, dtype=np.float32)     # (runs, 0) when not recorded
     t0 = time.perf_counter()
-    _run_all(thr, nxt, N, seeds, max_rounds, window, success_need(threshold, window), every,
+    _run_all(thr, nxt, N, seeds, max_population_rounds, window, success_need(threshold, window), every,
              conv, word, rounds, share0, success, traj, min(runs, numba.get_num_threads()))
     elapsed = time.perf_counter() - t0
     times = np.where(conv, rounds, np.nan).astype(np.float64)
-    return SimResult(q=qa, H=H, N=N, runs=runs, seed=seed, max_rounds=max_rounds, threshold=threshold,
-                     window=window, converged=conv, word=word, time=times, rounds=rounds, share0=share0,
-                     success=success, trajectory=traj if trajectory else None,
+    return SimResult(q=qa, H=H, N=N, runs=runs, seed=seed, max_population_rounds=max_population_rounds,
+                     threshold=threshold, window=window, converged=conv, word=word, time=times, rounds=rounds,
+                     share0=share0, success=success, trajectory=traj if trajectory else None,
                      trajectory_rounds=np.arange(1, n_samples + 1, dtype=np.int64) * every if trajectory else None,
                      elapsed_s=elapsed)
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from consensus.errors import ConfigError
 from consensus.experiments.study import Study, Trial, TrialContext
+from consensus.scenarios.naming_game.config import NamingGameConfig
 
 TABLES_ENV = "CONSENSUS_NAMING_TABLES"
 SIZES = sorted({int(round(v)) for v in np.logspace(np.log10(2), 3, 22)} | {2, 1000})
@@ -99,10 +100,10 @@ PAPER_TABLE_S1 = {
 DEFAULTS = {
     "policy": "memory_invariant:0.5",   # memory_invariant:P | fixed_bias:P | table:K | table:MODEL/W0,W1
     "tables": "",                 # q_dicts.zip or JSON; "" = $CONSENSUS_NAMING_TABLES
-    "agents": 24,                 # N
+    "num_agents": 24,             # N
     "memory": 5,                  # H of fixed-bias policies (a table brings its own)
     "runs": 1000,                 # populations per trial
-    "max_rounds": 1000,
+    "max_population_rounds": 1000,
     "threshold": 0.98,
     "trajectory": False,
 }
@@ -161,21 +162,17 @@ def resolve_policy(params: dict):
                       f"table:MODEL/WORD0,WORD1")
 
 
-def _validate(params: dict) -> None:
-    """The trial's game settings checked by the scenario's config class (the same names' meaning and bounds as
-    ``consensus run naming-game``; a study's ``agents`` is the config's ``num_robots``, N). The policy is resolved
-    per trial (``resolve_policy``: a study names tables by index or model/words, not by path)."""
-    from consensus.scenarios.naming_game.config import NamingGameConfig
+#: the study's parameters that are ``NamingGameConfig`` fields (the same names, meaning and bounds as ``consensus run
+#: naming-game``); the policy is resolved per trial (``resolve_policy``: a study names tables by index or
+#: model/words, not by path)
+CONFIG_PARAMS = ("num_agents", "memory", "runs", "max_population_rounds", "threshold", "trajectory")
+#: old parameter names (the config's, and the study's own former ``agents``) -> the new ones
+RENAMED = {**NamingGameConfig.renamed_fields(), "agents": "num_agents"}
 
-    for key in ("agents", "runs", "max_rounds", "memory"):
-        if isinstance(params[key], bool) or not isinstance(params[key], int):
-            raise ConfigError(f"{key} must be an integer (got {params[key]!r})")
-    try:
-        NamingGameConfig.from_dict({"num_robots": params["agents"], "memory": params["memory"],
-                                    "runs": params["runs"], "max_rounds": params["max_rounds"],
-                                    "threshold": params["threshold"]})
-    except ConfigError as exc:                      # the study's name for N in the message
-        raise ConfigError(str(exc).replace("num_robots (N)", "agents (N)")) from None
+
+def _validate(params: dict) -> None:
+    """The trial's game settings checked by the scenario's config class (``CONFIG_PARAMS``)."""
+    NamingGameConfig.from_dict({key: params[key] for key in CONFIG_PARAMS})
 
 
 # ----------------------------------------------------------------------------------------------------- trials
@@ -185,7 +182,8 @@ def run_trial(trial: Trial, ctx: TrialContext) -> dict:
 
     p = trial.params
     policy = resolve_policy(p)
-    res = simulate(policy.q, policy.H, int(p["agents"]), int(p["runs"]), trial.seed, max_rounds=int(p["max_rounds"]),
+    res = simulate(policy.q, policy.H, int(p["num_agents"]), int(p["runs"]), trial.seed,
+                   max_population_rounds=int(p["max_population_rounds"]),
                    threshold=float(p["threshold"]), trajectory=bool(p["trajectory"]))
     bias, sem, n_conv = collective_bias(res, 0)
     hist = {}
@@ -267,7 +265,7 @@ def report_bias(records: Sequence[dict], out: Path) -> list[str]:
     tables = [r["result"] for r in ok if not r["params"]["policy"].startswith(MINIMAL)]
     minimal = sorted(((r["result"]["individual_bias"], r["result"]["collective_bias"]) for r in ok
                       if r["params"]["policy"].startswith(MINIMAL) and r["result"]["collective_bias"] is not None))
-    lines = [f"{len(ok)} of {len(records)} trials ok; N = {sorted({r['params']['agents'] for r in ok})}, "
+    lines = [f"{len(ok)} of {len(records)} trials ok; N = {sorted({r['params']['num_agents'] for r in ok})}, "
              f"{sorted({r['params']['runs'] for r in ok})} runs per point.", ""]
     rows = [(t["label"], t["individual_bias"], t["collective_bias"], t["sem"], f"{t['converged']}/{t['runs']}",
              "neutral" if t["neutral"] else "") for t in tables]
@@ -299,7 +297,7 @@ def report_size(records: Sequence[dict], out: Path) -> list[str]:
 
     by = defaultdict(list)
     for r in _ok(records):
-        by[r["result"]["label"]].append((r["params"]["agents"], r["result"]))
+        by[r["result"]["label"]].append((r["params"]["num_agents"], r["result"]))
     fig = plots.new_figure(figsize=(8, 5.5))
     ax = fig.add_subplot(1, 1, 1)
     rows = []
@@ -329,7 +327,7 @@ def report_time(records: Sequence[dict], out: Path) -> list[str]:
     """Fig. 4: consensus-time PDFs per N and outcome, and the mode against N."""
     from consensus.runs import plots
 
-    ok = sorted(_ok(records), key=lambda r: r["params"]["agents"])
+    ok = sorted(_ok(records), key=lambda r: r["params"]["num_agents"])
     if not ok:
         return ["no finished trials"]
     fig = plots.new_figure(figsize=(4 * len(ok), 3.6))
@@ -343,10 +341,10 @@ def report_time(records: Sequence[dict], out: Path) -> list[str]:
                 ts = np.nonzero(h)[0]
                 ax.plot(ts, h[ts] / h.sum(), marker, ms=3, label=f"→ {res['words'][int(w)]}")
         ax.axvline(3, color="red", ls=":", lw=0.8)
-        ax.set_title(f"N = {r['params']['agents']}, bias {res['collective_bias'] or 0:.3f}", fontsize=9)
+        ax.set_title(f"N = {r['params']['num_agents']}, bias {res['collective_bias'] or 0:.3f}", fontsize=9)
         ax.set_xlabel("consensus time (population rounds)")
         ax.legend(fontsize=7)
-        rows.append((r["params"]["agents"], res["collective_bias"], res["time_mode"], res["time_mean"],
+        rows.append((r["params"]["num_agents"], res["collective_bias"], res["time_mode"], res["time_mean"],
                      f"{res['converged']}/{res['runs']}"))
     axes[0].set_ylabel("PDF")
     plots.save_figure(fig, out / "consensus_time.png", svg=True)
@@ -422,17 +420,17 @@ def _tables_sweep(n: int = 44) -> list[str]:
 STUDIES = [
     Study("naming-game-trajectories", "paper 4 Fig. 1: word competition at N = 24 (trajectories, biases)",
           {**DEFAULTS, "trajectory": True}, {"policy": [f"table:{t}" for t in FIG1_TABLES]}, 1,
-          run_trial, report_trajectories, validate=_validate, parallel_trial=True),
+          run_trial, report_trajectories, validate=_validate, parallel_trial=True, renamed=RENAMED),
     Study("naming-game-bias", "paper 4 Fig. 2: individual vs collective bias at N = 24, every table + minimal model",
           dict(DEFAULTS), {"policy": _tables_sweep() + [f"memory_invariant:{p}" for p in MINIMAL_BIAS]}, 1,
-          run_trial, report_bias, validate=_validate, parallel_trial=True),
+          run_trial, report_bias, validate=_validate, parallel_trial=True, renamed=RENAMED),
     Study("naming-game-size", "paper 4 Fig. 3: collective bias against population size N (2 to 1000)",
-          dict(DEFAULTS), {"policy": _tables_sweep(), "agents": SIZES}, 1, run_trial, report_size,
-          validate=_validate, parallel_trial=True),
+          dict(DEFAULTS), {"policy": _tables_sweep(), "num_agents": SIZES}, 1, run_trial, report_size,
+          validate=_validate, parallel_trial=True, renamed=RENAMED),
     Study("naming-game-time", "paper 4 Fig. 4: consensus-time distributions and their mode against N",
-          {**DEFAULTS, "policy": "table:gpt-4o/African,White"}, {"agents": [24, 96, 384, 1536]}, 1,
-          run_trial, report_time, validate=_validate, parallel_trial=True),
+          {**DEFAULTS, "policy": "table:gpt-4o/African,White"}, {"num_agents": [24, 96, 384, 1536]}, 1,
+          run_trial, report_time, validate=_validate, parallel_trial=True, renamed=RENAMED),
     Study("naming-game-meanfield", "paper 4 Table S1: mean-field stability of both consensus states per table",
           {**DEFAULTS, "steps": 1000, "dt": 1.0}, {"policy": _tables_sweep()}, 1, run_meanfield_trial,
-          report_meanfield, validate=_validate, parallel_trial=True),
+          report_meanfield, validate=_validate, parallel_trial=True, renamed=RENAMED),
 ]

@@ -10,7 +10,7 @@ The matchmaker draws no word: the robots do. Phases:
 * ``playing``: one pair every ``interaction_period_s`` (the next one no earlier than the outcome of the last). An
   interaction whose words are not all in by its deadline (``answer_timeout_s``) is skipped and counted in
   ``timeouts`` for each robot that did not answer. At the end of every population round the tally is checked, and
-  the game ends on convergence or after ``max_rounds`` rounds;
+  the game ends on convergence or after ``max_population_rounds`` rounds;
 * ``arriving``: until every robot that has played is within its arrival radius of its point, by the positions
   in the robots' status, or ``arrival_timeout_s`` has passed. The radius is ``arrival_tolerance_m``; with collision
   avoidance it is ``arrival_radius`` (``consensus.metrics.convergence``): at least ``packing_radius(k, d_min)`` for
@@ -212,9 +212,10 @@ class Matchmaker:
                                         "missing": missing, "stamp": now}))
         if (k + 1) % self.n == 0:
             converged = self.tally.end_round(t)
-            self.node.get_logger().info(f"progress: round {t}/{self.cfg.max_rounds}, {self.tally.window_successes()} "
-                                        f"of the last {len(self.tally.ring)} played interactions succeeded")
-            if converged or t >= self.cfg.max_rounds:
+            self.node.get_logger().info(f"progress: round {t}/{self.cfg.max_population_rounds}, "
+                                        f"{self.tally.window_successes()} of the last {len(self.tally.ring)} played "
+                                        f"interactions succeeded")
+            if converged or t >= self.cfg.max_population_rounds:
                 self._enter("arriving")
 
     # ------------------------------------------------------------------ the end
