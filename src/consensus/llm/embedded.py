@@ -19,6 +19,7 @@ import importlib.util
 import json
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -296,6 +297,7 @@ class EmbeddedServer:
         self._verbose = verbose
         self._server = None
         self._address = ""
+        self.slot_dir: str = ""               # the server's --slot-save-path (a private temporary folder)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -304,6 +306,13 @@ class EmbeddedServer:
     @property
     def running(self) -> bool:
         return self._server is not None
+
+    @property
+    def root_url(self) -> str:
+        """The server's own address (``http://127.0.0.1:PORT``: its /health and /slots endpoints)."""
+        if not self._address:
+            raise EmbeddedModelError("embedded server is not running")
+        return self._address
 
     @property
     def base_url(self) -> str:
@@ -333,6 +342,10 @@ class EmbeddedServer:
         # llama.cpp's default clears every idle slot (into its RAM prompt cache) when a task starts on another one;
         # measured here, the cleared slots then re-evaluated their whole prompt: pinned slots keep their own cache
         p.cache_idle_slots = False
+        # slot save/restore (consensus.llm.slots: cold slots start from a warm slot's prompt cache), into a private
+        # temporary folder removed at close
+        if self.slot_dir:
+            p.slot_save_path = self.slot_dir + "/"
         p.ui = False
         p.verbosity = 3 if self._verbose else 0
         if self._api_key:
@@ -353,6 +366,8 @@ class EmbeddedServer:
             if self.port and not _port_free(self.port):
                 raise EmbeddedModelError(f"embedded server port {self.port} on 127.0.0.1 is already in use")
             t0 = time.monotonic()
+            if self.n_parallel > 1 and not self.slot_dir:
+                self.slot_dir = tempfile.mkdtemp(prefix="consensus-slots-")
             try:
                 server = xllamacpp.Server(self._params())
             except RuntimeError as exc:
@@ -402,6 +417,9 @@ class EmbeddedServer:
         if server is not None:
             del server
             log.info("embedded llama.cpp server for %s stopped", self.model_path.name)
+        if self.slot_dir:
+            shutil.rmtree(self.slot_dir, ignore_errors=True)
+            self.slot_dir = ""
 
     def __enter__(self) -> "EmbeddedServer":
         return self.start()

@@ -81,9 +81,12 @@ def make_client(
         # Requests beyond the server's slots would wait inside llama.cpp with their timeout running;
         # holding them in the client's semaphore instead makes timeout_s measure generation only.
         try:
+            from consensus.llm.slots import SharedPrefix
+
+            shared = SharedPrefix(server.root_url, key, wait_s=timeout_s) if n_parallel > 1 else None
             inner = OpenAIChatClient(server.base_url, server.model_alias, timeout_s=timeout_s,
                                      max_retries=max_retries, concurrency=min(concurrency, n_parallel),
-                                     api_key=key, llama_cpp=True, slots=n_parallel)
+                                     api_key=key, llama_cpp=True, slots=n_parallel, shared_prefix=shared)
         except BaseException:
             server.close()
             raise

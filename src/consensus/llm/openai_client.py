@@ -74,6 +74,7 @@ class OpenAIChatClient:
         api_key: str | None = None,
         llama_cpp: bool = False,
         slots: int = 0,
+        shared_prefix=None,
     ) -> None:
         if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
             raise ConfigError(f"llm timeout_s must be > 0, got {timeout_s!r}")
@@ -118,6 +119,8 @@ class OpenAIChatClient:
         self.llama_cpp = bool(llama_cpp)
         self.slots = max(int(slots), 0)
         self._slot_of: dict[str, int] = {}
+        # a consensus.llm.slots.SharedPrefix: cold slots start from the first request's prompt cache
+        self.shared_prefix = shared_prefix if self.llama_cpp and self.slots > 1 else None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -200,6 +203,20 @@ class OpenAIChatClient:
         with self._lock:
             self._calls += 1
         t0 = time.monotonic()
+        slot = (kwargs.get("extra_body") or {}).get("id_slot")
+        if self.shared_prefix is not None and slot is not None:
+            primer = self.shared_prefix.before(slot)
+            ok = False
+            try:
+                resp = self._complete(req, kwargs, t0)
+                ok = True
+                return resp
+            finally:
+                if primer:
+                    self.shared_prefix.after(slot, ok)
+        return self._complete(req, kwargs, t0)
+
+    def _complete(self, req: ChatRequest, kwargs: dict, t0: float) -> ChatResponse:
         attempt = 0
         while True:
             attempt += 1
@@ -270,6 +287,7 @@ class OpenAIChatClient:
                 "last_latency_s": self._last_latency_s,
                 "base_url": self.base_url,
                 "model": self.model,
+                **({"shared_prefix": self.shared_prefix.status()} if self.shared_prefix is not None else {}),
             }
 
     def close(self) -> None:
