@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -401,6 +402,12 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
 def coerce(key: str, value: Any, annotation: Any, source: str = "config") -> Any:
     """Convert a YAML/CLI/ROS value to the annotated type, or raise a ConfigError naming the field."""
     origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):         # ``int | None``: null, or a value of the other type
+        others = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if value is None and len(others) < len(typing.get_args(annotation)):
+            return None
+        if len(others) == 1:
+            return coerce(key, value, others[0], source)
     try:
         if annotation is bool:
             if isinstance(value, bool):

@@ -6,11 +6,12 @@ Resolution (``resolve_spec``), every error a ``ConfigError`` raised before anyth
 * ``trials`` (default ``Study.default_trials``) is an integer >= 1, ``workers`` (default: the CPU count)
   an integer in [1, ``MAX_WORKERS``], ``seed`` (default 0) an integer >= 0;
 * the sweep holds at most ``MAX_TRIALS`` trials (grid points x ``trials``);
-* ``params`` and ``sweep`` keys ⊆ ``Study.defaults``; a key may not be in both; ``sweep`` (default
-  ``Study.default_sweep``) maps each axis to a non-empty list without repeated values;
+* ``params`` and ``sweep`` keys ⊆ ``Study.defaults`` (an old name in ``Study.renamed`` is refused with its new
+  name); a key may not be in both; ``sweep`` (default ``Study.default_sweep``) maps each axis to a non-empty list
+  without repeated values;
 * every value must fit the type of its default (bool / number / string / list / mapping; a default of
   None accepts anything); numbers must be finite (YAML's .nan/.inf are refused) and are normalised to
-  the default's type (``rounds: 10.0`` -> 10, ``temperature: 0`` -> 0.0), so equal values give equal
+  the default's type (``rounds: 10.0`` -> 10, ``llm_temperature: 0`` -> 0.0), so equal values give equal
   trial keys and seeds;
 * ``llm`` keys ⊆ ``LLM_DEFAULTS`` (defaults from ``consensus.settings.LLMParams``), checked
   for range; the block is kept only when some trial uses an LLM (``Study.uses_llm``); ``llm.endpoints`` (a pool,
@@ -203,10 +204,19 @@ def _parameter_section(source: str, study: Study, raw: Any, section: str, shape:
         return {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{_where(source, section)} must be a mapping of {shape}, got {raw!r}")
+    for key in raw:
+        _refuse_renamed(study, key, _where(source, f"{section}.{key}"))
     bad = [k for k in raw if k not in study.defaults]
     if bad:
         raise _unknown(source, section, bad, study.defaults)
     return raw
+
+
+def _refuse_renamed(study: Study, key: Any, where: str) -> None:
+    """``ConfigError`` naming the new name when ``key`` is an old parameter name of ``study`` (``Study.renamed``)."""
+    if key not in study.defaults and key in study.renamed:
+        raise ConfigError(f"{where}: parameter '{key}' is now called '{study.renamed[key]}' (one meaning per word "
+                          f"across scenarios)")
 
 
 def _resolve_params(source: str, study: Study, raw: Any) -> dict[str, Any]:
@@ -437,6 +447,7 @@ def apply_overrides(raw: Mapping[str, Any], studies: Mapping[str, Study], *, tri
     for flag, items in (("--set", sets), ("--sweep", sweeps)):
         for item in items:
             key, text = _split_assignment(flag, item)
+            _refuse_renamed(study, key, f"{flag} {item}")
             if key not in study.defaults:
                 raise ConfigError(f"{flag} {item}: study {study.name} has no parameter {key!r}; "
                                   f"valid: {', '.join(study.defaults)}")
