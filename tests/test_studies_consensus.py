@@ -99,6 +99,8 @@ def test_old_parameter_names_are_refused_naming_the_new(old, new, value):
     ({"topology": "mesh"}, "unknown topology 'mesh'"),
     ({"personalities": "stubborn,angry"}, "bad entry 'angry'"),
     ({"personalities": "stubborn*0"}, "bad entry"),
+    ({"personalities": "stubborn*100000000000"}, "bad entry"),
+    ({"personalities": "none,stubborn*100", "num_agents": None}, "more than 100 agents"),
     ({"personalities": "stubborn,suggestible", "num_agents": 3}, "lists 2 agents but num_agents = 3"),
     ({"num_agents": None}, "num_agents is null"),
     ({"num_agents": 1}, r"num_agents must be in \[2, 100\] or null"),

@@ -84,6 +84,9 @@ def _field_comments(klass: type) -> dict[str, str]:
     return out
 
 
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}       # FlatParams.field_types, per class
+
+
 class FlatParams:
     """Base of every config dataclass whose fields are ROS parameters: the flat-mapping reader (unknown keys and
     wrong types are errors), validated copies, and the ``/**:`` parameters file.
@@ -121,9 +124,13 @@ class FlatParams:
 
     @classmethod
     def field_types(cls) -> dict[str, Any]:
-        """Each field's resolved annotation (``int``, ``list[str]``, ...)."""
-        hints = typing.get_type_hints(cls)
-        return {f.name: hints[f.name] for f in fields(cls)}
+        """Each field's resolved annotation (``int``, ``list[str]``, ...); resolved once per class (a study builds a
+        config per trial, and resolving the annotations costs more than the rest of ``from_dict``)."""
+        types = _FIELD_TYPES.get(cls)
+        if types is None:
+            hints = typing.get_type_hints(cls)
+            types = _FIELD_TYPES[cls] = {f.name: hints[f.name] for f in fields(cls)}
+        return dict(types)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config"):

@@ -122,16 +122,23 @@ def parse_personalities(text: Any, num_agents: Any) -> tuple[str, ...]:
     None = as many as listed (at least 2)."""
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"personalities must be a string like 'stubborn,suggestible' (got {text!r})")
+    if num_agents is not None and (isinstance(num_agents, bool) or not isinstance(num_agents, int)):
+        raise ConfigError(f"num_agents must be an integer or null (got {num_agents!r})")
+    return _personalities(text, num_agents)
+
+
+@lru_cache(maxsize=256)        # a trial asks several times; a bad entry raises, and is not cached
+def _personalities(text: str, num_agents: int | None) -> tuple[str, ...]:
     names: list[str] = []
     for item in text.split(","):
-        m = re.fullmatch(r"\s*([a-z_]+)\s*(?:\*\s*(\d+)\s*)?", item)
+        m = re.fullmatch(r"\s*([a-z_]+)\s*(?:\*\s*(\d{1,6})\s*)?", item)
         if m is None or m.group(1) not in PERSONALITIES or (m.group(2) is not None and int(m.group(2)) < 1):
-            raise ConfigError(f"personalities: bad entry {item.strip()!r}; use NAME or NAME*COUNT with NAME one of "
-                              f"{', '.join(PERSONALITIES)}")
+            raise ConfigError(f"personalities: bad entry {item.strip()[:40]!r}; use NAME or NAME*COUNT with NAME one "
+                              f"of {', '.join(PERSONALITIES)}")
         names += [m.group(1)] * int(m.group(2) or 1)
+        need(len(names) <= MAX_AGENTS, f"personalities lists more than {MAX_AGENTS} agents")
     if num_agents is None:
         need(len(names) >= 2, f"num_agents is null, so personalities must list >= 2 agents (got {text!r})")
-        need(len(names) <= MAX_AGENTS, f"personalities lists {len(names)} agents, more than {MAX_AGENTS}")
         return tuple(names)
     if len(names) == 1:
         return tuple(names * num_agents)
