@@ -29,7 +29,7 @@ def sweep(trials: int, workers: int) -> None:
     studies = all_studies()
     spec = resolve_spec({"study": "consensus-1d", "trials": trials, "seed": 0, "workers": workers,
                          "params": {"planner": "average", "rounds": 10},
-                         "sweep": {"agents": [2, 4, 6, 8], "temperature": [0.0, 0.7]}}, studies)
+                         "sweep": {"num_agents": [2, 4, 6, 8], "llm_temperature": [0.0, 0.7]}}, studies)
     with tempfile.TemporaryDirectory() as tmp, ChildCPU() as cpu:
         t0 = time.perf_counter()
         res = run_experiment(spec, studies["consensus-1d"], tmp, progress=False)
@@ -46,29 +46,30 @@ def breakdown(k: int) -> None:
 
     grid = list(itertools.product([2, 4, 6, 8], [0.0, 0.7]))
     trials = [Trial(key=f"{a},{t}#{i}", index=i, seed=1000 + i,
-                    params={**cs.COMMON_DEFAULTS, "agents": a, "temperature": t})
+                    params={**cs.DEFAULTS, "num_agents": a, "llm_temperature": t})
               for i in range(max(1, k // len(grid))) for a, t in grid]
     ctx = TrialContext()
     own = core = 0.0
     c0 = time.process_time()
     for trial in trials:
         t0 = time.process_time()
-        s = cs.setup(trial.params)
-        planners = cs._planners(s, ctx, trial.seed)
-        init = cs.initial_states(s, trial.seed)
+        cfg = cs.negotiation_config(trial.params, trial.seed)
+        planners = cs._planners(cfg, ctx, trial.seed)
+        init = cs.initial_states(cfg, trial.seed)
+        graph = cfg.graph()
         t1 = time.process_time()
-        states, plan_log = run_negotiation(planners, init, s.graph, s.rounds)
+        states, plan_log = run_negotiation(planners, init, graph, cfg.rounds)
         t2 = time.process_time()
-        reasonings = [[""] * s.n for _ in range(s.rounds)]
+        reasonings = [[""] * cfg.num_agents for _ in range(cfg.rounds)]
         for e in plan_log:
             reasonings[e["round"]][e["robot"]] = e["reasoning"]
-        cs.outcome(s, states, reasonings, np.zeros((s.rounds, s.n), bool))
+        cs.outcome(cfg, states, reasonings, np.zeros((cfg.rounds, cfg.num_agents), bool))
         t3 = time.process_time()
         own += (t1 - t0) + (t3 - t2)
         core += t2 - t1
     total = time.process_time() - c0
     n = len(trials)
-    plans = sum(t.params["agents"] * t.params["rounds"] for t in trials)
+    plans = sum(t.params["num_agents"] * t.params["rounds"] for t in trials)
     print(f"breakdown over {n} trials (CPU, this process): {1e3 * total / n:.2f} ms/trial = "
           f"core run_negotiation {1e3 * core / n:.2f} ms ({100 * core / total:.0f} %, "
           f"{1e6 * core / plans:.0f} us per agent-round) + study {1e3 * own / n:.2f} ms ({100 * own / total:.0f} %)")

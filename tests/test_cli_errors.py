@@ -54,6 +54,8 @@ CASES = [
     ("experiment {d}/binary.yaml", 2, "UTF-8"),
     ("experiment {d}/broken.yaml", 2, "YAML"),
     ("experiment consensus-1d --set nonsense=1 --out {d}/e1", 2, "nonsense"),
+    ("experiment consensus-1d --set agents=3 --out {d}/e2", 2, "'agents' is now called 'num_agents'"),
+    ("experiment consensus-1d --sweep temperature=0,1 --out {d}/e3", 2, "now called 'llm_temperature'"),
     ("experiment --resume {d}/missing", 2, "missing"),
     ("report {d}/missing", 2, "missing"),
 ]

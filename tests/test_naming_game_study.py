@@ -146,10 +146,10 @@ def test_old_names_are_refused_in_an_experiment_spec_and_its_flags(old, new, tmp
 
     studies = all_studies()
     for section, value in (("params", 12), ("sweep", [12, 24])):
-        with pytest.raises(ConfigError, match=f"'{old}' of study naming-game-bias is now called '{new}'"):
+        with pytest.raises(ConfigError, match=f"'{old}' is now called '{new}' \\(study naming-game-bias"):
             resolve_spec({"study": "naming-game-bias", section: {old: value}}, studies, source="spec.yaml")
     for flag in ("--set", "--sweep"):
-        with pytest.raises(ConfigError, match=f"{flag} {old}=12: parameter '{old}' .* is now called '{new}'"):
+        with pytest.raises(ConfigError, match=f"{flag} {old}=12: parameter '{old}' is now called '{new}'"):
             apply_overrides({"study": "naming-game-bias"}, studies, **{flag[2:] + "s": [f"{old}=12"]})
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"study: naming-game-size\nparams:\n  {old}: 12\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import subprocess
 import sys
 import textwrap
@@ -82,6 +83,49 @@ def test_sane_refuses_non_finite_and_absurd_values():
     assert sane(0.0, -3.5, MAX_ABS_VALUE, -MAX_ABS_VALUE)
     for bad in (math.nan, math.inf, -math.inf, 1e308, -1e308, 2 * MAX_ABS_VALUE):
         assert not sane(1.0, bad), bad
+
+
+def test_read_xy_keeps_sane_positions_and_counts_what_it_drops():
+    """The position decoding of the state/odometry inputs (nearby and topology relays, aggregation recorder,
+    disaster grid): serialized bytes through the fast CDR path or rclpy's deserializer, or a message object; a
+    NaN, infinite or absurd position, or bytes that do not decode, is None and one bad message of that input."""
+    from geometry_msgs.msg import PointStamped
+    from nav_msgs.msg import Odometry
+    from rclpy.serialization import serialize_message
+
+    from consensus.ros.params import MAX_ABS_VALUE, Health, read_xy
+
+    def point(x, y):
+        m = PointStamped()
+        m.header.frame_id = "world"
+        m.point.x, m.point.y = x, y
+        return m
+
+    def odom(x, y):
+        m = Odometry()
+        m.header.frame_id, m.child_frame_id = "world", "robot_0/base_link"
+        m.pose.pose.position.x, m.pose.pose.position.y = x, y
+        return m
+
+    health = Health()
+    for make, kind in ((point, PointStamped), (odom, Odometry)):
+        raw = serialize_message(make(1.5, -2.25))
+        assert read_xy(raw, kind, health, "in") == (1.5, -2.25)
+        assert read_xy(make(MAX_ABS_VALUE, 0.0), kind, health, "in") == (MAX_ABS_VALUE, 0.0)
+        assert "in" not in health.bad_by_input
+        for bad in (math.nan, math.inf, -math.inf, 1e308, 2 * MAX_ABS_VALUE):
+            assert read_xy(serialize_message(make(0.0, bad)), kind, health, "state") is None
+            assert read_xy(make(bad, 0.0), kind, health, "state") is None            # a message object too
+        assert read_xy(b"\x00\x01\x00\x00garbage", kind, health, "odd") is None     # neither path decodes it
+    assert health.bad_by_input == {"state": 20, "odd": 2}
+    frame = b"world\0"                               # big-endian CDR: not the fast path's, rclpy's deserializer
+    body = struct.pack(">iII", 1, 2, len(frame)) + frame
+    body += b"\0" * (-len(body) % 8)
+    assert read_xy(b"\x00\x00\x00\x00" + body + struct.pack(">3d", 1.5, -2.25, 0.0), PointStamped, health,
+                   "in") == (1.5, -2.25)
+    assert read_xy(b"\x00\x00\x00\x00" + body + struct.pack(">3d", math.nan, 0.0, 0.0), PointStamped, health,
+                   "state") is None
+    assert health.bad_by_input == {"state": 21, "odd": 2}
 
 
 def test_guarded_counts_every_exception_but_logs_only_the_first_five(ros, caplog):

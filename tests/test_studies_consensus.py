@@ -41,7 +41,7 @@ def test_presets_are_registered_with_the_paper_sweeps():
     registered = all_studies()
     assert {"consensus-1d", "consensus-2d", "personalities", "topologies"} <= set(registered)
     fig4 = registered["consensus-1d"]
-    assert fig4.default_sweep == {"agents": [2, 4, 6, 8], "temperature": [0.0, 0.7]}
+    assert fig4.default_sweep == {"num_agents": [2, 4, 6, 8], "llm_temperature": [0.0, 0.7]}
     assert fig4.default_trials == 300 and fig4.defaults["rounds"] == 10 and fig4.defaults["planner"] == "average"
     assert STUDIES["consensus-2d"].default_trials < 300 and STUDIES["consensus-2d"].defaults["dim"] == 2
     for study in cs.STUDIES:
@@ -52,22 +52,68 @@ def test_presets_are_registered_with_the_paper_sweeps():
         assert study.uses_llm({**study.defaults, "planner": "llm"}) and not study.uses_llm(study.defaults)
 
 
+def test_the_parameters_are_the_config_class_fields_with_the_shared_names():
+    """A trial's parameters are NegotiationConfig's fields (the run group and the LLM transport left out, derived);
+    a concept shared with the other scenarios has their name: the agents' count, the LLM's temperature, the
+    convergence tolerance of the aggregation run, keep_history, the planner and prompt style."""
+    from dataclasses import fields
+
+    from consensus.scenarios.aggregation.config import AggregationConfig, NegotiationConfig
+    from consensus.settings import AgentsParams, LLMParams, RunParams
+
+    assert issubclass(NegotiationConfig, (AgentsParams, LLMParams, RunParams))
+    names = set(NegotiationConfig.field_names())
+    transport = {f.name for f in fields(LLMParams)} - {"llm_temperature", "parse_retries", "prompt_style"}
+    assert set(cs.DEFAULTS) == names - transport - {f.name for f in fields(RunParams)}
+    assert {"num_agents", "llm_temperature", "converge_tol_m", "keep_history", "planner",
+            "prompt_style"} <= set(cs.DEFAULTS) <= names
+    assert {"converge_tol_m", "keep_history", "planner", "prompt_style"} <= set(AggregationConfig.field_names())
+    docs = NegotiationConfig.field_docs()
+    assert all(docs[k] for k in cs.DEFAULTS), [k for k in cs.DEFAULTS if not docs[k]]    # field comments = docs
+    assert "as many as" in docs["num_agents"] and "state units" in docs["converge_tol_m"]
+    for study in cs.STUDIES:
+        assert set(study.defaults) == set(cs.DEFAULTS) and study.renamed == NegotiationConfig.RENAMED
+
+
+@pytest.mark.parametrize("old, new, value", [("agents", "num_agents", 4), ("temperature", "llm_temperature", 0.0),
+                                             ("converge_tol", "converge_tol_m", 1.0)])
+def test_old_parameter_names_are_refused_naming_the_new(old, new, value):
+    from consensus.experiments.spec import apply_overrides, resolve_spec
+
+    message = f"parameter '{old}' is now called '{new}'"
+    studies = all_studies()
+    with pytest.raises(ConfigError, match=f"params.{old}: {message}"):
+        resolve_spec({"study": "consensus-1d", "params": {old: value}}, studies)
+    with pytest.raises(ConfigError, match=f"sweep.{old}: {message}"):
+        resolve_spec({"study": "consensus-2d", "sweep": {old: [value]}}, studies)
+    for flag in ("sets", "sweeps"):
+        with pytest.raises(ConfigError, match=message):
+            apply_overrides({"study": "topologies"}, studies, **{flag: [f"{old}={value}"]})
+    with pytest.raises(ConfigError, match=message):           # a caller without a spec: the config class says it
+        run("consensus-1d", **{old: value})
+    resolve_spec({"study": "consensus-1d", "params": {new: value}, "sweep": {}}, studies)    # the new name is taken
+
+
 @pytest.mark.parametrize("change, message", [
     ({"planner": "oracle"}, "unknown planner 'oracle'"),
     ({"topology": "mesh"}, "unknown topology 'mesh'"),
     ({"personalities": "stubborn,angry"}, "bad entry 'angry'"),
     ({"personalities": "stubborn*0"}, "bad entry"),
-    ({"personalities": "stubborn,suggestible", "agents": 3}, "lists 2 agents but agents = 3"),
-    ({"agents": None}, "agents is null"),
-    ({"agents": 1}, r"agents must be an integer in \[2, 100\]"),
-    ({"agents": True}, "agents must be an integer"),
-    ({"rounds": 0}, r"rounds must be an integer in \[1, 1000\]"),
-    ({"dim": 3}, r"dim must be an integer in \[1, 2\]"),
-    ({"temperature": 2.5}, r"temperature must be a number in \[0.0, 2.0\]"),
+    ({"personalities": "stubborn*100000000000"}, "bad entry"),
+    ({"personalities": "none,stubborn*100", "num_agents": None}, "more than 100 agents"),
+    ({"personalities": "stubborn,suggestible", "num_agents": 3}, "lists 2 agents but num_agents = 3"),
+    ({"num_agents": None}, "num_agents is null"),
+    ({"num_agents": 1}, r"num_agents must be in \[2, 100\] or null"),
+    ({"num_agents": True}, "num_agents' has an invalid value True"),
+    ({"rounds": 0}, r"rounds must be in \[1, 1000\]"),
+    ({"dim": 3}, "dim must be 1 or 2"),
+    ({"llm_temperature": 2.5}, r"llm_temperature must be in \[0, 2\]"),
     ({"init_low": 50.0, "init_high": 50.0}, "init_low must be below init_high"),
     ({"init_low": 0.2, "init_high": 0.8}, r"no integer in \[init_low, init_high\]"),
-    ({"converge_tol": 0.0}, r"converge_tol must be a number in \(0.0"),
-    ({"keep_history": "yes"}, "keep_history must be true or false"),
+    ({"converge_tol_m": 0.0}, r"converge_tol_m must be a number in \(0"),
+    ({"keep_history": "maybe"}, "keep_history' has an invalid value 'maybe'"),
+    ({"prompt_style": "poetry"}, "unknown prompt_style 'poetry'"),
+    ({"parse_retries": 11}, r"parse_retries must be in \[0, 10\]"),
 ])
 def test_bad_parameters_are_config_errors(change, message):
     with pytest.raises(ConfigError, match=message):
@@ -80,23 +126,25 @@ def test_personalities_notation():
     assert cs.parse_personalities("stubborn*7, suggestible*3", None) == ("stubborn",) * 7 + ("suggestible",) * 3
     assert cs.parse_personalities("suggestible", 4) == ("suggestible",) * 4
     assert cs.parse_personalities("none,stubborn", 2) == ("none", "stubborn")
+    cfg = cs.negotiation_config({**STUDIES["personalities"].defaults, "personalities": "stubborn*2,none"})
+    assert cfg.num_agents == 3 and cfg.agent_personalities() == ("stubborn", "stubborn", "none")
 
 
 def test_initial_states_are_seeded_integers_in_range():
-    s = cs.setup({**cs.COMMON_DEFAULTS, "agents": 8, "dim": 2})
-    a, b = cs.initial_states(s, 5), cs.initial_states(s, 5)
+    cfg = cs.negotiation_config({**cs.DEFAULTS, "num_agents": 8, "dim": 2})
+    a, b = cs.initial_states(cfg, 5), cs.initial_states(cfg, 5)
     assert a.shape == (8, 2) and np.array_equal(a, b)
     assert np.all(a == np.round(a)) and a.min() >= 0 and a.max() <= 100
-    assert not np.array_equal(a, cs.initial_states(s, 6))
-    reals = cs.initial_states(cs.setup({**cs.COMMON_DEFAULTS, "init_integer": False, "init_low": 1.0,
-                                        "init_high": 2.0}), 5)
+    assert not np.array_equal(a, cs.initial_states(cfg, 6))
+    reals = cs.initial_states(cs.negotiation_config({**cs.DEFAULTS, "init_integer": False, "init_low": 1.0,
+                                                     "init_high": 2.0}), 5)
     assert np.all((reals >= 1.0) & (reals <= 2.0)) and not np.all(reals == np.round(reals))
 
 
 # --- trials with classical planners ------------------------------------------------------------------------------
 @pytest.mark.parametrize("study, params", [
-    ("consensus-1d", {"agents": 6}),
-    ("consensus-2d", {"agents": 4}),
+    ("consensus-1d", {"num_agents": 6}),
+    ("consensus-2d", {"num_agents": 4}),
     ("personalities", {"personalities": "suggestible*10"}),
     ("personalities", {"personalities": "stubborn*7,suggestible*3"}),
     ("topologies", {"topology": "chain"}),
@@ -110,7 +158,7 @@ def test_trials_are_seed_deterministic_and_json_able(study, params):
 
 def test_average_planner_on_the_complete_graph_reaches_the_initial_mean():
     for agents in (2, 4, 6, 8):
-        r = run("consensus-1d", seed=agents, agents=agents)
+        r = run("consensus-1d", seed=agents, num_agents=agents)
         states = np.asarray(r["states"])
         assert states.shape == (11, agents)
         assert r["initial_average"][0] == pytest.approx(states[0].mean())
@@ -123,7 +171,7 @@ def test_average_planner_on_the_complete_graph_reaches_the_initial_mean():
 
 
 def test_average_planner_in_the_plane():
-    r = run("consensus-2d", seed=3, agents=5)
+    r = run("consensus-2d", seed=3, num_agents=5)
     assert np.asarray(r["states"]).shape == (11, 5, 2)
     assert r["bias_norm"] == pytest.approx(0.0, abs=1e-9) and r["converged"]
 
@@ -184,6 +232,25 @@ def test_topologies_leader_decides_and_sparse_graphs_converge_slower():
     assert not any(r["oscillation"] for r in star)
 
 
+@pytest.mark.parametrize("name", ["consensus-1d", "consensus-2d", "personalities", "topologies"])
+def test_every_preset_runs_its_default_sweep_headless(name, tmp_path):
+    """The presets with their defaults and the paper's sweep (one trial a point, the classical planners) run
+    through the experiment runner and report every grid point."""
+    from consensus.experiments.runner import read_results, run_experiment
+    from consensus.experiments.spec import resolve_spec
+
+    spec = resolve_spec({"study": name, "trials": 1, "workers": 1}, all_studies())
+    result = run_experiment(spec, STUDIES[name], tmp_path / "run", progress=False)
+    points = int(np.prod([len(v) for v in STUDIES[name].default_sweep.values()]))
+    assert (result.ok, result.failed) == (points, 0)
+    recs = list(read_results(tmp_path / "run" / "results.jsonl").values())
+    assert all(r["params"]["planner"] == "average" and r["result"]["llm_calls"] == 0 for r in recs)
+    if name == "personalities":                       # num_agents null: as many agents as listed
+        assert sorted(r["result"]["n"] for r in recs) == [2, 2, 2, 10, 10]
+    lines = STUDIES[name].report(recs, tmp_path / "run")
+    assert f"Study `{name}`: {points} trials ok, 0 failed, {points} groups" in lines[0]
+
+
 # --- the LLM path (scripted OpenAI-compatible server) ------------------------------------------------------------
 def averaging_reply(body: dict) -> str:
     """A well-behaved agent: the mean of the numbers in the last prompt (own state and neighbours)."""
@@ -198,7 +265,7 @@ def llm_ctx(srv: FakeOpenAIServer) -> TrialContext:
 
 def test_llm_trial_asks_every_agent_every_round_and_labels_the_replies():
     with FakeOpenAIServer(averaging_reply) as srv:
-        r = run("consensus-1d", seed=11, ctx=llm_ctx(srv), planner="llm", agents=3, rounds=3, temperature=0.0,
+        r = run("consensus-1d", seed=11, ctx=llm_ctx(srv), planner="llm", num_agents=3, rounds=3, llm_temperature=0.0,
                 personalities="stubborn,none,suggestible")
         requests = srv.requests
     assert len(requests) == 9 and r["llm_calls"] == 9 and r["llm_fallbacks"] == {}
@@ -218,7 +285,7 @@ def test_llm_trial_with_fallbacks_is_complete_and_counts_them():
         return "I cannot decide." if body["seed"] == 11 else averaging_reply(body)
 
     with FakeOpenAIServer(agent0_unreadable) as srv:
-        r = run("consensus-1d", seed=11, ctx=llm_ctx(srv), planner="llm", agents=3, rounds=2, parse_retries=1)
+        r = run("consensus-1d", seed=11, ctx=llm_ctx(srv), planner="llm", num_agents=3, rounds=2, parse_retries=1)
     assert r["llm_fallbacks"] == {"unparseable": 2}
     assert r["llm_calls"] == 2 * (2 + 1 + 1) and r["parse_failures"] == 4
     labels = decode_labels(r["labels"])
@@ -229,7 +296,7 @@ def test_llm_trial_with_fallbacks_is_complete_and_counts_them():
 def test_llm_trial_without_any_answer_fails():
     with FakeOpenAIServer(default=500) as srv:
         with pytest.raises(TrialFailed, match="no usable reply in any of the 4 plans"):
-            run("consensus-1d", seed=11, ctx=llm_ctx(srv), planner="llm", agents=2, rounds=2)
+            run("consensus-1d", seed=11, ctx=llm_ctx(srv), planner="llm", num_agents=2, rounds=2)
 
 
 def test_llm_sweep_through_the_runner_and_report(tmp_path):
@@ -239,21 +306,21 @@ def test_llm_sweep_through_the_runner_and_report(tmp_path):
     with FakeOpenAIServer(averaging_reply) as srv:
         spec = resolve_spec({"study": "consensus-1d", "trials": 2, "workers": 1,
                              "params": {"planner": "llm", "rounds": 2},
-                             "sweep": {"agents": [2, 3]},
+                             "sweep": {"num_agents": [2, 3]},
                              "llm": {"backend": "openai", "base_url": srv.base_url, "model": "fake",
                                      "concurrency": 2, "max_retries": 0}}, all_studies())
         result = runner.run_experiment(spec, STUDIES["consensus-1d"], tmp_path / "run", progress=False)
     assert result.ok == 4 and result.failed == 0
     recs = list(runner.read_results(tmp_path / "run" / "results.jsonl").values())
-    assert all(r["result"]["llm_calls"] == r["params"]["agents"] * 2 for r in recs)
+    assert all(r["result"]["llm_calls"] == r["params"]["num_agents"] * 2 for r in recs)
     lines = STUDIES["consensus-1d"].report(recs, tmp_path / "run")
     assert (tmp_path / "run" / "fig4_bias_vs_agents.png").is_file()
-    assert any(line.startswith("| agents=3 | 2 / 0 | 100 % |") for line in lines)
+    assert any(line.startswith("| num_agents=3 | 2 / 0 | 100 % |") for line in lines)
 
 
 # --- reports -----------------------------------------------------------------------------------------------------
 def test_consensus_report_writes_figures_and_tables(tmp_path):
-    recs = records("consensus-1d", [{"agents": a, "temperature": t} for a in (2, 4) for t in (0.0, 0.7)])
+    recs = records("consensus-1d", [{"num_agents": a, "llm_temperature": t} for a in (2, 4) for t in (0.0, 0.7)])
     recs.append({**recs[0], "key": "failed#9", "index": 9, "status": "failed", "reason": "boom", "result": None})
     recs.append({**recs[1], "key": "failed#10", "index": 10, "status": "failed", "reason": "LLM fallback",
                  "result": {**recs[1]["result"], "llm_calls": 20, "llm_fallbacks": {"unparseable": 3}}})
@@ -261,15 +328,15 @@ def test_consensus_report_writes_figures_and_tables(tmp_path):
     for name in ("fig4_bias_vs_agents", "bias_spread_vs_agents", "strategy_shares"):
         assert (tmp_path / f"{name}.png").stat().st_size > 0 and (tmp_path / f"{name}.svg").is_file()
         assert f"![{name}.png]({name}.png)" in lines
-    rows = [line for line in lines if line.startswith("| agents=")]
+    rows = [line for line in lines if line.startswith("| num_agents=")]
     assert len(rows) == 8                                        # 4 groups x (outcomes, label shares)
-    assert rows[0].startswith("| agents=2, temperature=0.0 | 3 / 2 | 100 % | 1 (1 to 1) |")
+    assert rows[0].startswith("| num_agents=2, llm_temperature=0.0 | 3 / 2 | 100 % | 1 (1 to 1) |")
     assert rows[0].endswith("| 20 | 3 |")                        # failed trials' LLM use is still counted
     assert "| 100.0 % | 0.0 % |" in rows[4]                      # label shares: all average-with-self
 
 
 def test_fig4_figure_is_readable_on_its_own():
-    recs = records("consensus-1d", [{"agents": a} for a in (2, 4)], trials=4)
+    recs = records("consensus-1d", [{"num_agents": a} for a in (2, 4)], trials=4)
     varying, groups = cs.group_records(recs)
     fig = cs.bias_box_figure(groups, varying, "Fig. 4")
     ax = fig.axes[0]

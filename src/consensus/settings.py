@@ -28,6 +28,7 @@ import dataclasses
 import json
 import math
 import re
+import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -84,6 +85,9 @@ def _field_comments(klass: type) -> dict[str, str]:
     return out
 
 
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}       # FlatParams.field_types, per class
+
+
 class FlatParams:
     """Base of every config dataclass whose fields are ROS parameters: the flat-mapping reader (unknown keys and
     wrong types are errors), validated copies, and the ``/**:`` parameters file.
@@ -131,9 +135,13 @@ class FlatParams:
 
     @classmethod
     def field_types(cls) -> dict[str, Any]:
-        """Each field's resolved annotation (``int``, ``list[str]``, ...)."""
-        hints = typing.get_type_hints(cls)
-        return {f.name: hints[f.name] for f in fields(cls)}
+        """Each field's resolved annotation (``int``, ``list[str]``, ...); resolved once per class (a study builds a
+        config per trial, and resolving the annotations costs more than the rest of ``from_dict``)."""
+        types = _FIELD_TYPES.get(cls)
+        if types is None:
+            hints = typing.get_type_hints(cls)
+            types = _FIELD_TYPES[cls] = {f.name: hints[f.name] for f in fields(cls)}
+        return dict(types)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config"):
@@ -429,6 +437,12 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
 def coerce(key: str, value: Any, annotation: Any, source: str = "config") -> Any:
     """Convert a YAML/CLI/ROS value to the annotated type, or raise a ConfigError naming the field."""
     origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):         # ``int | None``: null, or a value of the other type
+        others = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if value is None and len(others) < len(typing.get_args(annotation)):
+            return None
+        if len(others) == 1:
+            return coerce(key, value, others[0], source)
     try:
         if annotation is bool:
             if isinstance(value, bool):

@@ -2,7 +2,7 @@
 
     consensus experiment --list                            # the presets (registered studies)
     consensus experiment consensus-1d --trials 20 --workers 2 --out runs/c1d
-    consensus experiment my_sweep.yaml --set rounds=5 --sweep agents=2,4
+    consensus experiment my_sweep.yaml --set rounds=5 --sweep num_agents=2,4
     consensus experiment consensus-1d --planner llm --backend openai --base-url http://127.0.0.1:8000/v1 \\
         --model qwen --concurrency 16 --out runs/c1d-llm
     consensus experiment --resume runs/c1d-llm             # finish an interrupted sweep

@@ -11,7 +11,7 @@ Resolution (``resolve_spec``), every error a ``ConfigError`` raised before anyth
   ``Study.default_sweep``) maps each axis to a non-empty list without repeated values;
 * every value must fit the type of its default (bool / number / string / list / mapping; a default of
   None accepts anything); numbers must be finite (YAML's .nan/.inf are refused) and are normalised to
-  the default's type (``rounds: 10.0`` -> 10, ``temperature: 0`` -> 0.0), so equal values give equal
+  the default's type (``rounds: 10.0`` -> 10, ``llm_temperature: 0`` -> 0.0), so equal values give equal
   trial keys and seeds;
 * ``llm`` keys ⊆ ``LLM_DEFAULTS`` (defaults from ``consensus.settings.LLMParams``), checked
   for range; the block is kept only when some trial uses an LLM (``Study.uses_llm``); ``llm.endpoints`` (a pool,
@@ -205,7 +205,7 @@ def _parameter_section(source: str, study: Study, raw: Any, section: str, shape:
     if not isinstance(raw, dict):
         raise ConfigError(f"{_where(source, section)} must be a mapping of {shape}, got {raw!r}")
     for key in raw:
-        renamed = study.renamed_error(key, _where(source, section))
+        renamed = study.renamed_error(key, _where(source, f"{section}.{key}"))
         if renamed is not None:
             raise renamed
     bad = [k for k in raw if k not in study.defaults]

@@ -19,8 +19,8 @@ A sweep spec (YAML, or built from CLI flags) looks like::
     params:                      # fixed parameters (override the study's defaults)
       rounds: 10
     sweep:                       # cartesian product of these lists
-      agents: [2, 4, 6, 8]
-      temperature: [0.0, 0.7]
+      num_agents: [2, 4, 6, 8]
+      llm_temperature: [0.0, 0.7]
 
 Unknown keys (top level, in ``params`` or in ``sweep``) are errors: a study declares every parameter it
 accepts in ``Study.defaults``. A parameter renamed so that a word means one thing in every scenario is listed in
@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from consensus.errors import ConfigError
 from consensus.llm.base import LLMClient
@@ -64,7 +64,7 @@ from consensus.llm.base import LLMClient
 @dataclass(frozen=True)
 class Trial:
     """One unit of work. ``key`` is unique and stable in a sweep (used for resume and in results.jsonl)."""
-    key: str                   # e.g. "agents=4,temperature=0.7#17"
+    key: str                   # e.g. "num_agents=4,llm_temperature=0.7#17"
     index: int                 # repetition index at this grid point (0-based)
     seed: int                  # derived deterministically from (spec seed, params, index)
     params: dict[str, Any]     # the study defaults, updated with spec params and this grid point
@@ -99,30 +99,31 @@ class Study:
     validate: Callable[[dict], None] | None = None   # raise ConfigError for invalid parameter values
     llm_calls: Callable[[dict], int] | None = None   # most LLM requests one trial makes, retries aside (estimate)
     parallel_trial: bool = False                 # a trial uses every core itself (numba threads): no process pool
-    renamed: dict[str, str] = field(default_factory=dict)   # old parameter name -> new (refused, naming the new)
+    renamed: Mapping[str, str] = field(default_factory=dict)   # old parameter name -> new (refused, naming the new)
 
     def renamed_error(self, key: str, where: str) -> ConfigError | None:
         """The error for a parameter ``key`` this study renamed (None when it is not one of ``renamed``)."""
         if key in self.defaults or key not in self.renamed:
             return None
-        return ConfigError(f"{where}: parameter {key!r} of study {self.name} is now called {self.renamed[key]!r} "
-                           f"(one meaning per word across scenarios)")
+        return ConfigError(f"{where}: parameter {key!r} is now called {self.renamed[key]!r} (study {self.name}; "
+                           f"one meaning per word across scenarios)")
 
 
 class StudyRegistry(Protocol):
     def __call__(self) -> dict[str, Study]: ...
 
 
-def config_params(cls, *, exclude: tuple[str, ...] = (), **extra) -> dict:
+def config_params(cls, *, exclude: tuple[str, ...] = (), keep: tuple[str, ...] = (), **extra) -> dict:
     """A study's ``defaults`` built from its scenario's config class ``cls``: every field with its default, except
     what is not a study parameter (derived, not listed by hand: the run group's fields, the trial's seed and run
-    directory, and the LLM group's transport settings, which come from the spec's ``llm:`` block), except
-    ``exclude``; plus ``extra`` (study-only parameters such as ``condition``). The trial's config is then built by
-    the same class, so a study has the same names and checks as ``consensus run``."""
+    directory, and the LLM group's transport settings, which come from the spec's ``llm:`` block, but for the LLM
+    fields in ``keep``: paper 1 sweeps ``llm_temperature``), except ``exclude``; plus ``extra`` (study-only
+    parameters such as ``condition``). The trial's config is then built by the same class, so a study has the same
+    names and checks as ``consensus run``."""
     from dataclasses import fields
 
     from consensus.settings import LLMParams, RunParams
 
-    study_llm = {"parse_retries", "prompt_style"}          # how agents are asked: a study may sweep them
+    study_llm = {"parse_retries", "prompt_style", *keep}   # how agents are asked: a study may sweep them
     not_params = {f.name for f in fields(RunParams)} | {f.name for f in fields(LLMParams)} - study_llm
     return {**{k: v for k, v in cls().to_dict().items() if k not in not_params and k not in exclude}, **extra}

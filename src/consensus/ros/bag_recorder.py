@@ -2,10 +2,11 @@
 
 Once a second (steady clock) it looks for new topics (``get_topic_names_and_types``) and subscribes to each with a
 publisher, except ``/parameter_events`` and the topics ``bag_exclude`` matches (``BagParams``: by default the
-``nearby`` relay, derived from the recorded ``state`` topics and O(n²) in size), serialized (``raw=True``: the CDR bytes go to the file untouched), with
-the QoS its publishers offer (reliable only if every publisher is; transient-local only if every publisher is, so
-latched topics such as ``/topology/graph`` arrive too) and depth 100. The offered profiles go into the bag's
-metadata. A topic whose type has no installed .msg definition or Python class is skipped with one warning. Each
+``nearby`` relay, derived from the recorded ``state`` topics and O(n²) in size), serialized (``raw=True``: the CDR
+bytes go to the file untouched), with the QoS its publishers offer (reliable only if every publisher is;
+transient-local only if every publisher is, so latched topics such as ``/topology/graph`` arrive too) and depth 100.
+The offered profiles go into the bag's metadata. A topic whose type has no installed .msg definition or Python class
+is skipped with one warning. Each
 message is stamped with its receive time on the node clock (``use_sim_time`` honoured).
 
 Reads ``output_dir`` (and ``seed``) from the run's parameters file. On SIGINT/SIGTERM (the end of every run) or any

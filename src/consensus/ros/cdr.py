@@ -58,6 +58,12 @@ def odom_pose(raw: bytes) -> tuple[float, float, float, float, float, float, flo
         return None
 
 
+def odom_xy(raw: bytes) -> tuple[float, float] | None:
+    """(x, y) of a serialized nav_msgs/Odometry, or None when the buffer is not XCDR1-LE."""
+    pose = odom_pose(raw)
+    return None if pose is None else (pose[0], pose[1])
+
+
 def _align(off: int, n: int) -> int:
     return (off + n - 1) & ~(n - 1)
 

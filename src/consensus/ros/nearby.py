@@ -23,8 +23,8 @@ from rclpy.node import Node
 
 from consensus import names
 from consensus.ros import qos
-from consensus.ros.cdr import point_stamped_xy, pose_array_bytes
-from consensus.ros.params import Health, decode_or_count, guarded, sane
+from consensus.ros.cdr import pose_array_bytes
+from consensus.ros.params import Health, guarded, read_xy
 
 
 class NearbyRelay:
@@ -53,16 +53,9 @@ class NearbyRelay:
 
     def _on_state(self, j: int):
         def cb(raw: bytes) -> None:
-            p = point_stamped_xy(raw)
-            if p is None:
-                msg = decode_or_count(raw, PointStamped, self.health, "nearby.state")
-                if msg is None:
-                    return
-                p = (msg.point.x, msg.point.y)
-            if sane(*p):
+            p = read_xy(raw, PointStamped, self.health, "nearby.state")
+            if p is not None:
                 self.history[j].append((self._now(), p))
-            else:
-                self.health.count_bad_message("nearby.state")
         return cb
 
     def _latest(self, now: float) -> tuple[np.ndarray, np.ndarray]:

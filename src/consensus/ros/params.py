@@ -33,6 +33,8 @@ from typing import Any, Callable, Iterable
 import rclpy
 import rclpy.executors
 import rclpy.task
+from geometry_msgs.msg import PointStamped
+from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import (InvalidParameterTypeException, InvalidParameterValueException,
                                ParameterUninitializedException)
@@ -46,6 +48,7 @@ import typing
 
 from consensus.errors import ConfigError
 from consensus.ros import qos
+from consensus.ros.cdr import odom_xy, point_stamped_xy
 from consensus import names
 
 _LIST_TYPES = {str: Parameter.Type.STRING_ARRAY, float: Parameter.Type.DOUBLE_ARRAY,
@@ -227,6 +230,34 @@ def decode_or_count(raw: bytes, msg_type, health: "Health", what: str):
     except Exception:  # noqa: BLE001 - undecodable bytes are a bad message, not a callback error
         health.count_bad_message(what)
         return None
+
+
+#: message type -> (the fast decoder of its serialized bytes, its (x, y) read from a message object)
+_XY_READERS: dict[type, tuple[Callable[[bytes], tuple[float, float] | None], Callable[[Any], tuple[float, float]]]] = {
+    PointStamped: (point_stamped_xy, lambda m: (m.point.x, m.point.y)),
+    Odometry: (odom_xy, lambda m: (m.pose.pose.position.x, m.pose.pose.position.y)),
+}
+
+
+def read_xy(raw_or_msg: Any, msg_type: type, health: "Health", what: str) -> tuple[float, float] | None:
+    """The (x, y) position of a geometry_msgs/PointStamped or nav_msgs/Odometry (``msg_type``), given as its
+    serialized bytes (a ``raw=True`` subscription: the fast decoders of ``consensus.ros.cdr``, deserialize_message
+    where they cannot read the buffer) or as the message; None - counted as a bad message of ``what`` in ``health``
+    - when the bytes do not decode or the position is not ``sane`` (non-finite, or beyond ``MAX_ABS_VALUE``)."""
+    fast, of_msg = _XY_READERS[msg_type]
+    if isinstance(raw_or_msg, (bytes, bytearray, memoryview)):
+        xy = fast(raw_or_msg)
+        if xy is None:
+            msg = decode_or_count(raw_or_msg, msg_type, health, what)
+            if msg is None:
+                return None
+            xy = of_msg(msg)
+    else:
+        xy = of_msg(raw_or_msg)
+    if sane(*xy):
+        return xy
+    health.count_bad_message(what)
+    return None
 
 
 def sum_health(records: Iterable[dict]) -> dict:

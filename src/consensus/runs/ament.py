@@ -18,28 +18,26 @@ def available() -> bool:
     return True
 
 
-def package_prefix(package: str) -> Path | None:
-    """The install prefix of ``package`` (its ``lib/<package>/`` holds its executables), or None."""
+def _lookup(getter: str, package: str) -> Path | None:
+    """``ament_index_python.packages.<getter>(package)`` as a Path, or None (not in the index, or no ROS 2)."""
     try:
-        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+        from ament_index_python import packages
     except ImportError:
         return None
     try:
-        return Path(get_package_prefix(package))
-    except (PackageNotFoundError, ValueError, KeyError, OSError):
+        return Path(getattr(packages, getter)(package))
+    except (packages.PackageNotFoundError, ValueError, KeyError, OSError):
         return None
+
+
+def package_prefix(package: str) -> Path | None:
+    """The install prefix of ``package`` (its ``lib/<package>/`` holds its executables), or None."""
+    return _lookup("get_package_prefix", package)
 
 
 def package_share(package: str) -> Path | None:
     """``share/<package>`` of ``package`` (its launch files, configs, package.xml), or None."""
-    try:
-        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-    except ImportError:
-        return None
-    try:
-        return Path(get_package_share_directory(package))
-    except (PackageNotFoundError, ValueError, KeyError, OSError):
-        return None
+    return _lookup("get_package_share_directory", package)
 
 
 def executable(package: str, name: str) -> Path | None:

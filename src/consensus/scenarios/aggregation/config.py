@@ -1,18 +1,25 @@
-"""Parameters of a multi-robot aggregation run (paper 1, section 4): ``AggregationConfig``.
+"""Parameters of paper 1's scenarios: a multi-robot aggregation run (section 4), ``AggregationConfig``, and one
+negotiation of the consensus studies (sections 2-3, ``consensus.scenarios.aggregation.study``), ``NegotiationConfig``.
 
-Every field is a declared ROS parameter of the aggregation nodes; ``config/aggregation.yaml`` is the packaged
-``/**:`` file. The shared groups and the reader are ``consensus.settings``'.
+Every field of ``AggregationConfig`` is a declared ROS parameter of the aggregation nodes; ``config/aggregation.yaml``
+is the packaged ``/**:`` file. The shared groups and the reader are ``consensus.settings``'; a word means the same in
+both classes (``planner``, ``keep_history``, ``converge_tol_m``, the LLM group's ``llm_temperature``, ...).
 """
 from __future__ import annotations
 
+import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
 import yaml
 
 from consensus.errors import ConfigError
-from consensus.settings import LiveViewParams, RobotBaseConfig, load_flat, need, need_positive
+from consensus.settings import (AgentsParams, FlatParams, LiveViewParams, LLMParams, RobotBaseConfig, RunParams,
+                                load_flat, need, need_positive)
 
 PLANNERS = ("llm", "average", "average_no_self", "stubborn", "suggestible")
 PERSONALITIES = ("none", "stubborn", "suggestible")
@@ -97,3 +104,129 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
 def load_config(path: str | Path | None = None, **overrides: Any) -> AggregationConfig:
     """Load and validate a config file (or the defaults), then apply non-None overrides."""
     return load_flat(AggregationConfig, path, **overrides)
+
+
+# --------------------------------------------------------------------------------------------- the negotiation
+#: a negotiation's topology name -> (``consensus.graphs.topology.make_graph`` name, directed); paper 1's Fig. 8b is the
+#: 3-agent ``star``, Fig. 9a ``leader_follower``, Fig. 9b's chain ``chain`` (study module docstring)
+NEGOTIATION_TOPOLOGIES = {"complete": ("complete", False), "star": ("star", False), "ring": ("ring", False),
+                          "line": ("line", False), "chain": ("line", True), "directed_ring": ("ring", True),
+                          "leader_follower": ("leader_follower", True)}
+MAX_AGENTS = 100
+MAX_ROUNDS = 1000
+MAX_ABS_STATE = 1e6     # bound of init_low, init_high and the tolerances (state units)
+
+
+def parse_personalities(text: Any, num_agents: Any) -> tuple[str, ...]:
+    """``"stubborn*7,suggestible*3"`` -> 10 names; one entry is repeated for all ``num_agents``; ``num_agents``
+    None = as many as listed (at least 2)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(f"personalities must be a string like 'stubborn,suggestible' (got {text!r})")
+    if num_agents is not None and (isinstance(num_agents, bool) or not isinstance(num_agents, int)):
+        raise ConfigError(f"num_agents must be an integer or null (got {num_agents!r})")
+    return _personalities(text, num_agents)
+
+
+@lru_cache(maxsize=256)        # a trial asks several times; a bad entry raises, and is not cached
+def _personalities(text: str, num_agents: int | None) -> tuple[str, ...]:
+    names: list[str] = []
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*([a-z_]+)\s*(?:\*\s*(\d{1,6})\s*)?", item)
+        if m is None or m.group(1) not in PERSONALITIES or (m.group(2) is not None and int(m.group(2)) < 1):
+            raise ConfigError(f"personalities: bad entry {item.strip()[:40]!r}; use NAME or NAME*COUNT with NAME one "
+                              f"of {', '.join(PERSONALITIES)}")
+        names += [m.group(1)] * int(m.group(2) or 1)
+        need(len(names) <= MAX_AGENTS, f"personalities lists more than {MAX_AGENTS} agents")
+    if num_agents is None:
+        need(len(names) >= 2, f"num_agents is null, so personalities must list >= 2 agents (got {text!r})")
+        return tuple(names)
+    if len(names) == 1:
+        return tuple(names * num_agents)
+    need(len(names) == num_agents, f"personalities {text!r} lists {len(names)} agents but num_agents = {num_agents}")
+    return tuple(names)
+
+
+@lru_cache(maxsize=256)
+def negotiation_graph(topology: str, n: int):
+    """The ``consensus.graphs.topology.Graph`` of ``n`` agents on ``NEGOTIATION_TOPOLOGIES[topology]``."""
+    from consensus.graphs.topology import make_graph
+
+    name, directed = NEGOTIATION_TOPOLOGIES[topology]
+    return make_graph(name, n, directed=directed)
+
+
+@dataclass
+class NegotiationConfig(RunParams, LLMParams, AgentsParams, FlatParams):
+    """One negotiation of paper 1, sections 2-3 (Algorithm 1 without robots): a trial of the ``consensus-1d``,
+    ``consensus-2d``, ``personalities`` and ``topologies`` studies. The shared groups keep their names and checks
+    (``num_agents``; the LLM's ``llm_temperature``, ``prompt_style``, ``parse_retries``; the trial's ``seed``), and
+    ``planner``, ``keep_history``, ``converge_tol_m`` mean what they mean in ``AggregationConfig``."""
+
+    num_agents: int | None = 4        # N agents; null = as many as `personalities` lists
+    planner: str = "average"          # llm | average | average_no_self | stubborn | suggestible
+    rounds: int = 10                  # negotiation rounds (Algorithm 1's n_r)
+    dim: int = 1                      # 1 = numbers (sections 2-3), 2 = positions in the plane
+    init_low: float = 0.0             # initial states: uniform in [init_low, init_high] per axis
+    init_high: float = 100.0          # upper end of the initial states (included)
+    init_integer: bool = True         # integers (the paper's examples: 39, 65, 87) or reals
+    topology: str = "complete"        # who hears whom: complete | star | ring | line | chain | directed_ring |
+                                      # leader_follower (chain, directed_ring, leader_follower are directed)
+    personalities: str = "none"       # "none" | "stubborn,suggestible" | "stubborn*7,suggestible*3": one entry for
+                                      # every agent, or one per agent (they must add up to num_agents)
+    keep_history: bool = True         # the LLM planner keeps its chat history (the paper's 1-D setting)
+    history_rounds: int = 0           # with keep_history: exchanges sent, 0 = all (the paper's; bounded by the
+                                      # context window), k = the first and the k-1 latest
+    converge_tol_m: float = 1.0       # consensus: spread (largest distance between two agents) < this; also the
+                                      # clustering gap. In state units (metres where states are positions)
+    label_tol: float = 0.5            # strategy labels and oscillation: |state - candidate| <= this
+    min_reversals: int = 2            # an agent oscillates with at least this many direction reversals
+
+    # ------------------------------------------------------------------
+    #: the study's names before they were shared with the other scenarios
+    RENAMED: ClassVar[dict] = {"agents": "num_agents", "temperature": "llm_temperature",
+                               "converge_tol": "converge_tol_m"}
+
+    def _check_agents(self) -> None:
+        if self.num_agents is not None:          # the group's bounds, unless null (as many as listed)
+            AgentsParams._check_agents(self)
+
+    def check(self) -> None:
+        need(self.planner in PLANNERS, f"unknown planner '{self.planner}'; valid: {', '.join(PLANNERS)}")
+        need(self.topology in NEGOTIATION_TOPOLOGIES,
+             f"unknown topology '{self.topology}'; valid: {', '.join(NEGOTIATION_TOPOLOGIES)}")
+        need(self.num_agents is None or 2 <= self.num_agents <= MAX_AGENTS,
+             f"num_agents must be in [2, {MAX_AGENTS}] or null (got {self.num_agents})")
+        self.agent_personalities()
+        need(1 <= self.rounds <= MAX_ROUNDS, f"rounds must be in [1, {MAX_ROUNDS}] (got {self.rounds})")
+        need(self.dim in (1, 2), f"dim must be 1 or 2 (got {self.dim})")
+        lo, hi = self.init_low, self.init_high
+        for name in ("init_low", "init_high"):
+            value = getattr(self, name)
+            need(math.isfinite(value) and abs(value) <= MAX_ABS_STATE,
+                 f"{name} must be a number in [{-MAX_ABS_STATE:g}, {MAX_ABS_STATE:g}] (got {value})")
+        need(lo < hi, f"init_low must be below init_high (got {lo} and {hi})")
+        need(not self.init_integer or math.ceil(lo) <= math.floor(hi),
+             f"init_integer is true but there is no integer in [init_low, init_high] = [{lo}, {hi}]")
+        need(0 <= self.history_rounds <= MAX_ROUNDS,
+             f"history_rounds must be in [0, {MAX_ROUNDS}] (got {self.history_rounds})")
+        for name in ("converge_tol_m", "label_tol"):
+            value = getattr(self, name)
+            need(math.isfinite(value) and 0 < value <= MAX_ABS_STATE,
+                 f"{name} must be a number in (0, {MAX_ABS_STATE:g}] (got {value})")
+        need(1 <= self.min_reversals <= MAX_ROUNDS,
+             f"min_reversals must be in [1, {MAX_ROUNDS}] (got {self.min_reversals})")
+
+    # ------------------------------------------------------------------
+    def agent_personalities(self) -> tuple[str, ...]:
+        """Every agent's personality (``personalities`` spelled out, ``parse_personalities``)."""
+        return parse_personalities(self.personalities, self.num_agents)
+
+    def resolved(self) -> "NegotiationConfig":
+        """This config with ``num_agents`` counted from ``personalities`` when it is null."""
+        if self.num_agents is not None:
+            return self
+        return dataclasses.replace(self, num_agents=len(self.agent_personalities()))
+
+    def graph(self):
+        """Who hears whom (``negotiation_graph``); on a resolved config."""
+        return negotiation_graph(self.topology, len(self.agent_personalities()))

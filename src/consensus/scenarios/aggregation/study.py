@@ -1,40 +1,43 @@
 """Paper 1 (Chen et al., "Multi-Agent Consensus Seeking via Large Language Models"), sections 2-3, as studies.
 
 Presets (``STUDIES``): ``consensus-1d`` (Fig. 4), ``consensus-2d`` (Fig. 4 for positions in the plane),
-``personalities`` (Figs. 6-7) and ``topologies`` (Figs. 8-9). Every trial is the paper's Algorithm 1 through
+``personalities`` (Figs. 6-7) and ``topologies`` (Figs. 8-9). A trial's parameters are the fields of
+``consensus.scenarios.aggregation.config.NegotiationConfig`` (``DEFAULTS``; the same names and checks as the other
+scenarios': ``num_agents``, ``llm_temperature``, ``converge_tol_m``, ...; an old name, ``RENAMED``, is refused
+naming the new). Every trial is the paper's Algorithm 1 through
 ``consensus.scenarios.aggregation.headless.run_negotiation`` with planners from
-``consensus.scenarios.aggregation.planners.factory.make_planner``
-and a graph from ``consensus.graphs.topology.make_graph``:
+``consensus.scenarios.aggregation.planners.factory.make_planner`` and a graph from
+``consensus.graphs.topology.make_graph``:
 
-* initial states: ``agents`` x ``dim`` draws from ``numpy.random.default_rng(trial.seed)``, uniform integers in
+* initial states: ``num_agents`` x ``dim`` draws from ``numpy.random.default_rng(trial.seed)``, uniform integers in
   ``[init_low, init_high]`` (both included; section 2: "randomly assigned a number between 0 to 100", and the
   paper's examples are integers: 39, 65, 87) or uniform reals with ``init_integer: false``. 2-D draws each axis
   the same way;
 * ``rounds`` negotiation rounds (the paper plots 10); the LLM planner keeps its chat history with ``keep_history``
   (the paper's 1-D setting; its 2-D code kept none, so ``consensus-2d`` defaults to false);
 * ``personalities``: comma-separated ``name`` or ``name*count`` (``stubborn*7,suggestible*3``); one entry is
-  given to every agent, several must add up to ``agents`` (``agents: null`` = as many as listed). With a
+  given to every agent, several must add up to ``num_agents`` (``num_agents: null`` = as many as listed). With a
   classical ``planner`` a stubborn/suggestible personality selects ``StubbornPlanner``/``SuggestiblePlanner``
   (the factory's rule), so the presets run offline as classical baselines; with ``llm`` it is the prompt text;
-* ``topology``: ``TOPOLOGIES`` below. The paper's Fig. 8b ("agents 2 and 3 cannot exchange information") is the
-  3-agent ``star`` around agent 0; Fig. 9a is ``leader_follower`` (leader 0); Fig. 9b's chain 1 -> 3 -> 2 is
-  ``chain`` relabelled (agent i hears only agent i-1, agent 0 is the leader).
+* ``topology``: ``config.NEGOTIATION_TOPOLOGIES``. The paper's Fig. 8b ("agents 2 and 3 cannot exchange
+  information") is the 3-agent ``star`` around agent 0; Fig. 9a is ``leader_follower`` (leader 0); Fig. 9b's
+  chain 1 -> 3 -> 2 is ``chain`` relabelled (agent i hears only agent i-1, agent 0 is the leader).
 
 The LLM (``planner: llm``) is the runner's shared client ``ctx.llm``; each agent's planner is
 ``make_planner("llm", ..., client=ctx.llm, seed=trial.seed)`` (the runner derives per-call seeds), asked at the
-trial's ``temperature`` parameter (the sweep axis of Fig. 4; the spec's ``llm.temperature`` is not used) with
+trial's ``llm_temperature`` parameter (the sweep axis of Fig. 4; the spec's ``llm.temperature`` is not used) with
 the client's model and the spec's ``llm.max_tokens``; the agents of one round are asked concurrently. A reply
 that could not be used is a fallback (the agent keeps its state): the trial's result is complete and carries
 the counts in ``result["llm_fallbacks"]`` (``{reason: count}``), which makes the runner record it as failed
 with its result kept; a trial in which *no* reply was usable raises ``TrialFailed``. For the classical
-planners ``temperature`` has no effect (they are deterministic baselines).
+planners ``llm_temperature`` has no effect (they are deterministic baselines).
 
 A trial record (``run_trial``): ``states`` per round (rounded to 4 decimals; ``(R+1, n)`` in 1-D, ``(R+1, n, 2)`` in
 2-D), ``spread`` per round (group diameter), ``initial_average``, ``final_value`` (centroid of the final states),
 ``bias`` = final_value - initial_average, ``final_spread``, ``converged``/``rounds_to_converge`` (spread
-``< converge_tol`` to the end), ``root``/``root_initial``/``bias_to_root`` (graphs with a single leader),
+``< converge_tol_m`` to the end), ``root``/``root_initial``/``bias_to_root`` (graphs with a single leader),
 ``labels`` (one string per round, ``consensus.scenarios.aggregation.strategies.LABEL_CODES``), ``label_counts``,
-``oscillation``/``reversals``, ``clustering``/``n_clusters``/``cluster_sizes`` (groups ``converge_tol`` apart),
+``oscillation``/``reversals``, ``clustering``/``n_clusters``/``cluster_sizes`` (groups ``converge_tol_m`` apart),
 ``llm_calls``, ``parse_failures``, ``llm_fallbacks``. Rules of the labels, oscillation and
 clustering: ``consensus.scenarios.aggregation.strategies``.
 """
@@ -42,165 +45,42 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from consensus.scenarios.aggregation.config import PERSONALITIES
-from consensus.errors import ConfigError
-from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
-from consensus.graphs.topology import Graph, make_graph
+from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed, config_params
 from consensus.scenarios.aggregation import strategies as st
+from consensus.scenarios.aggregation.config import NegotiationConfig, parse_personalities  # noqa: F401 (re-export)
 from consensus.metrics.convergence import spread_series
-from consensus.scenarios.aggregation.planners.factory import PLANNER_KINDS, make_planner
+from consensus.scenarios.aggregation.planners.factory import make_planner
 from consensus.llm.counters import add_counters, new_counters
-from consensus.llm.styles import PROMPT_STYLES
 from consensus.scenarios.aggregation.headless import run_negotiation
 
-#: topology name -> (make_graph name, directed)
-TOPOLOGIES = {"complete": ("complete", False), "star": ("star", False), "ring": ("ring", False),
-              "line": ("line", False), "chain": ("line", True), "directed_ring": ("ring", True),
-              "leader_follower": ("leader_follower", True)}
-MAX_AGENTS = 100
-MAX_ROUNDS = 1000
 DECIMALS = 4           # states and spreads in trial records
 
-COMMON_DEFAULTS: dict[str, Any] = {
-    "planner": "average",         # llm | average | average_no_self | stubborn | suggestible
-    "temperature": 0.7,           # LLM sampling temperature (no effect on classical planners)
-    "agents": 4,                  # N; null = the number of listed personalities
-    "rounds": 10,                 # negotiation rounds (Algorithm 1's n_r)
-    "dim": 1,                     # 1 = numbers (sections 2-3), 2 = positions in the plane
-    "init_low": 0.0,              # initial states: uniform in [init_low, init_high] per axis
-    "init_high": 100.0,
-    "init_integer": True,         # integers (the paper's examples) or reals
-    "topology": "complete",       # see TOPOLOGIES
-    "personalities": "none",      # "none" | "stubborn,suggestible" | "stubborn*7,suggestible*3" ...
-    "keep_history": True,         # LLM keeps its chat history (paper 1-D); false = self-contained prompts
-    "history_rounds": 0,          # remembered exchanges sent (0 = all of them, the paper's; bounded by the context)
-    "prompt_style": "paper",      # paper | json | tools (consensus.llm.styles; docs/model-card.md)
-    "parse_retries": 2,           # LLM re-asks after an unreadable reply
-    "converge_tol": 1.0,          # converged: spread < this (state units); also the clustering gap
-    "label_tol": 0.5,             # strategy labels and oscillation: |state - candidate| <= this
-    "min_reversals": 2,           # an agent oscillates with at least this many direction reversals
-}
+#: every NegotiationConfig field with its default, but the trial's seed and run directory and the LLM transport
+#: (the spec's llm: block): ``consensus.experiments.study.config_params``; the LLM's temperature stays a trial
+#: parameter (the sweep axis of Fig. 4)
+DEFAULTS: dict[str, Any] = config_params(NegotiationConfig, keep=("llm_temperature",))
 
 
 # ---------------------------------------------------------------------------------------------
 # parameters
-@dataclass(frozen=True)
-class Setup:
-    """Validated parameters of one trial."""
-    planner: str
-    dim: int
-    n: int
-    rounds: int
-    temperature: float
-    personalities: tuple[str, ...]
-    graph: Graph
-    init_low: float
-    init_high: float
-    init_integer: bool
-    memory: bool
-    history_rounds: int
-    prompt_style: str
-    parse_retries: int
-    converge_tol: float
-    label_tol: float
-    min_reversals: int
-
-
-def _int(params: dict, key: str, lo: int, hi: int) -> int:
-    v = params[key]
-    if isinstance(v, bool) or not isinstance(v, Integral) or not lo <= v <= hi:
-        raise ConfigError(f"{key} must be an integer in [{lo}, {hi}] (got {v!r})")
-    return int(v)
-
-
-def _num(params: dict, key: str, lo: float, hi: float, *, open_low: bool = False) -> float:
-    v = params[key]
-    ok = not isinstance(v, bool) and isinstance(v, Real) and np.isfinite(v)
-    if not ok or not (lo < v if open_low else lo <= v) or v > hi:
-        raise ConfigError(f"{key} must be a number in {'(' if open_low else '['}{lo}, {hi}] (got {v!r})")
-    return float(v)
-
-
-def _bool(params: dict, key: str) -> bool:
-    v = params[key]
-    if not isinstance(v, (bool, np.bool_)):
-        raise ConfigError(f"{key} must be true or false (got {v!r})")
-    return bool(v)
-
-
-def parse_personalities(text: Any, agents: Any) -> tuple[str, ...]:
-    """``"stubborn*7,suggestible*3"`` -> 10 names; one entry is repeated for all ``agents`` (module docstring)."""
-    if not isinstance(text, str) or not text.strip():
-        raise ConfigError(f"personalities must be a string like 'stubborn,suggestible' (got {text!r})")
-    names: list[str] = []
-    for item in text.split(","):
-        m = re.fullmatch(r"\s*([a-z_]+)\s*(?:\*\s*(\d+)\s*)?", item)
-        if m is None or m.group(1) not in PERSONALITIES or (m.group(2) is not None and int(m.group(2)) < 1):
-            raise ConfigError(f"personalities: bad entry {item.strip()!r}; use NAME or NAME*COUNT with NAME one of "
-                              f"{', '.join(PERSONALITIES)}")
-        names += [m.group(1)] * int(m.group(2) or 1)
-    if agents is None:
-        if len(names) < 2:
-            raise ConfigError(f"agents is null, so personalities must list >= 2 agents (got {text!r})")
-        return tuple(names)
-    n = _int({"agents": agents}, "agents", 2, MAX_AGENTS)
-    if len(names) == 1:
-        return tuple(names * n)
-    if len(names) != n:
-        raise ConfigError(f"personalities {text!r} lists {len(names)} agents but agents = {n}")
-    return tuple(names)
-
-
-@lru_cache(maxsize=256)
-def _graph(topology: str, n: int) -> Graph:
-    name, directed = TOPOLOGIES[topology]
-    return make_graph(name, n, directed=directed)
-
-
-def setup(params: dict) -> Setup:
-    """Validate a trial's parameters (``ConfigError`` with one clear message) and build its graph."""
-    missing = sorted(set(COMMON_DEFAULTS) - set(params))
-    if missing:
-        raise ConfigError(f"missing parameter(s): {', '.join(missing)}")
-    planner = params["planner"]
-    if planner not in PLANNER_KINDS:
-        raise ConfigError(f"unknown planner {planner!r}; valid: {', '.join(PLANNER_KINDS)}")
-    topology = params["topology"]
-    if topology not in TOPOLOGIES:
-        raise ConfigError(f"unknown topology {topology!r}; valid: {', '.join(TOPOLOGIES)}")
-    personalities = parse_personalities(params["personalities"], params["agents"])
-    lo, hi = _num(params, "init_low", -1e6, 1e6), _num(params, "init_high", -1e6, 1e6)
-    if not lo < hi:
-        raise ConfigError(f"init_low must be below init_high (got {lo} and {hi})")
-    if _bool(params, "init_integer") and np.ceil(lo) > np.floor(hi):
-        raise ConfigError(f"init_integer is true but there is no integer in [init_low, init_high] = [{lo}, {hi}]")
-    return Setup(planner=planner, dim=_int(params, "dim", 1, 2), n=len(personalities),
-                 rounds=_int(params, "rounds", 1, MAX_ROUNDS), temperature=_num(params, "temperature", 0.0, 2.0),
-                 personalities=personalities, graph=_graph(topology, len(personalities)),
-                 init_low=lo, init_high=hi, init_integer=_bool(params, "init_integer"),
-                 memory=_bool(params, "keep_history"), history_rounds=_int(params, "history_rounds", 0, MAX_ROUNDS),
-                 prompt_style=_style(params["prompt_style"]),
-                 parse_retries=_int(params, "parse_retries", 0, 10),
-                 converge_tol=_num(params, "converge_tol", 0.0, 1e6, open_low=True),
-                 label_tol=_num(params, "label_tol", 0.0, 1e6, open_low=True),
-                 min_reversals=_int(params, "min_reversals", 1, MAX_ROUNDS))
-
-
-def _style(value: Any) -> str:
-    if value not in PROMPT_STYLES:
-        raise ConfigError(f"prompt_style must be one of {', '.join(PROMPT_STYLES)} (got {value!r})")
-    return value
+def negotiation_config(params: dict, seed: int = 0, llm_settings: dict | None = None) -> NegotiationConfig:
+    """The validated, resolved ``NegotiationConfig`` of one trial (``ConfigError`` with one clear message; an old
+    parameter name is refused naming the new one): the trial's ``params`` and ``seed``, and the spec's
+    ``llm.max_tokens``. The LLM temperature is the trial's ``llm_temperature``, not the spec's ``llm.temperature``."""
+    data = {**params, "seed": seed}
+    max_tokens = (llm_settings or {}).get("max_tokens")
+    if max_tokens is not None:
+        data["llm_max_tokens"] = max_tokens
+    return NegotiationConfig.from_dict(data, source="negotiation").resolved()
 
 
 def _validate(params: dict) -> None:
-    setup(params)
+    negotiation_config(params)
 
 
 def _uses_llm(params: dict) -> bool:
@@ -209,40 +89,43 @@ def _uses_llm(params: dict) -> bool:
 
 def _llm_calls(params: dict) -> int:
     """LLM requests of one trial, parse retries aside: one per agent and round."""
-    s = setup(params)
-    return s.n * s.rounds if s.planner == "llm" else 0
+    cfg = negotiation_config(params)
+    return cfg.num_agents * cfg.rounds if cfg.uses_llm() else 0
 
 
 # ---------------------------------------------------------------------------------------------
 # one trial
-def initial_states(s: Setup, seed: int) -> np.ndarray:
-    """``(n, dim)`` initial states: seeded uniform integers (or reals) in ``[init_low, init_high]``."""
+def initial_states(cfg: NegotiationConfig, seed: int) -> np.ndarray:
+    """``(n, dim)`` initial states of a resolved config: seeded uniform integers (or reals) in
+    ``[init_low, init_high]``."""
     rng = np.random.default_rng(seed)
-    if s.init_integer:
-        lo, hi = int(np.ceil(s.init_low)), int(np.floor(s.init_high))
-        return rng.integers(lo, hi, size=(s.n, s.dim), endpoint=True).astype(float)
-    return rng.uniform(s.init_low, s.init_high, size=(s.n, s.dim))
+    if cfg.init_integer:
+        lo, hi = int(np.ceil(cfg.init_low)), int(np.floor(cfg.init_high))
+        return rng.integers(lo, hi, size=(cfg.num_agents, cfg.dim), endpoint=True).astype(float)
+    return rng.uniform(cfg.init_low, cfg.init_high, size=(cfg.num_agents, cfg.dim))
 
 
-def _planners(s: Setup, ctx: TrialContext, seed: int) -> list:
-    if s.planner != "llm":
-        return [make_planner(s.planner, dim=s.dim, robot_id=i, personality=p, seed=seed)
-                for i, p in enumerate(s.personalities)]
-    return [make_planner("llm", dim=s.dim, robot_id=i, personality=p, client=ctx.llm, seed=seed, memory=s.memory,
-                         temperature=s.temperature, max_tokens=int(ctx.llm_settings.get("max_tokens", 160)),
-                         parse_retries=s.parse_retries, num_agents=s.n, style=s.prompt_style,
-                         history_rounds=s.history_rounds)
-            for i, p in enumerate(s.personalities)]
+def _planners(cfg: NegotiationConfig, ctx: TrialContext, seed: int) -> list:
+    personalities = cfg.agent_personalities()
+    if not cfg.uses_llm():
+        return [make_planner(cfg.planner, dim=cfg.dim, robot_id=i, personality=p, seed=seed)
+                for i, p in enumerate(personalities)]
+    return [make_planner("llm", dim=cfg.dim, robot_id=i, personality=p, client=ctx.llm, seed=seed,
+                         memory=cfg.keep_history, temperature=cfg.llm_temperature, max_tokens=cfg.llm_max_tokens,
+                         parse_retries=cfg.parse_retries, num_agents=cfg.num_agents, style=cfg.prompt_style,
+                         history_rounds=cfg.history_rounds)
+            for i, p in enumerate(personalities)]
 
 
 def run_trial(trial: Trial, ctx: TrialContext) -> dict:
     """One negotiation (Algorithm 1) and its outcome record (module docstring)."""
-    s = setup(trial.params)
-    planners = _planners(s, ctx, trial.seed)
-    states, plan_log = run_negotiation(planners, initial_states(s, trial.seed), s.graph, s.rounds,
-                                       max_workers=s.n if s.planner == "llm" else 1)
-    held = np.zeros((s.rounds, s.n), bool)
-    reasonings = [[""] * s.n for _ in range(s.rounds)]
+    cfg = negotiation_config(trial.params, trial.seed, ctx.llm_settings)
+    n, rounds = cfg.num_agents, cfg.rounds
+    planners = _planners(cfg, ctx, trial.seed)
+    states, plan_log = run_negotiation(planners, initial_states(cfg, trial.seed), cfg.graph(), rounds,
+                                       max_workers=n if cfg.uses_llm() else 1)
+    held = np.zeros((rounds, n), bool)
+    reasonings = [[""] * n for _ in range(rounds)]
     reasons: dict[str, int] = {}
     for e in plan_log:
         reasonings[e["round"]][e["robot"]] = e["reasoning"]
@@ -253,10 +136,10 @@ def run_trial(trial: Trial, ctx: TrialContext) -> dict:
     for p in planners:
         if hasattr(p, "counters"):
             add_counters(counters, p.counters())
-    if s.planner == "llm" and held.all():
+    if cfg.uses_llm() and held.all():
         raise TrialFailed(f"the LLM gave no usable reply in any of the {held.size} plans "
                           f"({counters['calls']} calls; fallbacks: {reasons})")
-    result = outcome(s, states, reasonings, held)
+    result = outcome(cfg, states, reasonings, held)
     result.update(llm_calls=counters["calls"], parse_failures=counters["parse_failures"],
                   tool_errors=counters["tool_errors"], history_truncated=counters["history_truncated"])
     result[LLM_FALLBACKS_KEY] = reasons
@@ -267,41 +150,42 @@ def _rounded(a: np.ndarray) -> list:
     return np.round(a, DECIMALS).tolist()
 
 
-def outcome(s: Setup, states: np.ndarray, reasonings: Sequence[Sequence[str]], held: np.ndarray) -> dict:
-    """The JSON-able outcome of a finished negotiation ``states (R+1, n, d)``."""
+def outcome(cfg: NegotiationConfig, states: np.ndarray, reasonings: Sequence[Sequence[str]], held: np.ndarray) -> dict:
+    """The JSON-able outcome of a finished negotiation ``states (R+1, n, d)`` of a resolved config."""
     init_avg, final = states[0].mean(axis=0), states[-1].mean(axis=0)
     spreads = spread_series(states)
-    labels = st.label_rounds(states, s.graph.adj, reasonings=reasonings, fallbacks=held, tol=s.label_tol)
-    rev = st.reversals(states, s.label_tol)
-    groups = st.clusters(states[-1], s.converge_tol)
-    roots = s.graph.roots()
+    graph = cfg.graph()
+    labels = st.label_rounds(states, graph.adj, reasonings=reasonings, fallbacks=held, tol=cfg.label_tol)
+    rev = st.reversals(states, cfg.label_tol)
+    groups = st.clusters(states[-1], cfg.converge_tol_m)
+    roots = graph.roots()
     root = roots[0] if len(roots) == 1 else None
     return {
-        "n": s.n, "dim": s.dim, "personalities": list(s.personalities),
-        "states": _rounded(states[:, :, 0] if s.dim == 1 else states),
+        "n": cfg.num_agents, "dim": cfg.dim, "personalities": list(cfg.agent_personalities()),
+        "states": _rounded(states[:, :, 0] if cfg.dim == 1 else states),
         "spread": _rounded(spreads),
         "initial_average": init_avg.tolist(), "final_value": final.tolist(), "bias": (final - init_avg).tolist(),
         "bias_norm": float(np.linalg.norm(final - init_avg)),
         "final_spread": float(spreads[-1]),
-        "converged": bool(spreads[-1] < s.converge_tol),
-        "rounds_to_converge": st.rounds_to_converge(spreads, s.converge_tol),
+        "converged": bool(spreads[-1] < cfg.converge_tol_m),
+        "rounds_to_converge": st.rounds_to_converge(spreads, cfg.converge_tol_m),
         "root": root,
         "root_initial": None if root is None else states[0, root].tolist(),
         "bias_to_root": None if root is None else (final - states[0, root]).tolist(),
         "labels": st.encode_labels(labels), "label_counts": st.label_counts(labels),
-        "oscillation": max(rev) >= s.min_reversals, "reversals": rev,
+        "oscillation": max(rev) >= cfg.min_reversals, "reversals": rev,
         "clustering": len(groups) >= 2, "n_clusters": len(groups), "cluster_sizes": [len(g) for g in groups],
     }
 
 
 # ---------------------------------------------------------------------------------------------
 # reports (figures are written lazily: matplotlib is imported only here)
-_ORDER = ("agents", "temperature", "personalities", "topology", "planner", "dim", "rounds")
+_ORDER = ("num_agents", "llm_temperature", "personalities", "topology", "planner", "dim", "rounds")
 
 
 @dataclass
 class Group:
-    label: str                 # "agents=4, temperature=0.7" (the varying parameters), "all trials" if none vary
+    label: str                 # "num_agents=4, llm_temperature=0.7" (the varying parameters), "all trials" if none vary
     params: dict               # the parameters of the first record
     results: list[dict]        # results of the ok trials, in trial-index order (what the statistics use)
     failed: int                # failed trials
@@ -405,7 +289,7 @@ def label_table(groups: Sequence[Group]) -> list[str]:
 def _subtitle(groups: Sequence[Group], varying: Sequence[str]) -> str:
     """The fixed parameters worth naming on a figure."""
     p = groups[0].params
-    keys = [k for k in ("planner", "rounds", "topology", "agents", "temperature", "dim")
+    keys = [k for k in ("planner", "rounds", "topology", "num_agents", "llm_temperature", "dim")
             if k not in varying and p.get(k) is not None]
     return ", ".join(f"{k}={p[k]}" for k in keys)
 
@@ -428,9 +312,9 @@ def bias_box_figure(groups: Sequence[Group], varying: Sequence[str], title: str)
     """Paper 1 Fig. 4: box plot of final − initial average per N, one colour per hue (e.g. temperature)."""
     from consensus.runs import plots
 
-    hues = _hue_split(groups, varying, "agents")
+    hues = _hue_split(groups, varying, "num_agents")
     colors = plots.colors(max(len(hues), 1))
-    xs = sorted({g.params["agents"] for g in groups if g.params["agents"] is not None}) or [None]
+    xs = sorted({g.params["num_agents"] for g in groups if g.params["num_agents"] is not None}) or [None]
     width = 0.8 / max(len(hues), 1)
     fig = plots.new_figure(figsize=(9, 5.5))
     ax = fig.add_subplot(1, 1, 1)
@@ -440,7 +324,7 @@ def bias_box_figure(groups: Sequence[Group], varying: Sequence[str], title: str)
             vals = np.asarray([_bias(r) for r in g.results], dtype=float)
             if len(vals) == 0:
                 continue
-            pos = xs.index(g.params["agents"]) + (h - (len(hues) - 1) / 2) * width
+            pos = xs.index(g.params["num_agents"]) + (h - (len(hues) - 1) / 2) * width
             ax.boxplot(vals, positions=[pos], widths=width * 0.8, patch_artist=True, showfliers=False,
                        boxprops={"facecolor": colors[h], "alpha": 0.35}, medianprops={"color": "k"})
             ax.plot(pos + rng.uniform(-width / 4, width / 4, len(vals)), vals, ".", color=colors[h], ms=2.5,
@@ -464,13 +348,13 @@ def bias_spread_figure(groups: Sequence[Group], varying: Sequence[str], title: s
     """How widely the final consensus value scatters over trials vs N: std and IQR of the bias, per hue."""
     from consensus.runs import plots
 
-    hues = _hue_split(groups, varying, "agents")
+    hues = _hue_split(groups, varying, "num_agents")
     colors = plots.colors(max(len(hues), 1))
     fig = plots.new_figure(figsize=(8, 5))
     ax = fig.add_subplot(1, 1, 1)
     for h, (hue, gs) in enumerate(hues.items()):
-        pts = [(g.params["agents"], np.asarray([_bias(r) for r in g.results], dtype=float), len(g.results))
-               for g in gs if g.results and g.params["agents"] is not None]
+        pts = [(g.params["num_agents"], np.asarray([_bias(r) for r in g.results], dtype=float), len(g.results))
+               for g in gs if g.results and g.params["num_agents"] is not None]
         if not pts:
             continue
         x = [p[0] for p in pts]
@@ -527,7 +411,7 @@ def spread_curve_figure(groups: Sequence[Group], varying: Sequence[str], title: 
         rounds = np.arange(s.shape[1])
         ax.plot(rounds, med, "-o", ms=3, color=colors[k], label=f"{g.label} ({len(g.results)} trials)")
         ax.fill_between(rounds, lo, hi, color=colors[k], alpha=0.15)
-    ax.axhline(groups[0].params["converge_tol"], color="0.4", ls=":", lw=1, label="convergence tolerance")
+    ax.axhline(groups[0].params["converge_tol_m"], color="0.4", ls=":", lw=1, label="convergence tolerance")
     ax.set_yscale("log")
     ax.set_xlabel("negotiation round")
     ax.set_ylabel(f"spread (max |state_i − state_j|) [state units, floor {floor:g}]")
@@ -674,35 +558,35 @@ def report_topologies(records: Sequence[dict], out_dir: Path) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------
 def _defaults(**over: Any) -> dict[str, Any]:
-    return {**COMMON_DEFAULTS, **over}
+    return {**DEFAULTS, **over}
+
+
+#: the paper's Fig. 4 grid: N x the LLM's sampling temperature
+FIG4_SWEEP = {"num_agents": [2, 4, 6, 8], "llm_temperature": [0.0, 0.7]}
+_COMMON = dict(run_trial=run_trial, uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls,
+               renamed=NegotiationConfig.RENAMED)
 
 
 STUDIES = [
     Study(name="consensus-1d",
           description="paper 1 Fig. 4: final consensus value vs initial average and its spread vs N (1-D)",
           defaults=_defaults(),
-          default_sweep={"agents": [2, 4, 6, 8], "temperature": [0.0, 0.7]},
-          default_trials=300, run_trial=run_trial,
-          report=lambda records, out: report_consensus(records, out, "consensus-1d"),
-          uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls),
+          default_sweep=dict(FIG4_SWEEP), default_trials=300,
+          report=lambda records, out: report_consensus(records, out, "consensus-1d"), **_COMMON),
     Study(name="consensus-2d",
           description="paper 1 Fig. 4 for positions in the plane: consensus point vs initial centroid vs N",
           defaults=_defaults(dim=2, keep_history=False),
-          default_sweep={"agents": [2, 4, 6, 8], "temperature": [0.0, 0.7]},
-          default_trials=100, run_trial=run_trial,
-          report=lambda records, out: report_consensus(records, out, "consensus-2d"),
-          uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls),
+          default_sweep=dict(FIG4_SWEEP), default_trials=100,
+          report=lambda records, out: report_consensus(records, out, "consensus-2d"), **_COMMON),
     Study(name="personalities",
           description="paper 1 Figs. 6-7: stubborn/suggestible pairs; 10 suggestible; 7 stubborn + 3 suggestible",
-          defaults=_defaults(agents=None),
+          defaults=_defaults(num_agents=None),
           default_sweep={"personalities": ["stubborn,suggestible", "suggestible,suggestible", "stubborn,stubborn",
                                            "suggestible*10", "stubborn*7,suggestible*3"]},
-          default_trials=30, run_trial=run_trial, report=report_personalities,
-          uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls),
+          default_trials=30, report=report_personalities, **_COMMON),
     Study(name="topologies",
           description="paper 1 Figs. 8-9: complete vs incomplete (star), leader-follower and chain, 3 agents",
-          defaults=_defaults(agents=3),
+          defaults=_defaults(num_agents=3),
           default_sweep={"topology": ["complete", "star", "leader_follower", "chain"]},
-          default_trials=30, run_trial=run_trial, report=report_topologies,
-          uses_llm=_uses_llm, validate=_validate, llm_calls=_llm_calls),
+          default_trials=30, report=report_topologies, **_COMMON),
 ]

@@ -38,7 +38,7 @@ import numpy as np
 
 from consensus.decision import ARCHITECTURE_LABELS, ARCHITECTURES, decide
 from consensus.discussion.baselines import trial_config
-from consensus.experiments.study import Study, Trial, TrialContext, TrialFailed
+from consensus.experiments.study import Study, Trial, TrialContext, TrialFailed, config_params
 from consensus.metrics.reliability import aurc, reliability_curve
 from consensus.scenarios.nlp_tasks.agents import (HeuristicAgent, HeuristicCoordinator, LLMTextAgent,
                                                   LLMTextCoordinator, add_text_counters, text_counters)
@@ -47,10 +47,8 @@ from consensus.scenarios.nlp_tasks.data import sample_items
 from consensus.scenarios.nlp_tasks.prompts import shown
 from consensus.scenarios.nlp_tasks.tasks import METRIC_LABELS, TASKS
 
-_NOT_PARAMS = ("task", "seed", "output_dir", "llm_backend", "llm_model", "llm_base_url", "llm_api_key_env",
-               "llm_temperature", "llm_max_tokens", "llm_timeout_s", "llm_max_retries", "llm_concurrency",
-               "replay_path", "llm_port")
-DEFAULTS: dict[str, Any] = {k: v for k, v in NLPTaskConfig().to_dict().items() if k not in _NOT_PARAMS}
+#: every NLPTaskConfig field but the run group's, the LLM transport's (``config_params``) and the task (the preset's)
+DEFAULTS: dict[str, Any] = config_params(NLPTaskConfig, exclude=("task",))
 DEFAULT_TRIALS = 30
 TASK_TITLES = {"qa": "Question Answering (SQuAD 2.0)", "classification": "Topic Classification (AG News)",
                "summarization": "Text Summarization (XSum)"}

@@ -47,9 +47,8 @@ from consensus.scenarios.aggregation.headless import agreement_measure
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.ros import markers
-from consensus.ros.cdr import point_stamped_xy
-from consensus.ros.params import (node_main, HEALTH, Health, declare_config, decode_or_count, guarded,
-                                  publish_health, sane, sum_health)
+from consensus.ros.params import (node_main, HEALTH, Health, declare_config, guarded, publish_health, read_xy,
+                                  sum_health)
 from consensus.runs.rundir import default_run_dir, finalize, write_manifest
 from consensus import names
 
@@ -85,7 +84,7 @@ class Recorder:
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
         for i in range(n):
             node.create_subscription(PointStamped, names.STATE.of(i),
-                                     g(self._raw_point(i, self.pos, "recorder.state", self.last_seen),
+                                     g(self._point(i, self.pos, "recorder.state", self.last_seen),
                                        "recorder.state"),
                                      qos.profile(names.STATE), raw=True)
             node.create_subscription(PointStamped, names.TARGET.of(i),
@@ -122,28 +121,15 @@ class Recorder:
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
-    def _store(self, store: np.ndarray, i: int, p: tuple[float, float], what: str) -> None:
-        if sane(*p):
-            store[i] = p
-        else:
-            self.health.count_bad_message(what)
-
-    def _point(self, i: int, store: np.ndarray, what: str):
-        def cb(msg: PointStamped) -> None:
-            self._store(store, i, (msg.point.x, msg.point.y), what)
-        return cb
-
-    def _raw_point(self, i: int, store: np.ndarray, what: str, seen: np.ndarray | None = None):
-        def cb(raw: bytes) -> None:
+    def _point(self, i: int, store: np.ndarray, what: str, seen: np.ndarray | None = None):
+        """The callback of robot ``i``'s PointStamped input (serialized or a message): a sane position into
+        ``store[i]``, the arrival time into ``seen[i]`` (a bad message counts as a sign of life too)."""
+        def cb(raw_or_msg) -> None:
             if seen is not None:
                 seen[i] = self._now()
-            p = point_stamped_xy(raw)
-            if p is None:
-                msg = decode_or_count(raw, PointStamped, self.health, what)
-                if msg is None:
-                    return
-                p = (msg.point.x, msg.point.y)
-            self._store(store, i, p, what)
+            p = read_xy(raw_or_msg, PointStamped, self.health, what)
+            if p is not None:
+                store[i] = p
         return cb
 
     def _on_plan(self, msg: String) -> None:

@@ -39,10 +39,9 @@ from std_msgs.msg import String
 from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
-from consensus.ros.cdr import point_stamped_xy, pose_array_bytes
+from consensus.ros.cdr import pose_array_bytes
 from consensus.ros.nearby import NearbyRelay
-from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, node_main, publish_health,
-                                  sane)
+from consensus.ros.params import HEALTH, Health, declare_config, guarded, node_main, publish_health, read_xy
 from consensus import names
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
@@ -88,16 +87,9 @@ class TopologyRelay:
 
     def _on_state(self, j: int):
         def cb(raw: bytes) -> None:
-            p = point_stamped_xy(raw)
-            if p is None:
-                msg = decode_or_count(raw, PointStamped, self.health, "topology.state")
-                if msg is None:
-                    return
-                p = (msg.point.x, msg.point.y)
-            if sane(*p):
+            p = read_xy(raw, PointStamped, self.health, "topology.state")
+            if p is not None:
                 self.history[j].append((self._now(), p))
-            else:
-                self.health.count_bad_message("topology.state")
         return cb
 
     def _sample(self, j: int, now: float):

@@ -80,13 +80,12 @@ from consensus.scenarios.disaster.environment import DisasterEnv
 from consensus.scenarios.disaster.plots import plot_run
 from consensus.scenarios.disaster.round_clock import COUNTERS, RoundClock, Step
 from consensus.ros import qos
-from consensus.ros.cdr import odom_pose
 from consensus import names
 from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCUSSION, HEARTBEAT_S, MARKERS, METRICS,
                                                     STATE, STATE_QOS,
                                                     declare_disaster_config, dumps, reply_from_dict)
 from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
-from consensus.ros.params import (node_main, HEALTH, Health, decode_or_count, guarded, publish_health, sane, sum_health)
+from consensus.ros.params import node_main, HEALTH, Health, guarded, publish_health, read_xy, sum_health
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import attended_cells, start_cells
 from consensus.scenarios.disaster.processes import controller_config
@@ -170,16 +169,9 @@ class DisasterGrid:
     # ------------------------------------------------------------------ inputs
     def _on_odom(self, i: int):
         def cb(raw: bytes) -> None:
-            pose = odom_pose(raw)
-            if pose is None:
-                msg = decode_or_count(raw, Odometry, self.health, "grid.odom")
-                if msg is None:
-                    return
-                pose = (msg.pose.pose.position.x, msg.pose.pose.position.y)
-            if sane(pose[0], pose[1]):
-                self.pos[i] = pose[:2]
-            else:
-                self.health.count_bad_message("grid.odom")
+            p = read_xy(raw, Odometry, self.health, "grid.odom")
+            if p is not None:
+                self.pos[i] = p
         return cb
 
     def _on_status(self, msg: String) -> None:
