@@ -29,6 +29,7 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=1.5)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--concurrency", type=int, default=20)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra config overrides")
     args = ap.parse_args()
     isolate_ros()
     from fake_openai_server import FakeOpenAIServer, Reply
@@ -38,7 +39,8 @@ def main() -> int:
 
     with FakeOpenAIServer(lambda body: Reply(averaging_reply(body), delay_s=args.latency)) as srv:
         cfg = load_config(None, num_robots=args.robots, planner="llm", llm_backend="openai", llm_model="fake",
-                          llm_base_url=srv.base_url, llm_concurrency=args.concurrency, duration_s=args.duration)
+                          llm_base_url=srv.base_url, llm_concurrency=args.concurrency, duration_s=args.duration,
+                          **dict(item.split("=", 1) for item in args.set))
         with tempfile.TemporaryDirectory() as tmp, ChildCPU() as cpu:
             summary = run_ros(cfg, Path(tmp) / "run", echo=None)
         in_flight = srv.max_in_flight
