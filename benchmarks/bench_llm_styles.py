@@ -139,11 +139,18 @@ def speed(client: Meter, style: str, calls: int, disaster: bool) -> None:
     pool = ThreadPoolExecutor(max_workers=len(pts))
     for rnd in range(3):   # round 0 fills each robot's slot; later rounds (the robots moved) are what a run sees
         moved = np.round(pts * 0.7 ** rnd, 1)
+        start = len(client.log)
         t0 = time.monotonic()
         list(pool.map(lambda k: ask(client, style, moved, 0.0, seed=k, robot=k), range(len(pts))))
         wall = time.monotonic() - t0
+        timings = [r.meta.get("server_timings") or {} for r in client.since(start)]
+        evaluated = sum(t.get("prompt_n", 0) for t in timings)
+        cached = sum(t.get("cache_n", 0) for t in timings)
         print(f"{len(pts)}-robot planning round {rnd}: {wall:.1f} s = {wall / one:.2f}x one plan ({one:.1f} s; "
-              f"target <= 4x)", flush=True)
+              f"target <= 4x); prompt tokens evaluated {evaluated}, from the slots' caches {cached}", flush=True)
+    shared = (client.status() or {}).get("shared_prefix")
+    if shared is not None:
+        print(f"shared prompt prefix (consensus.llm.slots): {shared}")
     pool.shutdown()
     if disaster:
         disaster_call()

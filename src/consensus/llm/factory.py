@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -32,6 +33,7 @@ def make_client(
     n_parallel: int = 1,
     llama_cpp: bool = False,
     endpoints: Sequence[Endpoint] | None = None,
+    share_prefix: bool = False,
 ) -> tuple[LLMClient, Callable[[], None]]:
     """Return ``(client, close)``; ``close()`` releases the client and any server it started.
 
@@ -40,7 +42,8 @@ def make_client(
       served by an ``EmbeddedServer`` on 127.0.0.1 with ``n_parallel`` slots (one per agent asking at once),
       with an OpenAI client on it that pins each agent to a slot (its prompt prefix stays cached).
     * ``llama_cpp``: the "openai" endpoint is a llama.cpp server (e.g. the ``llm_server`` node): send its
-      prompt-cache, slot and grammar fields.
+      prompt-cache, slot and grammar fields; with ``share_prefix`` (a server with ``--slot-save-path``, as the
+      ``llm_server`` node's) cold slots start from the first request's prompt cache (``consensus.llm.slots``).
     * "replay": ``ReplayClient(replay_path)``, no network.
     * ``endpoints`` (backend "openai"): a ``PooledClient`` spreading the requests over them, each with its own
       in-flight limit (``consensus.llm.pool``); ``base_url`` and ``concurrency`` are then not used.
@@ -67,9 +70,15 @@ def make_client(
         inner = PooledClient(endpoints, SlotBroker([e.concurrency for e in endpoints]), model=model,
                              api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries)
     elif backend == "openai":
+        shared = None
+        if share_prefix and llama_cpp and n_parallel > 1 and base_url:
+            from consensus.llm.slots import SharedPrefix
+
+            shared = SharedPrefix(base_url.rstrip("/").removesuffix("/v1"), os.environ.get(api_key_env, "").strip(),
+                                  wait_s=timeout_s)
         inner = OpenAIChatClient(base_url or None, model, api_key_env=api_key_env, timeout_s=timeout_s,
                                  max_retries=max_retries, concurrency=concurrency, llama_cpp=llama_cpp,
-                                 slots=n_parallel if llama_cpp else 0)
+                                 slots=n_parallel if llama_cpp else 0, shared_prefix=shared)
     else:
         from consensus.llm.embedded import EmbeddedServer, ensure_default_model, resolve_model_path
 
