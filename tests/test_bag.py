@@ -159,3 +159,32 @@ def test_every_ros_run_records_a_bag(name):
     assert len(recorders) == 1 and recorders[0].params["use_sim_time"] is True
     if "bag" in cfg.field_names():
         assert not any(s.executable == "bag_recorder" for s in sc.processes(cfg.replace(bag=False)))
+
+
+def test_bag_exclude_is_a_checked_regex_whose_default_leaves_out_the_nearby_relay():
+    import re
+
+    from consensus import names
+    from consensus.scenarios.aggregation.config import load_config
+
+    cfg = load_config(None)
+    assert re.search(cfg.bag_exclude, "/" + names.NEARBY.of(7).lstrip("/"))
+    assert not any(re.search(cfg.bag_exclude, "/" + t.of(7).lstrip("/")) for t in names.ROBOT_TOPICS
+                   if t is not names.NEARBY)
+    with pytest.raises(ConfigError, match="bag_exclude is not a regular expression"):
+        load_config(None, bag_exclude="(")
+
+
+def test_the_bag_leaves_out_what_bag_exclude_matches(tmp_path):
+    """A ROS run with the collision filter (the nearby relay on): robot_0's relay is left out by the pattern,
+    robot_1's is recorded, and so is every robot's state."""
+    from consensus.scenarios.aggregation.config import load_config
+    from consensus.scenarios.aggregation.runner import run_ros
+
+    cfg = load_config(None, num_robots=2, planner="average", duration_s=6.0, collision_avoidance="cbf",
+                      bag_exclude="^/robot_0/nearby$", seed=3)
+    run_ros(cfg, tmp_path / "run", echo=None)
+    info = yaml.safe_load((tmp_path / "run" / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    counts = {t["topic_metadata"]["name"]: t["message_count"] for t in info["topics_with_message_count"]}
+    assert "/robot_0/nearby" not in counts and counts["/robot_1/nearby"] > 5
+    assert counts["/robot_0/state"] > 5 and counts["/robot_1/state"] > 5
