@@ -158,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:
             theory = all_studies()["theory-model"]
             n = 10 if args.quick else 40
             spec = resolve_spec({"study": "theory-model", "workers": workers, "trials": n,
-                                 "sweep": {"beta": [0.0, 0.5], "agents": [10]}}, {theory.name: theory})
+                                 "sweep": {"beta": [0.0, 0.5], "num_agents": [10]}}, {theory.name: theory})
             lr, lown, lup = _phase(theory, spec, local_ex, tmp)
             rr, rown, rup = _phase(theory, spec, ray_ex, tmp)
-            print(f"theory-model (agents 10, 2 beta points x {n} trials; a trial {lown * 1000:.0f} ms): local "
+            print(f"theory-model (num_agents 10, 2 beta points x {n} trials; a trial {lown * 1000:.0f} ms): local "
                   f"{lr:.1f} trials/s, Ray {rr:.1f} trials/s; start-up local {lup:.1f} s, Ray {rup:.1f} s")
 
             servers = [_start_server(args.latency) for _ in range(2)]

@@ -304,12 +304,47 @@ def test_llm_call_estimate_is_reached_when_agents_never_agree(architecture):
     assert study.STUDIES[0].llm_calls(dict(params, planner="noisy")) == 0
 
 
-@pytest.mark.parametrize("key,value,msg", [("scale", "tiny", "scale"), ("agents", 0, "agents"),
+@pytest.mark.parametrize("key,value,msg", [("scale", "tiny", "scale"), ("num_agents", 0, "num_agents"),
                                            ("noise", 2.0, "noise"), ("max_turns", 1.5, "max_turns"),
-                                           ("planner", "gpt", "planner")])
+                                           ("planner", "gpt", "planner"), ("llm_temperature", 2.5, "llm_temperature"),
+                                           ("llm_max_tokens", 8, "llm_max_tokens")])
 def test_validate_rejects_bad_params(key, value, msg):
     with pytest.raises(ConfigError, match=msg):
         study.validate(dict(study.DEFAULTS, **{key: value}))
+
+
+@pytest.mark.parametrize("old, new, value", [("agents", "num_agents", 4), ("temperature", "llm_temperature", 0.0),
+                                             ("max_tokens", "llm_max_tokens", 200)])
+def test_old_parameter_names_are_refused_naming_the_new(old, new, value, tmp_path, capsys):
+    from consensus import cli
+    from consensus.experiments.spec import apply_overrides, resolve_spec
+    from consensus.registry import all_studies
+
+    message = f"parameter '{old}' is now called '{new}' \\(study allocation-reliability"
+    studies = all_studies()
+    assert old not in study.DEFAULTS and new in study.DEFAULTS
+    for section, given in (("params", value), ("sweep", [value])):
+        with pytest.raises(ConfigError, match=f"{section}.{old}: {message}"):
+            resolve_spec({"study": "allocation-reliability", section: {old: given}}, studies)
+    for flag in ("sets", "sweeps"):
+        with pytest.raises(ConfigError, match=message):
+            apply_overrides({"study": "allocation-reliability"}, studies, **{flag: [f"{old}={value}"]})
+    code = cli.main(["experiment", "allocation-reliability", "--set", f"{old}={value}", "--out",
+                     str(tmp_path / "never"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"is now called '{new}'" in err, err
+    assert not (tmp_path / "never").exists()
+    resolve_spec({"study": "allocation-reliability", "params": {new: value}}, studies)    # the new name is taken
+
+
+def test_llm_settings_reach_the_requests():
+    """``llm_temperature`` and ``llm_max_tokens`` are the LLM's sampling temperature and reply cap of every request."""
+    prob = problem("small", "equal")
+    with FakeOpenAIServer(lambda body: plan_json(prob, prob.demand)) as srv:
+        study.run_trial(_trial(planner="llm", scale="small", setting="equal", architecture="single",
+                               llm_temperature=0.3, llm_max_tokens=123), TrialContext(llm=_client(srv)))
+        bodies = srv.requests
+    assert [(b["temperature"], b["max_tokens"]) for b in bodies] == [(0.3, 123)]
 
 
 def test_report_table_figures_and_failed_trials(tmp_path):

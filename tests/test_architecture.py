@@ -113,6 +113,8 @@ def test_the_add_a_scenario_example_is_what_the_code_does(tmp_path, monkeypatch)
     pkg.mkdir(parents=True)
     for name, code in blocks.items():
         (pkg.parent / name).write_text(code)
+    registry.scenarios()      # the real table loaded first: monkeypatch then restores it whole (a scenario imported
+    #                           while the throwaway table is in place would register there only, and be lost)
     monkeypatch.setattr(consensus.scenarios, "__path__", [*consensus.scenarios.__path__, str(pkg.parent)])
     monkeypatch.setattr(registry, "_LOADED", False)
     monkeypatch.setattr(registry, "_SCENARIOS", {})

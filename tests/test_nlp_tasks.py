@@ -312,6 +312,18 @@ def test_validate_names_the_bad_parameter(changes, msg, data):
         study.STUDIES[0].validate(dict(study.DEFAULTS, dataset=str(data["qa"]), items=3, architecture="majority"))
 
 
+def test_the_team_size_is_the_shared_agents_group_with_the_tasks_own_bound():
+    import re
+
+    from consensus.settings import AgentsParams
+
+    assert issubclass(NLPTaskConfig, AgentsParams) and NLPTaskConfig().num_agents == 3
+    NLPTaskConfig(dataset="x", num_agents=10).validate()
+    for bad, bound in ((0, "[1, 1000000]"), (11, "[1, 10]")):     # the group's check first, then the task's
+        with pytest.raises(ConfigError, match=re.escape(f"num_agents must be in {bound} (got {bad})")):
+            NLPTaskConfig(dataset="x", num_agents=bad).validate()
+
+
 def test_loaders_read_the_formats_and_sample_with_a_seed(data):
     qa = load_items("qa", data["qa"])
     assert [i.answers for i in qa] == [("France", "France"), ("10th and 11th centuries",

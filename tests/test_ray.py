@@ -97,7 +97,7 @@ def test_theory_model_preset_on_ray_equals_local(cluster, tmp_path):
 
     studies = all_studies()
     raw = {"study": "theory-model", "trials": 2, "params": {"rounds": 20},
-           "sweep": {"beta": [0.0, 0.5], "agents": [4]}}
+           "sweep": {"beta": [0.0, 0.5], "num_agents": [4]}}
     spec = resolve_spec(raw, studies)
     ray_run = run(spec, tmp_path / "ray", studies, executor=ray_executor(cluster))
     local = run(spec, tmp_path / "local", studies)

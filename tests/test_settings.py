@@ -154,3 +154,31 @@ def test_a_word_means_one_thing_in_every_registered_config():
     assert "num_agents" in NamingGameConfig.field_names() and "num_robots" in RobotsGameConfig.field_names()
     for cls in (NamingGameConfig, RobotsGameConfig):
         assert "max_population_rounds" in cls.field_names()
+
+
+def test_every_study_parameter_uses_the_shared_words():
+    """A study's parameters mean what the config groups' fields mean: a team that is not robots is ``num_agents``
+    (and a study-only config with it composes ``AgentsParams``), the LLM's settings are ``LLMParams``'s ``llm_*``
+    fields (or a discussion's ``llm_structured``), ``memory`` is the naming game's H (an int); the former words
+    (``agents``, ``temperature``, ``max_tokens``, ...) are in no study's defaults, and a study's ``renamed`` points
+    from a word it does not take to one it takes."""
+    import dataclasses
+
+    from consensus.discussion.config import DiscussionParams
+    from consensus.registry import all_studies
+    from consensus.scenarios.aggregation.config import NegotiationConfig
+    from consensus.scenarios.nlp_tasks.config import NLPTaskConfig
+    from consensus.settings import AgentsParams
+
+    llm_words = {f.name for f in dataclasses.fields(DiscussionParams)}      # LLMParams's, plus llm_structured
+    former = {"agents", "temperature", "max_tokens", "num_drones", "converge_tol", "drones"}
+    studies = all_studies()
+    assert {"theory-model", "allocation-reliability", "consensus-1d", "classification-reliability"} <= set(studies)
+    for name, study in studies.items():
+        keys = set(study.defaults)
+        assert not keys & former, (name, keys & former)
+        assert {k for k in keys if k.startswith("llm_")} <= llm_words, name
+        assert not isinstance(study.defaults.get("memory", 0), bool), name
+        assert not set(study.renamed) & keys and set(study.renamed.values()) <= keys, name
+    for cls in (NegotiationConfig, NLPTaskConfig):
+        assert issubclass(cls, AgentsParams), cls

@@ -52,4 +52,5 @@ def discussion_study(name: str, description: str, cls, *, run, keys: tuple[str, 
                                                                    source=f"{name} study", run=run, keys=keys,
                                                                    team=team, series=series),
                  report=lambda records, out_dir: study_report(records, out_dir, **report_kw),
-                 uses_llm=lambda params: config_for(params).uses_llm(), validate=config_for, renamed=cls.RENAMED)
+                 uses_llm=lambda params: config_for(params).uses_llm(), validate=config_for,
+                 renamed=cls.renamed_fields())

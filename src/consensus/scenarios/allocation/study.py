@@ -7,12 +7,13 @@ and the decision is scored with the overall satisfaction S (``consensus.scenario
 regions of eq. (1), after scaling an over-allocated resource down to its total).
 
 Parameters (``DEFAULTS``): ``scale`` small|medium|large, ``setting`` equal|lack|excess, ``architecture`` (one of
-``ARCHITECTURES``), ``agents`` (the paper does not say how many; 3 is the smallest group in which a majority
+``ARCHITECTURES``), ``num_agents`` (the paper does not say how many; 3 is the smallest group in which a majority
 means something), ``planner``: "llm" (the runner's shared client ``ctx.llm``; spoke & wheel use the LLM
 coordinator), "noisy" or "proportional" (classical agents, spoke & wheel use the element-wise median
 coordinator; no LLM at all), ``max_turns``, ``noise`` and ``fail_prob`` (noisy agents), ``parse_retries``
-(0 = the paper: an unusable reply is a failed agent), ``temperature`` (1.0 = the OpenAI default; the paper
-used GPT-4o-mini "with default hyperparameters") and ``max_tokens``.
+(0 = the paper: an unusable reply is a failed agent), ``llm_temperature`` (1.0 = the OpenAI default; the paper
+used GPT-4o-mini "with default hyperparameters") and ``llm_max_tokens`` (the longest reply, tokens). The former
+names ``agents``, ``temperature`` and ``max_tokens`` are refused naming the new ones (``RENAMED``).
 Default sweep: 3 scales x 3 settings x 7 architectures, 30 trials each (the paper's 30 independent trials).
 
 Seeds: the trial seed feeds a ``numpy.random.SeedSequence``; its children seed agent i (noisy agents' rng,
@@ -35,7 +36,7 @@ rows, and the architectures' behaviour (turns, agreement, failures, LLM calls). 
 counts as S = 0 in kappa and AURC: a run that did not produce a trustworthy decision met no threshold;
 cells say how many failed (``--resume --retry-failed`` runs them again). Trials without any record (an
 interrupted sweep) are not counted; the trial counts are in the table and the figure legends. Any other parameter that
-varies in the sweep (e.g. ``agents``) splits the report into
+varies in the sweep (e.g. ``num_agents``) splits the report into
 one section per value, with the value in the figure names.
 """
 from __future__ import annotations
@@ -64,8 +65,8 @@ if TYPE_CHECKING:                    # matplotlib is imported when a figure is d
 
 PLANNERS = ("llm", "noisy", "proportional")
 DEFAULTS: dict[str, Any] = {
-    "scale": "medium", "setting": "equal", "architecture": "majority", "agents": 3, "planner": "llm",
-    "max_turns": 5, "noise": 0.2, "fail_prob": 0.1, "parse_retries": 0, "temperature": 1.0, "max_tokens": 400,
+    "scale": "medium", "setting": "equal", "architecture": "majority", "num_agents": 3, "planner": "llm",
+    "max_turns": 5, "noise": 0.2, "fail_prob": 0.1, "parse_retries": 0, "llm_temperature": 1.0, "llm_max_tokens": 400,
     "prompt_style": "paper",     # paper: the paper's prompt as written (Python dict); json: JSON schema adaptation
 }
 DEFAULT_SWEEP = {"scale": list(SCALES), "setting": list(SETTINGS), "architecture": list(ARCHITECTURES)}
@@ -86,8 +87,12 @@ PAPER_AURC: dict[tuple[str, str], tuple[float, ...]] = {
 
 _CHOICES = {"scale": SCALES, "setting": SETTINGS, "architecture": ARCHITECTURES, "planner": PLANNERS,
             "prompt_style": ("paper", "json")}
-_INT_RANGES = {"agents": (1, 64), "max_turns": (1, 20), "parse_retries": (0, 10), "max_tokens": (16, 4096)}
-_NUM_RANGES = {"noise": (0.0, 1.0), "fail_prob": (0.0, 1.0), "temperature": (0.0, 2.0)}
+_INT_RANGES = {"num_agents": (1, 64), "max_turns": (1, 20), "parse_retries": (0, 10), "llm_max_tokens": (16, 4096)}
+_NUM_RANGES = {"noise": (0.0, 1.0), "fail_prob": (0.0, 1.0), "llm_temperature": (0.0, 2.0)}
+#: the study's former parameter names -> the new ones (refused, naming the new): a team of agents counts with
+#: ``num_agents`` and the LLM's sampling temperature and reply cap are ``llm_temperature``/``llm_max_tokens`` in
+#: every scenario (``consensus.settings.AgentsParams``, ``LLMParams``)
+RENAMED = {"agents": "num_agents", "temperature": "llm_temperature", "max_tokens": "llm_max_tokens"}
 
 
 def validate(params: dict) -> None:
@@ -117,7 +122,7 @@ def _llm_calls(params: dict) -> int:
     """Most LLM requests of one trial, parse retries aside (every feedback turn used, no early agreement)."""
     if params["planner"] != "llm":
         return 0
-    n, turns = params["agents"], params["max_turns"]
+    n, turns = params["num_agents"], params["max_turns"]
     return {"single": 1, "majority": n, "averaging": n, "decentralized": n * turns,
             "decentralized_feedback": n * turns, "spoke_wheel": n + 1,
             "spoke_wheel_feedback": (n + 1) * turns}[params["architecture"]]
@@ -126,22 +131,22 @@ def _llm_calls(params: dict) -> int:
 # ---------------------------------------------------------------------------------------------- one trial
 def _build(p: dict, prob, seed: int, ctx: TrialContext) -> tuple[list, Any]:
     """(agents, coordinator or None) for the trial's planner."""
-    children = np.random.SeedSequence(seed).spawn(p["agents"] + 1)
+    children = np.random.SeedSequence(seed).spawn(p["num_agents"] + 1)
     spoke = p["architecture"].startswith("spoke_wheel")
     if p["planner"] != "llm":
         if p["planner"] == "proportional":
-            agents = [ProportionalAgent(prob) for _ in range(p["agents"])]
+            agents = [ProportionalAgent(prob) for _ in range(p["num_agents"])]
         else:
             agents = [NoisyAgent(prob, np.random.default_rng(c), noise=p["noise"], fail_prob=p["fail_prob"])
                       for c in children[:-1]]
         return agents, MedianCoordinator() if spoke else None
     if ctx.llm is None:
         raise ConfigError("allocation-reliability: planner 'llm' needs an LLM client (an llm block in the spec)")
-    settings = dict(temperature=float(p["temperature"]), max_tokens=p["max_tokens"],
+    settings = dict(temperature=float(p["llm_temperature"]), max_tokens=p["llm_max_tokens"],
                     parse_retries=p["parse_retries"], style=p["prompt_style"])
     request_seeds = [int(c.generate_state(1)[0] % 2**31) for c in children]
     agents = [LLMAllocationAgent(ctx.llm, prob, agent_id=i, seed=request_seeds[i], **settings)
-              for i in range(p["agents"])]
+              for i in range(p["num_agents"])]
     coordinator = LLMAllocationCoordinator(ctx.llm, prob, seed=request_seeds[-1], **settings) if spoke else None
     return agents, coordinator
 
@@ -273,7 +278,7 @@ def _section(records: Sequence[dict], out_dir: Path, label: str) -> list[str]:
         ours.append(head + " | ".join(_fmt_row(values, notes)) + f" | {best:.3f} |")
         ref = PAPER_AURC[(scale, setting)]
         paper.append(head + " | ".join(_fmt_row(list(ref), [""] * len(ref))) + f" | {best:.3f} |")
-        n_agents = params["agents"]
+        n_agents = params["num_agents"]
         title = (f"[Allocation] {scale} scale, {setting} resources: reliability\n"
                  f"N = {n_agents} agents, planner {params['planner']}{', ' + label if label else ''}")
         name = f"reliability_{scale}_{setting}{suffix}.png"
@@ -283,7 +288,7 @@ def _section(records: Sequence[dict], out_dir: Path, label: str) -> list[str]:
     head = [f"### {label}", ""] if label else []
     return [*head,
             f"AURC (exact area under κ(τ) over τ in [0, 1] = mean of S clipped to [0, 1]; failed trials count as "
-            f"S = 0), N = {params['agents']} agents, planner {params['planner']}, {trials} trials per cell; "
+            f"S = 0), N = {params['num_agents']} agents, planner {params['planner']}, {trials} trials per cell; "
             "last column: the highest S any plan can reach.", "", *ours, "",
             "Paper 3, Table 2 (GPT-4o-mini) for the same rows:", "", *paper, "",
             *_behaviour(records), "", *figures, ""]
@@ -327,5 +332,5 @@ STUDIES = [
           description="Paper 3: reliability κ(τ) and AURC of 7 multi-agent architectures on resource allocation "
                       "(3 scales x equal/lack/excess)",
           defaults=DEFAULTS, default_sweep=DEFAULT_SWEEP, default_trials=DEFAULT_TRIALS, run_trial=run_trial,
-          report=report, uses_llm=_uses_llm, validate=validate, llm_calls=_llm_calls),
+          report=report, uses_llm=_uses_llm, validate=validate, llm_calls=_llm_calls, renamed=RENAMED),
 ]

@@ -175,5 +175,6 @@ STUDIES = [
           defaults=DEFAULTS,
           default_sweep={"condition": list(CONDITIONS), "roles": list(LEVELS["roles"]),
                          "volatility": list(LEVELS["volatility"])},
-          default_trials=5, run_trial=run_trial, report=report, uses_llm=_uses_llm, validate=_validate),
+          default_trials=5, run_trial=run_trial, report=report, uses_llm=_uses_llm, validate=_validate,
+          renamed=DisasterConfig.renamed_fields()),
 ]

@@ -1,7 +1,8 @@
 """Settings of paper 3's NLP tasks (question answering, topic classification, summarisation).
 
 ``NLPTaskConfig`` composes the kernel's groups (``FlatParams``, ``RunParams``: seed; ``LLMParams``: how agents reach
-their LLM) and adds the task's own fields. Words mean what they mean elsewhere: ``num_agents`` is the team's size,
+their LLM; ``AgentsParams``: the team's size ``num_agents``, here at most 10) and adds the task's own fields. Words mean
+what they mean elsewhere: ``num_agents`` is the team's size,
 ``planner`` who answers (``heuristic`` rules or an ``llm``), ``message_max_chars`` the bound of one agent's answer
 as shown to another agent (or to the coordinator), ``noise``/``fail_prob`` the heuristic agents' error and failure
 probabilities (as in the allocation task's noisy agents).
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from consensus.settings import FlatParams, LLMParams, RunParams, need
+from consensus.settings import AgentsParams, FlatParams, LLMParams, RunParams, need
 
 TASKS = ("qa", "classification", "summarization")
 PLANNERS = ("heuristic", "llm")
@@ -30,13 +31,13 @@ TASK_ARCHITECTURES = {
 
 
 @dataclass
-class NLPTaskConfig(FlatParams, RunParams, LLMParams):
+class NLPTaskConfig(FlatParams, RunParams, LLMParams, AgentsParams):
     task: str = "classification"      # qa | classification | summarization
     dataset: str = ""                 # path: SQuAD 2.0 JSON (qa), AG News CSV (classification), XSum JSONL
     items: int = 0                    # items per trial (0 = the paper's 30 / 100 / 50)
     item_seed: int = 0                # which items (and QA instructions) are drawn: the same in every trial
     architecture: str = "single"      # one of TASK_ARCHITECTURES[task]
-    num_agents: int = 3               # N (the paper does not give it)
+    num_agents: int = 3               # N agents of the team (the paper does not give it; at most 10)
     max_feedback_turns: int = 5       # paper: 5
     planner: str = "heuristic"        # heuristic | llm
     noise: float = 0.2                # heuristic agents: probability of a wrong answer per call

@@ -322,7 +322,7 @@ def _study(task_name: str, description: str) -> Study:
                  default_trials=DEFAULT_TRIALS, run_trial=partial(run_trial, task_name=task_name),
                  report=partial(report, task_name=task_name),
                  uses_llm=lambda params: params.get("planner") == "llm", validate=validate,
-                 llm_calls=partial(llm_calls, task_name=task_name))
+                 llm_calls=partial(llm_calls, task_name=task_name), renamed=NLPTaskConfig.renamed_fields())
 
 
 STUDIES = [

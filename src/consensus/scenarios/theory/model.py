@@ -58,7 +58,7 @@ class TheoryParams:
     gamma: float = 0.1          # pull towards the optimum a*(t), >= 0
     shock_freq: float = 0.2     # per-round shock probability, in [0, 1]
     shock_size: float = 1.0     # Delta ~ U(-shock_size, shock_size), >= 0
-    agents: int = 10            # N >= 1
+    num_agents: int = 10        # N >= 1 (agents of the group)
     rounds: int = 100           # T >= 1
 
     def __post_init__(self) -> None:
@@ -72,7 +72,7 @@ class TheoryParams:
         for name in ("beta", "gamma", "shock_size"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0 (got {getattr(self, name)!r})")
-        for name in ("agents", "rounds"):
+        for name in ("num_agents", "rounds"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1 (got {value!r})")
@@ -100,10 +100,10 @@ def tracking_metrics(x: np.ndarray, a_star: np.ndarray) -> tuple[np.ndarray, np.
 def _draws(p: TheoryParams, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x(0) (N,), the shock jumps (T,) and the noise (T, N) of one seed, in the documented stream order."""
     rng = np.random.default_rng(seed)
-    x0 = rng.uniform(-INIT_HALF_WIDTH, INIT_HALF_WIDTH, p.agents)
+    x0 = rng.uniform(-INIT_HALF_WIDTH, INIT_HALF_WIDTH, p.num_agents)
     shock = rng.random(p.rounds) < p.shock_freq
     jumps = rng.uniform(-p.shock_size, p.shock_size, p.rounds) * shock
-    eps = rng.standard_normal((p.rounds, p.agents))
+    eps = rng.standard_normal((p.rounds, p.num_agents))
     return x0, jumps, eps
 
 

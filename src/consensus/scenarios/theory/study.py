@@ -10,6 +10,9 @@ shock_freq in {0.05, 0.2, 0.5} x alpha in {0.1, 0.5} (one panel each), gamma in 
 gamma = 1 is added to probe the paper's remark that noise helps "when gamma is large relative to the shock
 amplitude"), shock_size 1, T = 100 rounds, 20 trials per point.
 
+Parameters: the fields of ``TheoryParams`` (checked by it); N is ``num_agents`` as in every scenario, the former
+``agents`` is refused naming it (``RENAMED``).
+
 ``report`` writes, for each gamma (and any other varied parameter besides beta, N, shock_freq and alpha):
 
 * ``perf_vs_beta_<setting>.png/.svg``: perf_score vs beta, one line per N with a mean +- std band, a panel per
@@ -36,14 +39,17 @@ from consensus.experiments.study import Study, Trial, TrialContext, TrialFailed
 from consensus.scenarios.theory.model import TheoryParams, simulate
 
 #: the x axis, the lines, the panel rows and columns of the Fig. 6-type plot; every other parameter makes a figure
-X_KEY, LINE_KEY, ROW_KEY, COL_KEY = "beta", "agents", "shock_freq", "alpha"
+X_KEY, LINE_KEY, ROW_KEY, COL_KEY = "beta", "num_agents", "shock_freq", "alpha"
+#: the study's former parameter names -> the new ones (refused, naming the new: one meaning per word; a team of
+#: agents counts with ``num_agents`` in every scenario)
+RENAMED = {"agents": "num_agents"}
 #: an interior optimum counts as real when its gain over the smallest beta exceeds this many standard errors
 Z_SIGNIFICANT = 3.0
 _LINESTYLES = ("-", "--", ":", "-.")
 
 DEFAULT_SWEEP = {
     "beta": [round(0.1 * i, 1) for i in range(11)],
-    "agents": [3, 10, 50, 100],
+    "num_agents": [3, 10, 50, 100],
     "shock_freq": [0.05, 0.2, 0.5],
     "alpha": [0.1, 0.5],
     "gamma": [0.0, 0.1, 0.3, 1.0],
@@ -140,7 +146,7 @@ def _trial_counts(settings: Sequence[Setting]) -> str:
 
 
 def _name(key: str) -> str:
-    return {"alpha": "α", "beta": "β", "gamma": "γ", "agents": "N", "rounds": "T"}.get(key, key)
+    return {"alpha": "α", "beta": "β", "gamma": "γ", "num_agents": "N", "rounds": "T"}.get(key, key)
 
 
 def _fmt(key: str, value) -> str:
@@ -327,4 +333,5 @@ STUDIES = [Study(
     run_trial=run_trial,
     report=report,
     validate=_params,
+    renamed=RENAMED,
 )]
