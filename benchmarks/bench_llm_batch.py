@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                                 n_ctx=embedded_context(slots))
     rows = []
     try:
-        level(client, 1, 1)                          # load the weights into the page cache, warm slot 0
+        client.complete(request(0, 99))              # load the weights into the page cache (a request no level sends)
         for n in args.levels:
             row = level(client, n, args.requests)
             rows.append(row)
