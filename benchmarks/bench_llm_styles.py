@@ -203,12 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speed-style", default="tools", choices=PROMPT_STYLES)
     ap.add_argument("--speed-calls", type=int, default=4)
     ap.add_argument("--no-disaster", action="store_true", help="--speed without the disaster call")
+    ap.add_argument("--no-shared-prefix", action="store_true",
+                    help="cold slots evaluate their whole prompt (the figure before consensus.llm.slots)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     print(f"backend {args.backend} {args.model or args.base_url or '(pinned model)'}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     inner, close = make_client(args.backend, model=args.model, base_url=args.base_url, timeout_s=600,
-                               n_parallel=4, concurrency=4, n_ctx=16384, llama_cpp=args.llama_cpp)
+                               n_parallel=4, concurrency=4, n_ctx=16384, llama_cpp=args.llama_cpp,
+                               share_prefix=False if args.no_shared_prefix else None)
     client = Meter(inner)
     try:
         if args.situations:

@@ -33,7 +33,7 @@ def make_client(
     n_parallel: int = 1,
     llama_cpp: bool = False,
     endpoints: Sequence[Endpoint] | None = None,
-    share_prefix: bool = False,
+    share_prefix: bool | None = None,
 ) -> tuple[LLMClient, Callable[[], None]]:
     """Return ``(client, close)``; ``close()`` releases the client and any server it started.
 
@@ -43,7 +43,8 @@ def make_client(
       with an OpenAI client on it that pins each agent to a slot (its prompt prefix stays cached).
     * ``llama_cpp``: the "openai" endpoint is a llama.cpp server (e.g. the ``llm_server`` node): send its
       prompt-cache, slot and grammar fields; with ``share_prefix`` (a server with ``--slot-save-path``, as the
-      ``llm_server`` node's) cold slots start from the first request's prompt cache (``consensus.llm.slots``).
+      ``llm_server`` node's) cold slots start from the first request's prompt cache (``consensus.llm.slots``;
+      the "embedded" server always shares unless ``share_prefix`` is False).
     * "replay": ``ReplayClient(replay_path)``, no network.
     * ``endpoints`` (backend "openai"): a ``PooledClient`` spreading the requests over them, each with its own
       in-flight limit (``consensus.llm.pool``); ``base_url`` and ``concurrency`` are then not used.
@@ -92,7 +93,8 @@ def make_client(
         try:
             from consensus.llm.slots import SharedPrefix
 
-            shared = SharedPrefix(server.root_url, key, wait_s=timeout_s) if n_parallel > 1 else None
+            shared = (SharedPrefix(server.root_url, key, wait_s=timeout_s)
+                      if n_parallel > 1 and share_prefix is not False else None)
             inner = OpenAIChatClient(server.base_url, server.model_alias, timeout_s=timeout_s,
                                      max_retries=max_retries, concurrency=min(concurrency, n_parallel),
                                      api_key=key, llama_cpp=True, slots=n_parallel, shared_prefix=shared)
