@@ -392,7 +392,9 @@ def test_llm_estimate_counts_requests_and_warns_about_the_embedded_model():
     spec = resolve_spec({"study": "toy-llm", "llm": {"backend": "embedded"}}, fx.STUDIES)
     text = cli.llm_estimate(spec, fx.STUDIES["toy-llm"])
     assert text.startswith("up to 20 LLM requests")            # 2 trials x (2 agents + 3 agents) x 2 rounds
-    assert "about 1 min to 3 min" in text                       # 20 x 4-9 s = 80-180 s
+    assert "about 1 min to 2 min" in text                       # 20 x 4-9 s / 1.2 (two slots) = 67-150 s
+    one_slot = resolve_spec({"study": "toy-llm", "llm": {"backend": "embedded", "n_parallel": 1}}, fx.STUDIES)
+    assert "about 1 min to 3 min" in cli.llm_estimate(one_slot, fx.STUDIES["toy-llm"])     # 80-180 s
     remote = resolve_spec({"study": "toy-llm", "llm": {"backend": "openai"}}, fx.STUDIES)
     assert "embedded" not in cli.llm_estimate(remote, fx.STUDIES["toy-llm"])
     assert cli.llm_estimate(resolve_spec({"study": "toy"}, fx.STUDIES), fx.TOY) == ""

@@ -187,6 +187,9 @@ def _plan(args: argparse.Namespace, studies: Mapping[str, Study]):
 
 #: seconds per request of the embedded CPU model (Qwen2.5-Coder-1.5B on 2 cores), low and high
 EMBEDDED_SECONDS_PER_CALL = (4.0, 9.0)
+#: how much faster two slots answer a sweep than one on 2 cores (benchmarks/bench_llm_batch.py, two runs: 2
+#: concurrent requests 1.19x and 1.39x one request's generated tokens per second; the lower one)
+EMBEDDED_BATCH_SPEEDUP = 1.2
 
 
 def _duration(seconds: float) -> str:
@@ -202,7 +205,8 @@ def llm_estimate(spec, study: Study) -> str:
     calls = spec.trials * sum(study.llm_calls(p) for p in grid(spec))
     text = f"up to {calls:,} LLM requests (parse retries aside; trials already recorded are skipped)"
     if spec.llm["backend"] == "embedded" and not spec.llm["base_url"]:
-        lo, hi = (calls * s / spec.llm["n_parallel"] for s in EMBEDDED_SECONDS_PER_CALL)
+        speedup = EMBEDDED_BATCH_SPEEDUP if min(spec.llm["n_parallel"], spec.llm["concurrency"]) > 1 else 1.0
+        lo, hi = (calls * s / speedup for s in EMBEDDED_SECONDS_PER_CALL)
         text += (f"; the embedded CPU model answers one request in ~{EMBEDDED_SECONDS_PER_CALL[0]:g}-"
                  f"{EMBEDDED_SECONDS_PER_CALL[1]:g} s: about {_duration(lo)} to {_duration(hi)}. Fewer with "
                  "--trials/--sweep/--set, or a faster server with --backend openai --base-url")

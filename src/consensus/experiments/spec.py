@@ -58,6 +58,14 @@ EXECUTION_LLM_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "ma
 ENDPOINT_KEYS = ("base_url", "model", "concurrency")
 
 
+#: slots of a sweep's embedded server: the most generated tokens per second on a 2-core machine
+#: (benchmarks/bench_llm_batch.py, docs/benchmarks.md: 2 concurrent requests 1.2-1.4x one request's in two runs,
+#: 4 concurrent 0.5x and 1.6x: noisy, so the setting that gained in both);
+#: a sweep asks ``min(concurrency, n_parallel)`` requests at once
+EMBEDDED_SLOTS = 2
+EMBEDDED_CONTEXT = 8192          # the slots' shared (unified) KV cache: 4096 tokens per slot
+
+
 def _llm_defaults() -> dict[str, Any]:
     """The ``llm`` block's keys and defaults: the ``llm_*`` fields of ``consensus.settings.LLMParams`` (one source)."""
     from consensus.settings import LLMParams
@@ -67,7 +75,7 @@ def _llm_defaults() -> dict[str, Any]:
             "api_key_env": d["llm_api_key_env"], "temperature": d["llm_temperature"],
             "max_tokens": d["llm_max_tokens"], "timeout_s": d["llm_timeout_s"],
             "max_retries": d["llm_max_retries"], "concurrency": d["llm_concurrency"],
-            "replay_path": d["replay_path"], "n_ctx": 4096, "n_parallel": 1, "endpoints": []}
+            "replay_path": d["replay_path"], "n_ctx": EMBEDDED_CONTEXT, "n_parallel": EMBEDDED_SLOTS, "endpoints": []}
 
 
 LLM_DEFAULTS: dict[str, Any] = _llm_defaults()
