@@ -1,6 +1,6 @@
 """Control timing under LLM load: 20 robots in fleet mode, LLM planner against a local OpenAI-protocol server
-answering after 1.5 s, so planning calls are in flight most of the time. Target: >= 99.5 % of controller ticks
-within 10 ms of their slot.
+answering after 1.5 s, so planning calls are in flight most of the time. Target: >= 99.9 % of controller ticks
+within 10 ms of their slot and no tick more than 50 ms late.
 
     python benchmarks/bench_control_timing.py [--robots 20] [--latency 1.5] [--duration 30]
 """
@@ -50,7 +50,8 @@ def main() -> int:
     print(f"controller ticks on time (<= 10 ms late): {t['on_time_share']:.2%} of {t['ticks']}  "
           f"min rate {t['min_rate_hz']:.2f} Hz  max late {t['max_late_ms']:.1f} ms  CPU {cpu.share:.2f} cores  "
           f"converged={summary['converged']} spread={summary['final_spread_m']:.3f} m")
-    print("target >= 99.5 %:", "met" if t["on_time_share"] >= 0.995 else "NOT met")
+    met = t["on_time_share"] >= 0.999 and t["max_late_ms"] <= 50.0
+    print("target >= 99.9 % on time and max late <= 50 ms (issue 20):", "met" if met else "NOT met")
     return 0
 
 
