@@ -23,11 +23,12 @@ pytestmark = [pytest.mark.ros, pytest.mark.embedded]
 def test_three_robots_embedded_llm_through_ros(tmp_path, embedded_model_installed):
     from consensus.scenarios.aggregation.runner import run_ros
 
+    # point robots (no collision filter): two robots whose LLMs chose the same point must both be able to reach it
     cfg = load_config(None, num_robots=3, planner="llm", llm_backend="embedded", llm_concurrency=3,
-                      max_rounds=3, duration_s=240.0, seed=11, llm_temperature=0.7, init_radius=4.0,
-                      llm_port=free_port())
+                      max_rounds=3, duration_s=400.0, seed=11, llm_temperature=0.7, init_radius=4.0,
+                      llm_port=free_port(), collision_avoidance="none")
     summary = run_ros(cfg, tmp_path / "run", echo=None)     # ends after the 3rd round (duration_s is a cap)
-    assert summary["samples"] < 240 * cfg.state_rate_hz * 0.9, "the run did not end at max_rounds"
+    assert summary["samples"] < cfg.duration_s * cfg.state_rate_hz * 0.9, "the run did not end at max_rounds"
     plans = [json.loads(line) for line in (tmp_path / "run" / "plans.jsonl").read_text().splitlines()]
     assert len(plans) == 9, "three rounds per robot"
     for p in plans:
