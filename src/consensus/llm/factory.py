@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -71,15 +70,9 @@ def make_client(
         inner = PooledClient(endpoints, SlotBroker([e.concurrency for e in endpoints]), model=model,
                              api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries)
     elif backend == "openai":
-        shared = None
-        if share_prefix and llama_cpp and n_parallel > 1 and base_url:
-            from consensus.llm.slots import SharedPrefix
-
-            shared = SharedPrefix(base_url.rstrip("/").removesuffix("/v1"), os.environ.get(api_key_env, "").strip(),
-                                  wait_s=timeout_s)
         inner = OpenAIChatClient(base_url or None, model, api_key_env=api_key_env, timeout_s=timeout_s,
                                  max_retries=max_retries, concurrency=concurrency, llama_cpp=llama_cpp,
-                                 slots=n_parallel if llama_cpp else 0, shared_prefix=shared)
+                                 slots=n_parallel if llama_cpp else 0, share_prefix=bool(share_prefix))
     else:
         from consensus.llm.embedded import EmbeddedServer, ensure_default_model, resolve_model_path
 
@@ -91,13 +84,10 @@ def make_client(
         # Requests beyond the server's slots would wait inside llama.cpp with their timeout running;
         # holding them in the client's semaphore instead makes timeout_s measure generation only.
         try:
-            from consensus.llm.slots import SharedPrefix
-
-            shared = (SharedPrefix(server.root_url, key, wait_s=timeout_s)
-                      if n_parallel > 1 and share_prefix is not False else None)
             inner = OpenAIChatClient(server.base_url, server.model_alias, timeout_s=timeout_s,
                                      max_retries=max_retries, concurrency=min(concurrency, n_parallel),
-                                     api_key=key, llama_cpp=True, slots=n_parallel, shared_prefix=shared)
+                                     api_key=key, llama_cpp=True, slots=n_parallel,
+                                     share_prefix=share_prefix is not False)
         except BaseException:
             server.close()
             raise

@@ -74,7 +74,7 @@ class OpenAIChatClient:
         api_key: str | None = None,
         llama_cpp: bool = False,
         slots: int = 0,
-        shared_prefix=None,
+        share_prefix: bool = False,
     ) -> None:
         if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
             raise ConfigError(f"llm timeout_s must be > 0, got {timeout_s!r}")
@@ -119,8 +119,14 @@ class OpenAIChatClient:
         self.llama_cpp = bool(llama_cpp)
         self.slots = max(int(slots), 0)
         self._slot_of: dict[str, int] = {}
-        # a consensus.llm.slots.SharedPrefix: cold slots start from the first request's prompt cache
-        self.shared_prefix = shared_prefix if self.llama_cpp and self.slots > 1 else None
+        # cold slots start from the first request's prompt cache (consensus.llm.slots; the server needs
+        # --slot-save-path, as the embedded one and the llm_server node have)
+        self.shared_prefix = None
+        if share_prefix and self.llama_cpp and self.slots > 1 and base_url:
+            from consensus.llm.slots import SharedPrefix
+
+            self.shared_prefix = SharedPrefix(base_url.rstrip("/").removesuffix("/v1"),
+                                              "" if key == DUMMY_KEY else key, wait_s=self.timeout_s)
         self._closed = False
 
     def __repr__(self) -> str:

@@ -57,10 +57,6 @@ def _known(points) -> np.ndarray:
     return np.isfinite(arr).all(axis=1)
 
 
-def _valid(p) -> bool:
-    return p is not None and bool(np.all(np.isfinite(p)))
-
-
 def graph_edges(record: Mapping, n: int) -> list[tuple[int, int]] | None:
     """The undirected edges ``(i, j)``, ``i < j``, of a ``/topology/graph`` record (its ``adjacency``: row i =
     whom i hears) over ``n`` robots, or None when the record is malformed."""
@@ -97,7 +93,7 @@ def fleet_markers(positions: np.ndarray, targets: np.ndarray, edges: Sequence[tu
         if not ok[i]:
             continue
         ball = marker("robots", i, Marker.SPHERE, color=_rgba(colors[i]))
-        ball.pose.position = _point(p)
+        ball.pose.position = points[i]
         ball.scale.x = ball.scale.y = ball.scale.z = ROBOT_DIAMETER_M
         out.append(ball)
         text = str(reasoning.get(i, "")).replace("\n", " ").strip()
@@ -132,8 +128,8 @@ def fleet_markers(positions: np.ndarray, targets: np.ndarray, edges: Sequence[tu
 def robot_transforms(positions: np.ndarray, stamp: Time, frames: Sequence[str]) -> list[TransformStamped]:
     """``world -> frames[i]`` at each known position (identity rotation)."""
     out = []
-    for p, frame in zip(positions, frames):
-        if not _valid(p):
+    for p, frame, good in zip(positions, frames, _known(positions)):
+        if not good:
             continue
         tf = TransformStamped()
         tf.header.frame_id, tf.header.stamp, tf.child_frame_id = FRAME, stamp, frame
