@@ -77,13 +77,16 @@ ros2-tools: setup
 # tests that need a tool this machine lacks skip with the reason and the install command (listed at the end); so
 # does the ROS 2 launch/CLI when `make ros2-tools` cannot get them (offline, no ../shared, no ROS2_TOOLS_SRC).
 # .ci/run sets CONSENSUS_REQUIRE_ALL=1 where ../shared is there, so that the tools it provides must run
+# pytest runs on TEST_WORKERS xdist workers (most ROS tests wait rather than compute, so 3 on 2 cores); every test of
+# the real model is in one group on one worker, sharing one model server (tests/conftest.py). TEST_WORKERS=0: serially
+TEST_WORKERS ?= 3
 test: model lint
 	@$(MAKE) --no-print-directory ros2-tools || \
 		echo "make test: going on without the real ros2 launch/CLI (the line above says why); their tests skip"
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 test-fast: install
-	$(PY) -m pytest -q -m "not ros and not embedded"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not ros and not embedded"
 
 bench: model
 	$(PY) benchmarks/bench_control_timing.py

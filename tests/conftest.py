@@ -1,19 +1,42 @@
 """Shared test set-up.
 
-ROS isolation: every test session gets its own ROS_DOMAIN_ID (derived from the pid, or CONSENSUS_TEST_DOMAIN_ID)
-and ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, set before any rclpy import, so parallel runs on one machine and
-other ROS graphs on the network never see each other. Processes started by tests are killed by their fixtures.
+ROS isolation: every test session gets its own ROS_DOMAIN_ID (CONSENSUS_TEST_DOMAIN_ID, an exported ROS_DOMAIN_ID,
+or one derived from the pid), every xdist worker its own one after it, and ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST,
+set before any rclpy import, so parallel workers and runs on one machine and other ROS graphs on the network never
+see each other. Processes started by tests are killed by their fixtures.
+
+Parallel workers (``make test`` runs ``pytest -n $(TEST_WORKERS)`` with ``--dist loadgroup``; ``-n 0`` runs
+serially): each worker has its own temporary folders (pytest's basetemp per worker), ports (``needs.free_port``)
+and domain. Every test that uses the real embedded model is in one group (``EMBEDDED_GROUP``), so they all run on one
+worker, one after another, and share one llama.cpp server (``shared_llm``) without competing for the 2 cores; the
+tests of a module that share a module-scoped run are in one group too (``_group_of``, ``pytest_xdist_make_scheduler``).
 """
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("ROS_DOMAIN_ID", os.environ.get("CONSENSUS_TEST_DOMAIN_ID", str(1 + os.getpid() % 100)))
+
+
+def _domain_id() -> str:
+    """This process's ROS domain: the session's (CONSENSUS_TEST_DOMAIN_ID, else an exported ROS_DOMAIN_ID such as
+    .ci/run's, else one from the pid), shifted by the xdist worker's number so that parallel workers never share a
+    domain. It overrides an exported ROS_DOMAIN_ID in a worker: workers inherit the controller's environment."""
+    base = os.environ.get("CONSENSUS_TEST_DOMAIN_ID") or os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")          # "gw0", "gw1", ... in a worker; unset serially
+    if not worker.startswith("gw"):
+        return base
+    return str(1 + (int(base) - 1 + int(worker[2:])) % 200)     # Fast DDS: domains 0..232 on the default ports
+
+
+os.environ["ROS_DOMAIN_ID"] = _domain_id()
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
@@ -29,7 +52,36 @@ def pytest_runtest_setup(item):
         need(*marker.args)
 
 
+EMBEDDED_GROUP = "embedded_llm"     # the group of every test that runs the real model (one worker, in turn)
+GROUPS_ENV = "CONSENSUS_TEST_GROUPS"
+if "PYTEST_XDIST_WORKER" not in os.environ:          # the controller (or a serial run): workers inherit the folder
+    os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="consensus-test-groups-")
+
+
+def _group_of(item) -> str | None:
+    """The worker group of a test: every test of the real model in one (they share one model server and never
+    compete for the cores with each other); the tests of a module that share a module-scoped fixture (one ROS run,
+    one Ray cluster, the docs' commands run once) in one per module, so the shared run is made once, not once per
+    worker; None for the rest (any worker)."""
+    if "embedded" in item.keywords:
+        return EMBEDDED_GROUP
+    info = getattr(item, "_fixtureinfo", None)
+    if info is not None and any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
+        return item.nodeid.split("::")[0]
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
+    """The real model's tests form one group and go first (the longest unit of work starts at once instead of
+    becoming the run's tail); a worker writes the groups for the controller's scheduler (``GroupScheduling``).
+    Then, under CONSENSUS_REQUIRE_ALL=1, nothing else, else ROS tests skip without rclpy."""
+    items.sort(key=lambda item: "embedded" not in item.keywords)     # stable: the rest keep their order
+    worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(GROUPS_ENV)
+    if worker and folder and os.path.isdir(folder):
+        groups = {item.nodeid: g for item in items if (g := _group_of(item))}
+        tmp = Path(folder) / f".{worker}.json"
+        tmp.write_text(json.dumps(groups))
+        tmp.replace(Path(folder) / f"{worker}.json")                # whole or not at all
     if os.environ.get("CONSENSUS_REQUIRE_ALL") == "1":
         return                                  # CI: a missing dependency must fail, not skip
     skip_ros = pytest.mark.skip(reason="rclpy not installed (pip install -r requirements/ros-kilted.txt)")
@@ -48,6 +100,85 @@ def embedded_model_installed():
         installed_part_paths()
     except Exception as exc:  # noqa: BLE001 - model packages absent
         pytest.skip(f"embedded model packages not installed: {exc}")
+
+
+@pytest.hookimpl(optionalhook=True)          # pytest-xdist's hook (requirements/test.txt)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups of ``_group_of``: pytest-xdist 3.8 marks a group by renaming the item's
+    node id in the worker, which pytest 9.2 no longer lets it do (its ``xdist_group`` marker has no effect), so the
+    controller reads the groups the workers wrote at collection instead. Every test of one group goes to one worker,
+    one after another; a group of several tests is scheduled before single tests (xdist's loadscope order)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    folder = Path(os.environ.get(GROUPS_ENV, ""))
+
+    class GroupScheduling(LoadScopeScheduling):
+        _groups: dict | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                self._groups = {}
+                for path in sorted(folder.glob("gw*.json")):
+                    self._groups.update(json.loads(path.read_text()))
+            return self._groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_unconfigure(config):
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        shutil.rmtree(os.environ.get(GROUPS_ENV, ""), ignore_errors=True)
+
+
+class SharedLLM:
+    """The session's one embedded llama.cpp server (the project's ``EmbeddedServer``, on a free port), reached through
+    the OpenAI backend. ``fresh()`` empties its slots' prompt caches, for a test that asserts on them."""
+
+    SLOTS = 2
+    N_CTX = 8192                      # 4096 tokens a slot
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.base_url = server.base_url          # http://127.0.0.1:PORT/v1
+        self.root_url = server.root_url
+        self.model = server.model_alias
+
+    def client(self, **kw):
+        """``(client, close)``: an OpenAI client on this server as a llama.cpp endpoint (slots, grammar, cache)."""
+        from consensus.llm.factory import make_client
+
+        kw.setdefault("n_parallel", self.SLOTS)
+        return make_client("openai", base_url=self.base_url, model=self.model, llama_cpp=True, **kw)
+
+    def fresh(self) -> None:
+        import urllib.request
+
+        for slot in range(self.SLOTS):
+            req = urllib.request.Request(f"{self.root_url}/slots/{slot}?action=erase", data=b"{}", method="POST",
+                                         headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(req, timeout=30).read()
+
+
+@pytest.fixture(scope="session")
+def shared_llm():
+    """One embedded model server for every test that needs the real model but not a server of its own (all of them
+    run on one xdist worker, ``EMBEDDED_GROUP``, so this starts once a run). Only two tests start their own server,
+    the way a user's run does: test_embedded_e2e (the ``llm_server`` node of a ROS run) and test_embedded_styles (an
+    in-process headless run)."""
+    pytest.importorskip("xllamacpp")
+    from consensus.llm.embedded import EmbeddedServer, ensure_default_model, installed_part_paths
+
+    try:
+        installed_part_paths()
+    except Exception as exc:  # noqa: BLE001 - model packages absent
+        pytest.skip(f"embedded model packages not installed: {exc}")
+    server = EmbeddedServer(ensure_default_model(), n_ctx=SharedLLM.N_CTX, n_parallel=SharedLLM.SLOTS).start()
+    try:
+        yield SharedLLM(server)
+    finally:
+        server.close()
 
 
 def _raise_keyboard_interrupt(signum, frame):

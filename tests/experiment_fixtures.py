@@ -3,7 +3,10 @@
 * ``toy``: ``value = x + scale * U(0, 1)`` from ``numpy.random.default_rng(trial.seed)``; ``mode: fail`` raises
   ``TrialFailed`` on odd indices, ``mode: crash`` raises ``ValueError`` on odd indices, ``mode: badjson``
   returns a set, ``mode: interrupt`` raises KeyboardInterrupt at index 2 while the file named by ``note`` does not
-  exist (and creates it: the next run passes); ``sleep_s`` waits before returning (to interrupt a sweep mid-way).
+  exist (and creates it: the next run passes); ``sleep_s`` waits before returning; ``mode: gated`` holds every trial
+  with ``x > 0`` until the file named by ``note`` exists: a test interrupts the sweep while those trials are held,
+  at a point it controls (never racing the work), then creates the file for the resume. A held trial first creates
+  ``<note>.held.<pid>`` (the process that holds it).
 * ``toy-llm``: paper 1's negotiation (``run_negotiation``) with ``LLMPlanner``s on ``ctx.llm`` when
   ``planner: llm``, averaging planners otherwise. Initial states are the same in every trial, so trials ask
   identical prompts: only the per-call seeds keep their transcript keys apart.
@@ -12,6 +15,7 @@
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,6 +30,11 @@ def _toy_trial(trial: Trial, ctx: TrialContext) -> dict:
     p = trial.params
     if p["sleep_s"]:
         time.sleep(p["sleep_s"])
+    if p["mode"] == "gated" and p["x"] > 0 and not Path(p["note"]).exists():
+        held = Path(f"{p['note']}.held.{os.getpid()}")
+        held.touch()                                 # this process now holds a trial (a test may kill it)
+        while not Path(p["note"]).exists():          # held until the test opens the gate (an interrupt test)
+            time.sleep(0.01)
     if p["mode"] == "fail" and trial.index % 2:
         raise TrialFailed(f"odd index {trial.index}")
     if p["mode"] == "crash" and trial.index % 2:
@@ -55,7 +64,7 @@ def _toy_report(records, out_dir: Path) -> list[str]:
 def _toy_validate(params: dict) -> None:
     if params["scale"] < 0:
         raise ConfigError(f"toy: scale must be >= 0 (got {params['scale']})")
-    if params["mode"] not in ("ok", "fail", "crash", "badjson", "interrupt"):
+    if params["mode"] not in ("ok", "fail", "crash", "badjson", "interrupt", "gated"):
         raise ConfigError(f"toy: unknown mode {params['mode']!r}")
 
 

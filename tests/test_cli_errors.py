@@ -116,6 +116,25 @@ def test_a_run_refused_after_its_folder_was_made_removes_it(tmp_path, monkeypatc
     assert keep.exists() and list(keep.iterdir()) == []
 
 
+def test_two_runs_in_one_second_get_two_default_folders(tmp_path, monkeypatch):
+    """The default run folder is named by the second; a second run within that second gets ``-2`` (found by the
+    docs test on an idle machine: two quick headless runs collided and the second was refused)."""
+    import datetime as dt
+
+    from consensus.runs import rundir
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime(2026, 11, 26, 13, 23, 50)
+    monkeypatch.setattr(rundir._dt, "datetime", Frozen)
+    first = rundir.new_run_dir(rundir.default_run_dir("disaster", tmp_path))
+    (first / "summary.json").write_text("{}")
+    second = rundir.default_run_dir("disaster", tmp_path)
+    assert first.name == "disaster-20261126-132350" and second.name == "disaster-20261126-132350-2"
+    assert rundir.new_run_dir(second) == second.resolve()
+
+
 @pytest.mark.parametrize("argv", ["run", "run nosuchscenario", "run aggregation --robots many", "model fly",
                                   "run disaster --strategy single", "experiment --trials 0 consensus-1d"])
 def test_argument_errors_are_usage_errors(argv, capsys):

@@ -1,11 +1,16 @@
 """The demo's prompt style with the embedded model, end to end (slow: loads the 1.1 GB model; CI runs it).
 
-3 agents negotiate for 3 rounds (paper 1's Algorithm 1, no motion) with the ``tools`` style, which ``make demo`` uses:
+One of the two tests that start their own model server the way a user's run does (here: a headless, in-process
+run through ``make_client("embedded")``; the other tests of the real model share one server, tests/conftest.py).
+
+3 agents negotiate for 2 rounds (paper 1's Algorithm 1, no motion) with the ``tools`` style, which ``make demo`` uses:
 the group must close in (the measured card: the model answers with the centroid of what it sees). Then one ``paper``
 style request through llama.cpp's grammar: the reply must end in the paper's answer line."""
 from __future__ import annotations
 
 import re
+import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -26,7 +31,9 @@ def test_demo_style_closes_in_and_the_paper_grammar_holds(embedded_model_install
         planners = [LLMPlanner(client, dim=2, robot_id=i, style="tools", temperature=0.0, max_tokens=160, seed=i,
                                num_agents=3) for i in range(3)]
         start = np.array([[-6.0, 2.0], [5.0, 4.0], [1.0, -7.0]])
-        states, log = run_negotiation(planners, start, make_graph("complete", 3), 3, max_workers=3)
+        # 2 rounds, the fewest the check needs: each agent going to the centroid of the other two halves the
+        # spread in one round exactly, so "closes in to less than half" takes a second round
+        states, log = run_negotiation(planners, start, make_graph("complete", 3), 2, max_workers=3)
         spread = [np.ptp(s, axis=0).max() for s in states]
         assert sum(e["fallback"] for e in log) <= 2, log
         assert spread[-1] < 0.5 * spread[0], spread
@@ -35,6 +42,8 @@ def test_demo_style_closes_in_and_the_paper_grammar_holds(embedded_model_install
                                             grammar=answer_grammar(2), tag="robot_0/grammar"))
     finally:
         close()
+    with pytest.raises(urllib.error.URLError):               # the client's own server is gone after close()
+        urllib.request.urlopen(client.base_url.removesuffix("/v1") + "/health", timeout=2)
     assert reply.meta.get("server_timings", {}).get("predicted_n", 0) > 0      # llama.cpp's own timings are kept
     if reply.meta.get("finish_reason") == "stop":                              # not cut by max_tokens
         assert re.fullmatch(answer_regex(2), reply.text), reply.text

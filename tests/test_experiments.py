@@ -217,21 +217,26 @@ def _cli_subprocess(args: list[str]) -> subprocess.Popen:
 
 @pytest.mark.parametrize("workers, sig", [(1, signal.SIGKILL), (2, signal.SIGINT)])
 def test_killed_sweep_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, workers, sig):
+    # the x = 1 trials are held until the gate file exists (experiment_fixtures, mode "gated"): the interrupt comes
+    # after at least 6 records and before any of those 30, however fast or slow the machine is
+    gate = tmp_path / "gate"
     spec = tmp_path / "spec.yaml"
-    spec.write_text(f"study: toy\ntrials: 30\nworkers: {workers}\nparams: {{sleep_s: 0.02}}\nsweep: {{x: [0, 1]}}\n")
+    spec.write_text(f"study: toy\ntrials: 30\nworkers: {workers}\n"
+                    f"params: {{sleep_s: 0.02, mode: gated, note: '{gate}'}}\nsweep: {{x: [0, 1]}}\n")
     out = tmp_path / "run"
     proc = _cli_subprocess([str(spec), "--out", str(out), "-q", "--no-report"])
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600          # a bound for a broken runner only: nothing races it
         while time.monotonic() < deadline and (not (out / RESULTS_FILE).is_file()
                                                or len((out / RESULTS_FILE).read_text().splitlines()) < 6):
             time.sleep(0.02)
         os.killpg(proc.pid, sig)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    gate.touch()                                   # the resume and the uninterrupted run go through
     done = read_results(out / RESULTS_FILE)
     assert 6 <= len(done) < 60
     if sig == signal.SIGINT:

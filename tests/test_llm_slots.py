@@ -127,13 +127,13 @@ def test_an_unreachable_server_is_a_counted_error_not_an_exception():
 
 @pytest.mark.embedded
 @pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None, reason="xllamacpp not installed (make install)")
-def test_real_server_second_slot_starts_from_the_first_slots_prefix(embedded_model_installed):
+def test_real_server_second_slot_starts_from_the_first_slots_prefix(shared_llm):
     from consensus.llm.base import ChatRequest
-    from consensus.llm.factory import make_client
 
     system = "You are one robot of a fleet that must gather at one point in the plane. " * 12
-    client, close = make_client("embedded", timeout_s=300.0, max_retries=0, concurrency=2, n_parallel=2,
-                                transcripts_path=None, replay_path=None, n_ctx=4096)
+    shared_llm.fresh()                                   # both slots cold, as on a server that just started
+    client, close = shared_llm.client(timeout_s=300.0, max_retries=0, concurrency=2, n_parallel=2,
+                                      share_prefix=True)
     try:
         replies = [client.complete(ChatRequest(
             messages=({"role": "system", "content": system},

@@ -388,15 +388,14 @@ class ReplayClientLike:
 # -- the real embedded model -------------------------------------------------------------------------------------
 
 @pytest.mark.embedded
-def test_embedded_model_h1_table(embedded_model_installed, tmp_path):
-    from consensus.llm.embedded import EmbeddedServer, ensure_default_model
-
-    path = ensure_default_model()
-    with EmbeddedServer(path, n_ctx=2048) as server:
-        client = OpenAIChatClient(server.base_url, server.model_alias, timeout_s=300, max_retries=0, concurrency=1)
+def test_embedded_model_h1_table(shared_llm, tmp_path):
+    """On the session's shared model server (tests/conftest.py)."""
+    client = OpenAIChatClient(shared_llm.base_url, shared_llm.model, timeout_s=300, max_retries=0, concurrency=1)
+    try:
         t0 = time.monotonic()
         res = extract_policy(client, WORDS, 1, temperature=T, cache_dir=tmp_path, progress=False)
         seconds = time.monotonic() - t0
+    finally:
         client.close()
     assert res.q.shape == (5,) and np.all(np.isfinite(res.q)) and np.all((res.q >= 0) & (res.q <= 1))
     assert res.meta["mode"] == "prefill" and res.meta["requests"] == 10

@@ -157,17 +157,29 @@ def _wait_lines(path: Path, n: int, timeout: float = 120) -> None:
 
 
 def test_a_killed_worker_fails_its_trial_with_the_reason_and_retry_failed_reruns_it(cluster, tmp_path):
-    spec = resolve_spec({"study": "toy", "trials": 8, "params": {"sleep_s": 0.4}, "sweep": {"x": [0, 1]}},
-                        fx.STUDIES)
+    # the x = 1 trials are held until the gate file exists (experiment_fixtures, mode "gated"), each announcing the
+    # process that holds it: the kill lands on a worker inside a trial, at a point the test controls
+    gate = tmp_path / "gate"
+    spec = resolve_spec({"study": "toy", "trials": 8, "params": {"sleep_s": 0.4, "mode": "gated", "note": str(gate)},
+                         "sweep": {"x": [0, 1]}}, fx.STUDIES)
     out = tmp_path / "ray"
     killed: list[int] = []
 
     def kill_one_worker():
-        _wait_lines(out / RESULTS_FILE, 3)
-        pids = cluster.worker_pids()
-        if pids:
-            os.kill(pids[0], signal.SIGKILL)          # a process of the test's own cluster, by its id
-            killed.append(pids[0])
+        try:
+            _wait_lines(out / RESULTS_FILE, 3, timeout=600)
+            deadline = time.monotonic() + 600        # a bound for a broken runner only: nothing races it
+            while time.monotonic() < deadline and not killed:
+                pids = set(cluster.worker_pids())
+                for held in tmp_path.glob("gate.held.*"):
+                    pid = int(held.name.rsplit(".", 1)[1])
+                    if pid in pids:                   # a process of the test's own cluster, by its id
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                        break
+                time.sleep(0.02)
+        finally:
+            gate.touch()                              # the other held trials go on
 
     killer = threading.Thread(target=kill_one_worker)
     killer.start()
@@ -193,19 +205,24 @@ def _cli(args: list[str]) -> subprocess.Popen:
 
 
 def test_ctrl_c_keeps_finished_records_and_the_resume_on_ray_completes_the_sweep(cluster, tmp_path):
+    # the x = 1 trials are held until the gate file exists (experiment_fixtures, mode "gated"): Ctrl-C comes after
+    # at least 4 records and before any of those 12, however fast the cluster is
+    gate = tmp_path / "gate"
     spec_file = tmp_path / "spec.yaml"
-    spec_file.write_text("study: toy\ntrials: 12\nparams: {sleep_s: 0.25}\nsweep: {x: [0, 1]}\n")
+    spec_file.write_text(f"study: toy\ntrials: 12\nparams: {{sleep_s: 0.25, mode: gated, note: '{gate}'}}\n"
+                         "sweep: {x: [0, 1]}\n")
     out = tmp_path / "run"
     ray_flags = ["--executor", "ray", "--ray-address", cluster.address]
     proc = _cli([str(spec_file), "--out", str(out), "-q", "--no-report", *ray_flags])
     try:
-        _wait_lines(out / RESULTS_FILE, 4)
+        _wait_lines(out / RESULTS_FILE, 4, timeout=600)     # a bound for a broken runner: nothing races it
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    gate.touch()                                   # the resume and the local run go through
     done = records(out)
     assert proc.returncode == 130 and f"--resume {out}" in err
     assert 4 <= len(done) < 24 and all(r["status"] == "ok" for r in done.values())

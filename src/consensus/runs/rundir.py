@@ -38,8 +38,15 @@ _PACKAGES = ("consensus", "numpy", "matplotlib", "openai", "pyyaml", "ros-rclpy"
 
 
 def default_run_dir(scenario: str, base: str | Path = "runs") -> Path:
+    """``base/<scenario>-<YYYYmmdd-HHMMSS>``, or with ``-2``, ``-3``, ... when a run of the same second has that
+    name: two runs started within one second (a script, a test) never get the same folder."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path(base) / f"{scenario}-{stamp}"
+    path = Path(base) / f"{scenario}-{stamp}"
+    k = 1
+    while path.exists():
+        k += 1
+        path = Path(base) / f"{scenario}-{stamp}-{k}"
+    return path
 
 
 RUN_MARKERS = ("manifest.json", "summary.json", "transcripts.jsonl")
