@@ -40,6 +40,7 @@ setup(
         "mcap-ros2-support>=0.5",   # decodes the bag's CDR messages without ROS (`consensus plot BAG`)
         "daqp>=0.11",           # the collision filter's small dense QPs (consensus.control.collision)
         "rouge-score>=0.1.2",   # paper 3's summarisation metric (ROUGE-1/2/L F1, Google's reference implementation)
+        "scipy>=1.10",          # the packing's slot assignment (linear_sum_assignment, consensus.control.packing)
     ],
     extras_require={
         # ROS 2 Kilted from PyPI wheels, for users without an apt ROS install (see requirements/ros-kilted.txt)

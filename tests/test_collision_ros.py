@@ -75,8 +75,9 @@ def test_six_llm_robots_agree_and_never_come_closer_than_d_min(tmp_path):
 
 
 def test_delayed_and_dropped_positions_keep_pairs_apart(tmp_path):
-    """The topology's link delay and drops reach the filter too: d_min grows by the positions' age budget
-    (avoidance.nearby_age_s: state period + relay period + link delay), which keeps the footprints apart."""
+    """The topology's link delay and drops reach the filter too: each neighbour position travels with its age, and
+    the robot widens its distance to it by that age times the closing speed (consensus.control.robot_core), which
+    keeps the footprints apart; at rest the fleet's d_min is the clearance (no fixed age budget)."""
     from consensus.scenarios.aggregation.runner import run_ros
 
     cfg = load_config(None, num_robots=6, planner="average", planner_period_s=1.0, duration_s=30.0, settle_s=3.0,
@@ -85,5 +86,5 @@ def test_delayed_and_dropped_positions_keep_pairs_apart(tmp_path):
     closest, fastest, robots = _from_bag(tmp_path / "run")
     assert robots == 6 and closest >= summary["clearance_m"], (closest, summary["clearance_m"])
     assert fastest <= cfg.v_max + 1e-9
-    assert summary["d_min_m"] == pytest.approx(summary["clearance_m"] + 2 * cfg.v_max * (0.2 + 0.1 + 0.3))
+    assert summary["d_min_m"] == pytest.approx(summary["clearance_m"])
     assert summary["converged"] is True, summary

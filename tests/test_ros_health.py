@@ -215,7 +215,7 @@ def test_robot_uses_the_good_neighbour_and_counts_forged_ones(ros):
     try:
         _spin(ex, 1.5, publish)
         _spin(ex, 0.8)                                    # the last planning round and its status go out
-        assert len(agent.neighbors) == 1 and np.allclose(agent.neighbors[0], [4.0, 0.0])
+        assert len(agent.neighbors.positions) == 1 and np.allclose(agent.neighbors.positions[0], [4.0, 0.0])
         assert plans and np.allclose(plans[-1]["target"], [2.0, 0.0])       # average of (0, 0) and (4, 0)
         assert np.allclose(agent.target, [2.0, 0.0])
         bad = agent.health.bad_messages

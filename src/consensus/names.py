@@ -49,7 +49,12 @@ ODOM = Topic("odom", "nav_msgs/msg/Odometry", "stream")             # the driver
 CMD_VEL = Topic("cmd_vel", "geometry_msgs/msg/Twist", "command")     # the controller's velocity command
 STATE = Topic("state", "geometry_msgs/msg/PointStamped", "stream")  # the robot's position, broadcast to the graph
 NEIGHBORS = Topic("neighbors", "geometry_msgs/msg/PoseArray", "stream")   # the in-neighbours' states (topology)
-NEARBY = Topic("nearby", "geometry_msgs/msg/PoseArray", "stream")   # every other robot's state, for collision avoidance
+# the same in-neighbours' meeting points (their planners' targets; their position before their first round), in the
+# same order and with the same header stamp as the `neighbors` message they belong to
+NEIGHBOR_TARGETS = Topic("neighbor_targets", "geometry_msgs/msg/PoseArray", "stream")
+# every other robot's position for collision avoidance, one point each with its age [s], measured speed and robot
+# index (fields x y z age speed id; consensus.ros.nearby)
+NEARBY = Topic("nearby", "sensor_msgs/msg/PointCloud2", "stream")
 TARGET = Topic("target", "geometry_msgs/msg/PointStamped", "events")      # the planner's current target
 PLANNER_REASONING = Topic("planner/reasoning", "std_msgs/msg/String", "events")   # one JSON record per plan
 PLANNER_STATUS = Topic("planner/status", "std_msgs/msg/String", "events")         # counters, control timing
@@ -62,7 +67,8 @@ TF = Topic("/tf", "tf2_msgs/msg/TFMessage", "events")                 # world ->
 TOPOLOGY_GRAPH = Topic("/topology/graph", "std_msgs/msg/String", "latched")   # the communication graph (JSON)
 MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # relative to the recorder: /markers
 
-ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEARBY, TARGET, PLANNER_REASONING, PLANNER_STATUS)
+ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEIGHBOR_TARGETS, NEARBY, TARGET, PLANNER_REASONING,
+                PLANNER_STATUS)
 FLEET_TOPICS = (HEALTH, ESTOP, CLOCK, TF, TOPOLOGY_GRAPH, MARKERS)
 
 def robot_topic(robot_id: int, name: str) -> str:

@@ -283,8 +283,14 @@ class ControlParams:
     safety_margin_m: float = 0.05     # clearance added to the two footprints [m] (localisation, tracking error)
     cbf_gamma: float = 1.0            # barrier rate γ [1/s]: how early robots brake; at most 1 / control_period_s
     footprint_radius_m: float = 0.2   # disc covering a robot [m] (the generic preset's); a robots_file's preset wins
+    # robots with bodies that share a meeting point stand in slots around it (consensus.control.packing): slots are
+    # d_min + packing_gap_m apart, and a robot takes its slot once its meeting point is within packing_gap_m of every
+    # neighbour's
+    packing_gap_m: float = 0.1        # [m] room between slots beyond d_min; also the agreement needed to take one
+    deadlock_s: float = 3.0           # [s] kept from its slot this long: a counted deadlock (right-hand escape)
 
-    RANGES: ClassVar[dict] = {"kp": (1e-6, 1e3), "v_max": (1e-6, 1e2), "w_max": (1e-6, 1e2), "deadband": (0.0, 10.0)}
+    RANGES: ClassVar[dict] = {"kp": (1e-6, 1e3), "v_max": (1e-6, 1e2), "w_max": (1e-6, 1e2), "deadband": (0.0, 10.0),
+                              "packing_gap_m": (1e-3, 10.0), "deadlock_s": (0.1, 600.0)}
     #: what a running robot applies when it changes (``ros2 param set /robot_<i>/agent v_max 0.3``, or on ``/fleet``
     #: for every robot of a fleet process); the e-stop is a topic (``estop_topic``), not a parameter
     RUNTIME: ClassVar[tuple[str, ...]] = ("kp", "v_max", "w_max", "deadband")
@@ -301,6 +307,10 @@ class ControlParams:
              f"unknown collision_avoidance '{self.collision_avoidance}'; valid: {', '.join(COLLISION_AVOIDANCE)}")
         need(math.isfinite(self.safety_margin_m) and self.safety_margin_m >= 0,
              f"safety_margin_m must be >= 0 (got {self.safety_margin_m})")
+        for name in ("packing_gap_m", "deadlock_s"):
+            lo, hi = ControlParams.RANGES[name]
+            value = getattr(self, name)
+            need(math.isfinite(value) and lo <= value <= hi, f"{name} must be in [{lo:g}, {hi:g}] (got {value})")
         need(self.cbf_gamma * self.control_period_s <= 1.0 + 1e-9,
              f"cbf_gamma must be at most 1 / control_period_s = {1.0 / self.control_period_s:g} (got "
              f"{self.cbf_gamma:g}): a larger rate lets a pair cross d_min between two control ticks")

@@ -16,9 +16,10 @@ controller's nominal command and the robot, in each kinematics:
 Distances (module ``collision``): ``clearance_m = r_i + r_j + safety_margin_m`` is what the filter keeps between
 the robots' centres (their footprints plus the margin): the *d_min* that summaries and tests check.
 ``d_min_m`` is the distance the filter keeps between its points: ``clearance_m`` plus ``2 l`` (unicycles), the
-braking distance (point mass) and ``2 v τ`` for neighbour positions up to ``delay_s`` = τ old (ROS: the age budget
-of the ``nearby`` positions, ``consensus.ros.robot``). A robot does not know its neighbours' footprints: ``r_j`` is
-the largest footprint of the fleet (``fleet_radius``).
+braking distance (point mass) and ``2 v τ`` for neighbour positions up to ``delay_s`` = τ old (a fixed worst case,
+0 by default: the robot core adds instead, per neighbour and tick, that position's measured age times the pair's
+measured closing speed, ``consensus.control.robot_core``). A robot does not know its neighbours' footprints:
+``r_j`` is the largest footprint of the fleet (``fleet_radius``).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class Avoidance:
     (``filter_batch``/``filter_batch_unicycle``, headless loops); counts into ``counters``."""
 
     def __init__(self, *, kinematics: str, v_max: float, w_max: float, gamma: float, margin: float, radius: float,
-                 fleet_radius: float | None = None, delay_s: float = 0.0) -> None:
+                 fleet_radius: float | None = None, delay_s: float = 0.0, fence=None) -> None:
         self.kinematics = kinematics
         self.v_max, self.w_max, self.gamma = float(v_max), float(w_max), float(gamma)
         self.unicycle = kinematics == "unicycle"
@@ -54,13 +55,21 @@ class Avoidance:
                                        a_max=a_max, delay_s=delay_s)
         self.delay_s = float(delay_s)
         self.counters = CollisionCounters()
+        # the geofence less the footprint (and a unicycle's offset): the filtered point's box, a barrier too
+        self.bounds = None
+        if fence is not None:
+            inset = radius + self.offset
+            lo, hi = (np.asarray(x, dtype=float) for x in fence)
+            if np.all(hi - lo > 2 * inset):
+                self.bounds = (lo + inset, hi - inset)
 
     # ------------------------------------------------------------------ one robot (ROS robot base)
-    def filter(self, pos, u_nom, neighbours) -> np.ndarray:
+    def filter(self, pos, u_nom, neighbours, d_min=None) -> np.ndarray:
         """A world-frame velocity ``(d,)`` for the robot at ``pos`` from its nominal one and the positions
-        ``(k, d)`` it knows of the others."""
-        u, _ = filter_velocity(pos, u_nom, neighbours, self.d_min_m, self.point_v_max, self.gamma,
-                               counters=self.counters)
+        ``(k, d)`` it knows of the others; ``d_min``: one per neighbour (the robot core adds each position's age
+        margin, ``consensus.control.robot_core``), default ``d_min_m``."""
+        u, _ = filter_velocity(pos, u_nom, neighbours, self.d_min_m if d_min is None else d_min, self.point_v_max,
+                               self.gamma, counters=self.counters, bounds=self.bounds)
         return u
 
     def filter_unicycle(self, pose, v: float, w: float, neighbours) -> tuple[float, float]:
@@ -117,18 +126,18 @@ def avoidance_from_config(cfg, *, ros: bool, kinematics: str | None = None, v_ma
                           fleet_radius: float | None = None, delay_s: float = 0.0) -> Avoidance | None:
     """The filter of a robot of ``cfg`` (a config with the control group), or None when the rule of
     ``ControlParams.resolved_collision_avoidance(ros=...)`` says ``none``. ``kinematics``, ``v_max``, ``w_max``,
-    ``radius`` default to the config's (a robots file's entry passes its preset's)."""
+    ``radius`` default to the config's (a robots file's entry passes its preset's). The config's ``workspace``
+    (the geofence) less the footprint binds the filter too (``filter_velocity``'s ``bounds``)."""
     if cfg.resolved_collision_avoidance(ros=ros) != "cbf":
         return None
     r = cfg.footprint_radius_m if radius is None else radius
+    fence = None
+    workspace = getattr(cfg, "workspace", None)
+    if workspace is not None and len(workspace) in (2, 4):
+        ws = np.asarray(workspace, dtype=float).reshape(-1, 2)
+        fence = (ws[:, 0], ws[:, 1])
     return Avoidance(kinematics=kinematics or cfg.kinematics, v_max=cfg.v_max if v_max is None else v_max,
                      w_max=cfg.w_max if w_max is None else w_max, gamma=cfg.cbf_gamma, margin=cfg.safety_margin_m,
-                     radius=r, fleet_radius=fleet_radius, delay_s=delay_s)
+                     radius=r, fleet_radius=fleet_radius, delay_s=delay_s, fence=fence)
 
 
-def nearby_age_s(cfg) -> float:
-    """The age budget [s] of the neighbour positions a ROS robot filters with (``d_min`` grows by ``2 v τ`` for
-    it): one state period (``1 / state_rate_hz``: how old a robot's broadcast position can be), one control period
-    (the ``nearby`` relay's period) and the run's link delay (``link_delay_s``, where the run has a link model).
-    Dropped deliveries are not in the budget (docs/real-robots.md)."""
-    return 1.0 / cfg.state_rate_hz + cfg.control_period_s + float(getattr(cfg, "link_delay_s", 0.0))

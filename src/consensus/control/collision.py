@@ -277,13 +277,19 @@ def _check_d_min(d_min, shape: tuple[int, ...]) -> np.ndarray | float:
 
 
 def filter_velocity(p_i, u_nom, neighbours_p, d_min, v_max: float, gamma: float = 1.0, *,
-                    counters: CollisionCounters | None = None) -> tuple[np.ndarray, FilterInfo]:
+                    counters: CollisionCounters | None = None, bounds=None) -> tuple[np.ndarray, FilterInfo]:
     """The safe velocity of one robot (module docstring).
 
     ``p_i`` (d,) its position, ``u_nom`` (d,) its nominal world-frame velocity, ``neighbours_p`` (k, d) the
     positions it knows of its neighbours (NaN rows: unknown, ignored), ``d_min`` a number or one per neighbour
     (k,), ``v_max`` [m/s], ``gamma`` [1/s]. Returns ``(u (d,), FilterInfo)``; ``|u| <= v_max`` always. A
     non-finite own position gives a zero command (``invalid``); a non-finite ``u_nom`` is treated as zero.
+
+    ``bounds`` = ``(lo (d,), hi (d,))``, optional: a box the point must stay in (the geofence less the footprint),
+    as barrier rows too: ``h = hi - p >= 0`` and ``p - lo >= 0`` per axis, ``ḣ >= -γ h``, i.e. ``u_a <= γ (hi_a -
+    p_a)`` and ``-u_a <= γ (p_a - lo_a)``. No command, filtered or not, then takes the robot out of the box (one
+    outside is brought back in at the rate γ). With every pair at least ``d_min`` apart and the robot inside, ``u =
+    0`` still satisfies every row, so the QP stays feasible.
     """
     v_max, gamma = _check_common(v_max, gamma)
     p = np.asarray(p_i, dtype=float)
@@ -307,8 +313,16 @@ def filter_velocity(p_i, u_nom, neighbours_p, d_min, v_max: float, gamma: float 
         b = (0.5 * gamma) * (dist2 - dm * dm)
         dist = np.sqrt(dist2)
         bind = 2.0 * v_max * dist > b
-        cmd, method = _safe_command(-2.0 * dp[bind], b[bind], u0, v_max)
-        n_known, n_rows = int(dist.size), int(bind.sum())
+        a_rows, b_rows = -2.0 * dp[bind], b[bind]
+        if bounds is not None:
+            lo, hi = (np.asarray(x, dtype=float).reshape(p.size) for x in bounds)
+            eye = np.eye(p.size)
+            fa = np.vstack([eye, -eye])
+            fb = gamma * np.concatenate([hi - p, p - lo])
+            near = fb < v_max                     # a wall row can bind only within v_max / γ of the wall
+            a_rows, b_rows = np.vstack([a_rows, fa[near]]), np.concatenate([b_rows, fb[near]])
+        cmd, method = _safe_command(a_rows, b_rows, u0, v_max)
+        n_known, n_rows = int(dist.size), int(len(b_rows))
         nearest = float(dist.min()) if dist.size else math.inf
     intervened = not finite_nom or any(abs(c - n) > INTERVENTION_TOL for c, n in zip(cmd.tolist(), u0.tolist()))
     info = FilterInfo(METHODS[method], intervened, n_known, n_rows, nearest)

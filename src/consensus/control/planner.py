@@ -14,10 +14,19 @@ import numpy as np
 
 @dataclass(frozen=True)
 class PlanRequest:
+    """``own`` and ``neighbors`` are the states the planner's rule runs on: the positions (the papers' point robots,
+    and the LLM's default wording), or the meeting points (robots with bodies: ``consensus.control.robot_core``).
+    Both are also given by name, for planners that show both (the LLM with ``meeting_points: on``); a caller that
+    knows only one kind leaves the others None."""
+
     robot_id: int
     own: np.ndarray                 # shape (dim,)
     neighbors: Sequence[np.ndarray]  # in-neighbour states, each shape (dim,); may be empty
     round: int                      # 0-based planning round of this robot
+    own_position: np.ndarray | None = None                   # where the robot stands
+    neighbor_positions: Sequence[np.ndarray] | None = None   # where its in-neighbours stand (same order)
+    own_meeting_point: np.ndarray | None = None              # its meeting point (its last target, or its position)
+    neighbor_meeting_points: Sequence[np.ndarray] | None = None   # its in-neighbours' meeting points
 
 
 @dataclass

@@ -150,16 +150,17 @@ def convergence_summary(times: np.ndarray, positions: np.ndarray, tol: float,
     """JSON-able summary of a run.
 
     Keys: converged, converged_on, tolerance_m, final_spread_m (the positions'), consensus_point,
-    time_to_converge_s, initial_spread_m, initial_centroid, distance_consensus_to_initial_centroid_m; with
-    ``targets`` also target_spread_m (the final targets' spread: the planners' agreement) and min_pair_distance_m
-    (the closest two robots ever came). ``initial_positions`` defaults to ``positions[0]``.
+    time_to_converge_s, initial_spread_m, initial_centroid, distance_consensus_to_initial_centroid_m,
+    farthest_from_consensus_m (the robot farthest from the consensus point at the end); with ``targets`` also
+    target_spread_m (the final targets' spread: the planners' agreement) and min_pair_distance_m (the closest two
+    robots ever came). ``initial_positions`` defaults to ``positions[0]``.
 
     Without ``d_min`` (point robots) a run has converged when the positions' spread stays below ``tol`` to the end
     (``converged_on: "positions"``), and the consensus point is the final centroid of the positions. With
     ``d_min`` (robots kept ``d_min`` apart by collision avoidance, which cannot meet at one point) it is judged
-    by ``packed_agreement_mask`` (``converged_on: "targets"``): the targets' spread below ``tol`` and every robot
-    within ``packing_radius(n, d_min)`` (reported as packing_radius_m) of the targets' centroid, which is then the
-    consensus point.
+    by ``packed_agreement_mask`` (``converged_on: "targets"``): the targets' spread below ``tol`` (the robots agree
+    on a meeting point) and every robot within ``packing_radius(n, d_min)`` (reported as packing_radius_m) of the
+    targets' centroid, which is then the consensus point: the agreed meeting point.
     """
     times, positions = _check_series(times, positions)
     if len(times) == 0:
@@ -187,6 +188,9 @@ def convergence_summary(times: np.ndarray, positions: np.ndarray, tol: float,
         extra["target_spread_m"] = _num(spread(tg[-1])) if np.isfinite(tg[-1]).all(axis=1).any() else None
         mins = min_pair_distance_series(positions)
         extra["min_pair_distance_m"] = _num(float(np.nanmin(mins))) if np.isfinite(mins).any() else None
+    with np.errstate(invalid="ignore"):
+        far = np.linalg.norm(positions[-1] - final_c, axis=1)
+    extra["farthest_from_consensus_m"] = _num(float(np.nanmax(far))) if np.isfinite(far).any() else None
     init_c = consensus_point(init)
     return {
         "converged": ttc is not None,
@@ -226,13 +230,13 @@ def min_pair_distance_series(positions: np.ndarray) -> np.ndarray:
 
 
 def packing_radius(n: int, d_min: float) -> float:
-    """How far from the consensus point ``n`` robots kept ``d_min`` apart may have to stand:
-    ``(sqrt(n) / 2 + 1) d_min``. A hexagonal packing of n discs of diameter ``d_min`` fits in a circle of radius
-    about ``(0.53 sqrt(n) + 0.5) d_min``; the rule leaves another ``d_min / 2`` for the looser packings a safety
-    filter ends in (measured: 20 robots of every kinematics end within 2.9 ``d_min``, the rule's 3.2)."""
+    """How far from their agreed point ``n`` robots kept ``d_min`` apart (the clearance between centres that their
+    collision filter keeps at rest; for unicycles plus twice the filtered point's offset) may stand once packed:
+    ``d_min × (1 + √n)``. Their slots (``consensus.control.packing``: a hexagonal packing of spacing ``d_min +
+    packing_gap_m``) lie within it for any gap up to ``0.9 d_min``."""
     if not (d_min > 0 and math.isfinite(d_min)):
         raise ValueError(f"d_min must be a finite number > 0, got {d_min}")
-    return (0.5 * math.sqrt(max(int(n), 1)) + 1.0) * float(d_min)
+    return (1.0 + math.sqrt(max(int(n), 1))) * float(d_min)
 
 
 def arrival_radius(tolerance: float, k: int, d_min: float | None) -> float:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 
-from consensus.control.avoidance import Avoidance, avoidance_from_config, nearby_age_s
+from consensus.control.avoidance import Avoidance, avoidance_from_config
 from consensus.control.safety import Geofence
 from consensus.errors import ConfigError
 from consensus.robots.presets import POSE_SOURCES, PRESETS, TWIST, TWIST_STAMPED, Preset, resolve
@@ -237,8 +237,7 @@ def fleet_footprint(cfg) -> float:
 def fleet_avoidance(cfg, *, ros: bool) -> Avoidance | None:
     """The filter as the whole fleet of ``cfg`` (a ``RobotBaseConfig``-like config) is filtered, seen from outside
     the robots (a node that judges arrival, a headless loop): the fleet's largest footprint on both sides of a pair
-    (``fleet_footprint``) and, in a ROS run (``ros``), the age budget of the ``nearby`` positions
-    (``nearby_age_s``), so ``d_min_m`` is the largest any robot keeps. None when the rule says ``none``."""
+    (``fleet_footprint``), so ``d_min_m`` is the largest any robot keeps at rest (a moving robot adds its neighbours'
+    age margins, ``consensus.control.robot_core``). None when the rule says ``none``."""
     radius = fleet_footprint(cfg)
-    return avoidance_from_config(cfg, ros=ros, radius=radius, fleet_radius=radius,
-                                 delay_s=nearby_age_s(cfg) if ros else 0.0)
+    return avoidance_from_config(cfg, ros=ros, radius=radius, fleet_radius=radius)

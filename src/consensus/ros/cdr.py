@@ -42,6 +42,14 @@ def pose_array_xy(raw: bytes) -> np.ndarray | None:
     return poses[:, :2].copy()
 
 
+def header_stamp_ns(raw: bytes) -> int | None:
+    """The header stamp [ns] of a serialized stamped message (the header comes first), or None when not XCDR1-LE."""
+    if len(raw) < 12 or raw[:2] != _CDR_LE:
+        return None
+    sec, nsec = struct.unpack_from("<iI", raw, 4)
+    return sec * 1_000_000_000 + nsec
+
+
 def odom_pose(raw: bytes) -> tuple[float, float, float, float, float, float, float] | None:
     """(x, y, z, qx, qy, qz, qw) of a serialized nav_msgs/Odometry, or None when the buffer is not XCDR1-LE."""
     if len(raw) < 4 or raw[:2] != _CDR_LE:

@@ -1,50 +1,106 @@
 """The ``nearby`` relay: every robot's position to every other robot, for collision avoidance.
 
 ``NearbyRelay(node, cfg)`` subscribes ``/robot_<j>/state`` of every robot and publishes, every control period, to
-each robot i ``/robot_<i>/nearby`` (geometry_msgs/PoseArray, frame ``world``): the positions of all the other
-robots, whatever the communication graph. Why not ``neighbors``: the planning graph says whom a robot *listens
-to*; collision avoidance needs every robot it can physically meet (a ring's robot i meets robot i + 3 at the
-meeting point), so this set is the proximity set of the whole fleet, independent of the graph (docs/real-robots.md).
-It goes through the same link model as the planning graph's deliveries (``link_delay_s``: the position delivered is
-the newest one at least that old; ``link_drop_prob``: per link and delivery, seeded, the link keeps its previous
-delivery), and a position older than ``robot_timeout_s + link_delay_s`` is left out (a lost robot).
+each robot i ``/robot_<i>/nearby``: the positions of all the other robots, whatever the communication graph. Why not
+``neighbors``: the planning graph says whom a robot *listens to*; collision avoidance needs every robot it can
+physically meet (a ring's robot i meets robot i + 3 at the meeting point), so this set is the proximity set of the
+whole fleet, independent of the graph (docs/real-robots.md). It goes through the same link model as the planning
+graph's deliveries (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``, and a position older than
+``robot_timeout_s + link_delay_s`` is left out: a lost robot).
 
-Hosted by a node that runs in every run whose robots move (the aggregation's ``topology``); vectorised over the
-n × n links, so 100 robots cost one array update and 100 publishes per period. A state with a non-finite or absurd
-position, or undecodable, is dropped and counted in the host's ``Health``.
+**The message** (``sensor_msgs/PointCloud2``, frame ``world``, one row of points, little-endian; ``NEARBY_FIELDS``):
+``x``, ``y``, ``z`` (float64: the position; z = 0), ``age`` (float32: seconds from when the relay received that
+position to the message's header stamp), ``speed`` (float32: the robot's speed measured from its last two states,
+timed by their header stamps, at most ``v_max``, m/s), ``id`` (int32: the robot's index). A robot adds the time
+since the header stamp to each ``age``: the filter then widens its distance to each neighbour by that position's age
+times the pair's closing speed (``consensus.control.robot_core``), instead of a fixed worst case.
+PointCloud2 is the standard message for points that carry named fields; RViz and Foxglove draw it.
+
+Hosted by a node that runs in every run whose robots move (the aggregation's ``topology``, the disaster grid, the
+naming game's matchmaker); vectorised over the n × n links. A state with a non-finite or absurd position, or
+undecodable, is dropped and counted in the host's ``Health``.
 """
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
-from geometry_msgs.msg import PointStamped, PoseArray
+from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
+from sensor_msgs.msg import PointCloud2, PointField
 
 from consensus import names
+from consensus.control.robot_core import Nearby
+from consensus.graphs.links import LinkModel
 from consensus.ros import qos
-from consensus.ros.cdr import pose_array_bytes
-from consensus.ros.params import Health, guarded, read_xy
+from consensus.ros.cdr import header_stamp_ns
+from consensus.ros.params import MAX_ABS_VALUE, Health, guarded, read_xy
+
+NEARBY_FIELDS = (("x", PointField.FLOAT64, "<f8"), ("y", PointField.FLOAT64, "<f8"), ("z", PointField.FLOAT64, "<f8"),
+                 ("age", PointField.FLOAT32, "<f4"), ("speed", PointField.FLOAT32, "<f4"),
+                 ("id", PointField.INT32, "<i4"))
+NEARBY_DTYPE = np.dtype([(name, code) for name, _, code in NEARBY_FIELDS])
+
+
+def nearby_cloud(stamp_ns: int, xy: np.ndarray, age: np.ndarray, speed: np.ndarray, ids: np.ndarray) -> PointCloud2:
+    """A ``nearby`` message of ``k`` robots (module docstring)."""
+    k = len(xy)
+    pts = np.zeros(k, dtype=NEARBY_DTYPE)
+    if k:
+        pts["x"], pts["y"] = xy[:, 0], (xy[:, 1] if xy.shape[1] > 1 else 0.0)
+        pts["age"], pts["speed"], pts["id"] = age, speed, ids
+    msg = PointCloud2()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    msg.header.frame_id = names.WORLD_FRAME
+    msg.height, msg.width = 1, k
+    msg.fields = [PointField(name=name, offset=NEARBY_DTYPE.fields[name][1], datatype=dt, count=1)
+                  for name, dt, _ in NEARBY_FIELDS]
+    msg.is_bigendian = False
+    msg.point_step = NEARBY_DTYPE.itemsize
+    msg.row_step = NEARBY_DTYPE.itemsize * k
+    msg.data = pts.tobytes()
+    msg.is_dense = True
+    return msg
+
+
+def read_nearby(raw: bytes, now_s: float, dim: int) -> tuple[Nearby, int] | None:
+    """A serialized ``nearby`` message as the robot core's ``Nearby`` (ages brought to ``now_s``) and the number of
+    points dropped for a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position; None when it is not one (another
+    layout, a short buffer): the caller counts a bad message."""
+    try:
+        msg = deserialize_message(raw, PointCloud2)
+        layout = [(f.name, f.offset, f.datatype) for f in msg.fields]
+        if (msg.is_bigendian or msg.point_step != NEARBY_DTYPE.itemsize or layout != [
+                (name, NEARBY_DTYPE.fields[name][1], dt) for name, dt, _ in NEARBY_FIELDS]):
+            return None
+        pts = np.frombuffer(bytes(msg.data), dtype=NEARBY_DTYPE, count=msg.width * msg.height)
+    except Exception:  # noqa: BLE001 - an undecodable message is the caller's counted bad message
+        return None
+    xy = np.column_stack([pts["x"], pts["y"]])[:, :dim]
+    with np.errstate(invalid="ignore"):
+        good = (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)              # False for NaN and +-inf too
+    stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+    age = np.nan_to_num(pts["age"].astype(float), nan=0.0, posinf=0.0).clip(0.0) + max(now_s - stamp, 0.0)
+    speed = np.nan_to_num(pts["speed"].astype(float), nan=0.0, posinf=0.0).clip(0.0)
+    return Nearby(xy[good], age[good], speed[good], pts["id"].astype(int)[good]), int(len(xy) - good.sum())
 
 
 class NearbyRelay:
     def __init__(self, node: Node, cfg, health: Health, *, seed_offset: int = 104729) -> None:
         self.node, self.cfg, self.health = node, cfg, health
         n = self.n = cfg.num_robots
-        self.delay_s = float(getattr(cfg, "link_delay_s", 0.0))
-        self.drop_prob = float(getattr(cfg, "link_drop_prob", 0.0))
-        self.max_age = cfg.robot_timeout_s + self.delay_s
-        keep = max(2, int(np.ceil((self.delay_s + 1.0) * max(cfg.state_rate_hz, 1.0) * 2)))
-        self.history: list[deque] = [deque(maxlen=keep) for _ in range(n)]
-        self.rng = np.random.default_rng(cfg.seed + seed_offset)
-        self.pos = np.full((n, n, 2), np.nan)          # pos[i, j]: where i last got j
-        self.stamp = np.full((n, n), -np.inf)          # receive time of that position
+        delay = float(getattr(cfg, "link_delay_s", 0.0))
+        # a sample: x, y and the speed measured from the robot's previous state
+        self.links = LinkModel(n, 3, delay_s=delay, drop_prob=float(getattr(cfg, "link_drop_prob", 0.0)),
+                               max_age_s=cfg.robot_timeout_s + delay, seed=cfg.seed + seed_offset,
+                               rate_hz=cfg.state_rate_hz)
+        self.last = np.full((n, 3), np.nan)           # stamp, x, y of every robot's previous state
+        self.v_max = float(cfg.v_max)
         self.published = 0
         for j in range(n):
             node.create_subscription(PointStamped, names.STATE.of(j), guarded(self._on_state(j), "nearby.state",
                                                                               health),
                                      qos.profile(names.STATE), raw=True)
-        self.pubs = [node.create_publisher(PoseArray, names.NEARBY.of(i), qos.profile(names.NEARBY))
+        self.pubs = [node.create_publisher(PointCloud2, names.NEARBY.of(i), qos.profile(names.NEARBY))
                      for i in range(n)]
         node.create_timer(cfg.control_period_s, guarded(self.relay, "nearby.relay", health))
 
@@ -54,33 +110,25 @@ class NearbyRelay:
     def _on_state(self, j: int):
         def cb(raw: bytes) -> None:
             p = read_xy(raw, PointStamped, self.health, "nearby.state")
-            if p is not None:
-                self.history[j].append((self._now(), p))
+            if p is None:
+                return
+            now = self._now()
+            # the speed between the robot's last two states, timed by their own stamps (two states that arrive in
+            # one burst are still a state period apart), at most the fleet's speed limit
+            stamp_ns = header_stamp_ns(raw) if isinstance(raw, bytes) else None
+            t = stamp_ns * 1e-9 if stamp_ns else now
+            t0, x0, y0 = self.last[j]
+            dt = t - t0
+            speed = float(np.hypot(p[0] - x0, p[1] - y0) / dt) if np.isfinite(t0) and dt > 1e-3 else 0.0
+            self.last[j] = (t, p[0], p[1])
+            self.links.record(j, now, (p[0], p[1], min(speed, self.v_max)))
         return cb
 
-    def _latest(self, now: float) -> tuple[np.ndarray, np.ndarray]:
-        """The newest state of every robot at least ``link_delay_s`` old (NaN, -inf where none)."""
-        xy = np.full((self.n, 2), np.nan)
-        t = np.full(self.n, -np.inf)
-        cutoff = now - self.delay_s
-        for j, hist in enumerate(self.history):
-            for tj, p in reversed(hist):
-                if tj <= cutoff:
-                    xy[j], t[j] = p, tj
-                    break
-        return xy, t
-
     def relay(self) -> None:
-        now = self._now()
-        xy, t = self._latest(now)
-        update = np.broadcast_to(np.isfinite(t)[None, :], (self.n, self.n))
-        if self.drop_prob > 0:
-            update = update & (self.rng.random((self.n, self.n)) >= self.drop_prob)
-        self.pos = np.where(update[:, :, None], xy[None, :, :], self.pos)
-        self.stamp = np.where(update, t[None, :], self.stamp)
-        fresh = (now - self.stamp) <= self.max_age
-        np.fill_diagonal(fresh, False)
-        stamp_ns = self.node.get_clock().now().nanoseconds
+        now_ns = self.node.get_clock().now().nanoseconds
+        now = now_ns * 1e-9
+        values, times = self.links.deliver(now)
         for i, pub in enumerate(self.pubs):
-            pub.publish(pose_array_bytes(stamp_ns, names.WORLD_FRAME, self.pos[i][fresh[i]]))
+            known = np.flatnonzero(np.isfinite(times[i]))
+            pub.publish(nearby_cloud(now_ns, values[i, known, :2], now - times[i, known], values[i, known, 2], known))
         self.published += 1

@@ -23,6 +23,7 @@ from consensus.settings import (AgentsParams, FlatParams, LiveViewParams, LLMPar
 
 PLANNERS = ("llm", "average", "average_no_self", "stubborn", "suggestible")
 PERSONALITIES = ("none", "stubborn", "suggestible")
+MEETING_POINTS = ("auto", "on", "off")
 
 
 @dataclass
@@ -51,6 +52,11 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
     planner: str = "average"          # not llm: an LLM run is asked for (--planner llm), never started by accident
     personalities: list[str] = field(default_factory=list)   # per robot; empty = all "none"
     keep_history: bool = False        # the LLM planner keeps its chat history (paper 1's 1-D setting)
+    # what the planners agree on: "on" = the neighbours' meeting points (their last targets; the classical planners
+    # run their rule on them, the LLM is shown them beside the positions and its tools compute on them), "off" = the
+    # positions (the papers' point robots), "auto" = on for the classical planners when bodies are filtered
+    # (collision avoidance cbf), else off (the LLM keeps the paper's wording: the positions the others hold)
+    meeting_points: str = "auto"
 
     # run
     duration_s: float = 40.0          # the run's length, or its upper bound when settle_s ends it earlier
@@ -65,6 +71,8 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
     def check(self) -> None:
         need(self.num_robots >= 2, f"num_robots must be at least 2 for an aggregation (got {self.num_robots})")
         need(self.planner in PLANNERS, f"unknown planner '{self.planner}'; valid: {', '.join(PLANNERS)}")
+        need(self.meeting_points in MEETING_POINTS,
+             f"unknown meeting_points '{self.meeting_points}'; valid: {', '.join(MEETING_POINTS)}")
         need_positive(self, "neighbor_rate_hz", "duration_s", "converge_tol_m")
         need(self.settle_s >= 0, f"settle_s must be >= 0 (0 = run for duration_s; got {self.settle_s})")
         need(self.link_delay_s >= 0, f"link_delay_s must be >= 0 (got {self.link_delay_s})")
@@ -93,6 +101,16 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
                 raise ConfigError(f"adjacency is not valid YAML/JSON: {exc}") from None
         return make_graph(self.topology, self.num_robots, directed=self.directed if self.directed else None,
                           seed=self.seed, p=self.topology_p, adjacency=adjacency, leader=self.leader)
+
+    def plans_on_meeting_points(self, *, ros: bool) -> bool:
+        """Do the classical planners run their rule on the neighbours' meeting points (``meeting_points``)?"""
+        if self.meeting_points != "auto":
+            return self.meeting_points == "on"
+        return self.resolved_collision_avoidance(ros=ros) == "cbf"
+
+    def llm_shows_meeting_points(self) -> bool:
+        """Is the LLM shown the others' meeting points beside their positions (``meeting_points: on``)?"""
+        return self.meeting_points == "on"
 
     def personality_of(self, robot: int) -> str:
         ps = [p for p in self.personalities if p]

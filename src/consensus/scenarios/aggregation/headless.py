@@ -50,12 +50,14 @@ import numpy as np
 
 from consensus.control.kinematics import initial_positions
 from consensus.scenarios.aggregation.config import AggregationConfig
-from consensus.control.controller import PController, UnicycleController
 from consensus.control.kinematics import PointMassPID, step_single_integrator, step_unicycle
 from consensus.errors import ConfigError
 from consensus.graphs.topology import Graph
 from consensus.llm.base import LLMClient
-from consensus.control.avoidance import Avoidance, avoidance_from_config
+from consensus.control.avoidance import Avoidance, avoidance_from_config, sum_collision
+from consensus.control.collision import near_identity_point
+from consensus.control.robot_core import Command, Heard, Nearby, RobotCore
+from consensus.graphs.links import LinkModel
 from consensus.metrics.convergence import SettleWatch, convergence_summary, packing_radius, spread
 from consensus.control.planner import Planner, PlanRequest, PlanResult
 from consensus.scenarios.aggregation.planners.factory import planners_from_config
@@ -86,7 +88,10 @@ def count_rounds(cfg: AggregationConfig, rounds: int | None = None) -> int:
 
 def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rounds: int | None = None,
                  progress: Callable[[int, int], None] | None = None) -> AggregationResult:
-    """Simulate an aggregation run; ``progress(done_rounds, total_rounds)`` is called after each round."""
+    """Simulate an aggregation run; ``progress(done_rounds, total_rounds)`` is called after each round.
+
+    Every robot's decisions are its ``RobotCore`` (``consensus.control.robot_core``), the one the ROS robot node
+    calls; this loop only simulates the bodies and the links between the robots (``consensus.graphs.links``)."""
     cfg.validate()
     n_rounds = count_rounds(cfg, rounds)
     planners = planners_from_config(cfg, client)
@@ -99,11 +104,33 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     yaw = np.zeros(n)
     unicycle = cfg.kinematics == "unicycle"
     mass = PointMassPID(n, d) if cfg.kinematics == "point_mass_pid" else None
-    if unicycle:
-        uni = UnicycleController(k_v=cfg.kp, v_max=cfg.v_max, w_max=cfg.w_max, deadband=cfg.deadband)
-    else:
-        pctl = PController(kp=cfg.kp, v_max=cfg.v_max, deadband=cfg.deadband)
     avoid = headless_avoidance(cfg)
+    workers = min(cfg.llm_concurrency, n) if cfg.planner == "llm" else 1
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="planner") if workers > 1 else None
+    on_mps = cfg.planner != "llm" and cfg.plans_on_meeting_points(ros=False)
+    # a unicycle with the filter is filtered on its near-identity point, and here every robot knows the others'
+    # points (consensus.control.robot_core: nearby_points)
+    cores = [RobotCore(cfg, i, planners[i], pool=pool, avoid=headless_avoidance(cfg), meeting_points=on_mps,
+                       nearby_points=unicycle) for i in range(n)]
+    # what the robots broadcast (position, meeting point, measured speed) goes through the link model: over the
+    # graph's links for planning, to everyone for the collision filter (as the ROS topology and nearby relays)
+    width = 2 * d + 1
+    link_kw = dict(delay_s=cfg.link_delay_s, drop_prob=cfg.link_drop_prob, rate_hz=1.0 / dt,
+                   max_age_s=cfg.robot_timeout_s + cfg.link_delay_s)
+    graph_links = LinkModel(n, width, seed=cfg.seed + 7919, **link_kw)
+    nearby_links = LinkModel(n, width, seed=cfg.seed + 104729, **link_kw) if avoid is not None else None
+    speed = np.zeros(n)
+
+    def broadcast(t: float) -> None:
+        for i, core in enumerate(cores):
+            core.observe(t, pos[i], yaw[i])
+        sample = np.column_stack([pos, np.array([c.meeting_point() for c in cores]), speed])
+        graph_links.record_all(t, sample)
+        if nearby_links is not None:
+            if unicycle:
+                sample = sample.copy()
+                sample[:, :d] = near_identity_point(np.column_stack([pos, yaw]), avoid.offset)
+            nearby_links.record_all(t, sample)
 
     total = n_rounds * steps + 1
     times = np.arange(total) * dt
@@ -118,40 +145,56 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     settle.update(0.0, agreement_measure(pos, target, avoid))
     end_reason = "max_rounds" if (rounds is not None or cfg.max_rounds) else "duration"
     rounds_run = n_rounds
-    workers = min(cfg.llm_concurrency, n) if cfg.planner == "llm" else 1
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="planner") if workers > 1 else None
+    broadcast(0.0)
     try:
         for r in range(n_rounds):
             k0 = r * steps
+            t0 = float(times[k0])
             settled = False
-            results = _plan_round(planners, graph, pos, r, pool)
-            for i, res in enumerate(results):
-                if res.target is not None:
-                    target[i] = res.target
-                elif not np.all(np.isfinite(target[i])):
-                    target[i] = pos[i]          # round-0 fallback: hold the current position
-                plan_log.append(_log_entry(float(times[k0]), r, i, target[i], res))
-                _count(counters, res)
+            values, _ = graph_links.deliver(t0, graph.adj)
+            results = []
+            for i, core in enumerate(cores):
+                heard = values[i, graph.in_neighbors(i)]
+                heard = heard[np.isfinite(heard[:, :d]).all(axis=1)]
+                core.plan(t0, Heard(heard[:, :d], heard[:, d:2 * d]))
+            for i, core in enumerate(cores):          # results in robot order: deterministic whenever the client is
+                core.wait()
+                res = core.pending.result()[1] if core.pending is not None else None
+                rec = core.collect(t0)
+                target[i] = core.target
+                if rec is not None:
+                    plan_log.append(_log_entry(t0, r, i, target[i], res))
+                    results.append(res)
+                    _count(counters, res)
             for k in range(k0, k0 + steps):
+                t = float(times[k])
                 targets[k] = target
+                nearby = None
+                if nearby_links is not None:
+                    nv, nt = nearby_links.deliver(t)
+                cmds = []
+                for i, core in enumerate(cores):
+                    if nearby_links is not None:
+                        known = np.flatnonzero(np.isfinite(nv[i, :, 0]))
+                        nearby = Nearby(nv[i, known, :d], t - nt[i, known], nv[i, known, 2 * d], known)
+                    cmds.append(core.step(t, nearby))
                 if unicycle:
-                    pose = np.column_stack([pos, yaw])
-                    v, w = uni.compute_batch(pose, target)
-                    if avoid is not None:
-                        v, w = avoid.filter_batch_unicycle(pose, v, w)
-                    pose = step_unicycle(pose, v, w, dt)
-                    pos, yaw = pose[:, :2], pose[:, 2]
+                    v = np.array([c.vx for c in cmds])
+                    w = np.array([c.wz for c in cmds])
+                    pose = step_unicycle(np.column_stack([pos, yaw]), v, w, dt)
+                    new, yaw = pose[:, :2], pose[:, 2]
                 elif mass is not None and avoid is not None:
-                    u = avoid.filter_batch(pos, pctl.compute_batch(pos, target))
-                    pos = mass.step(pos, mass.target_for_velocity(pos, u, dt), dt)
+                    u = _velocities(cmds, d)
+                    new = mass.step(pos, mass.target_for_velocity(pos, u, dt), dt)
                 elif mass is not None:
-                    pos = mass.step(pos, target, dt)
+                    goals = np.array([c.goal if c.goal is not None else pos[i] for i, c in enumerate(cmds)])
+                    new = mass.step(pos, goals, dt)
                 else:
-                    u = pctl.compute_batch(pos, target)
-                    if avoid is not None:
-                        u = avoid.filter_batch(pos, u)
-                    pos = step_single_integrator(pos, u, dt)
+                    new = step_single_integrator(pos, _velocities(cmds, d), dt)
+                speed = np.linalg.norm(new - pos, axis=1) / dt
+                pos = new
                 positions[k + 1] = pos
+                broadcast(float(times[k + 1]))
                 settled = settle.update(float(times[k + 1]), agreement_measure(pos, target, avoid))
             if progress is not None:
                 progress(r + 1, n_rounds)
@@ -169,9 +212,24 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                                   targets=targets, d_min=None if avoid is None else avoid.d_min_m)
     summary.update(llm_calls=counters["calls"], llm_fallbacks=sum(counters["fallbacks"].values()),
                    parse_failures=counters["parse_failures"], clamped=counters["clamped"], rounds=rounds_run,
-                   end_reason=end_reason, settle_s=cfg.settle_s, **collision_summary(avoid))
+                   end_reason=end_reason, settle_s=cfg.settle_s,
+                   **collision_summary(avoid, [c.avoid.info() for c in cores if c.avoid is not None]),
+                   **packing_summary(cores))
     return AggregationResult(times=times, positions=positions, targets=targets, plan_log=plan_log,
                              counters=counters, summary=summary)
+
+
+def _velocities(cmds: list[Command], d: int) -> np.ndarray:
+    return np.array([[c.vx, c.vy][:d] for c in cmds], dtype=float)
+
+
+def packing_summary(cores: Sequence[RobotCore]) -> dict:
+    """The summary's packing keys of robots with bodies: ``deadlocks`` (every robot's count summed) and
+    ``agreed_robots`` (how many ended agreeing with their neighbours and in their packing)."""
+    if not cores or cores[0].avoid is None:
+        return {}
+    return {"deadlocks": int(sum(c.counters["deadlocks"] for c in cores)),
+            "agreed_robots": int(sum(c.agreed for c in cores))}
 
 
 def headless_avoidance(cfg: AggregationConfig) -> Avoidance | None:
@@ -199,12 +257,15 @@ def agreement_measure(pos: np.ndarray, target: np.ndarray, avoid: Avoidance | No
     return spread(target)
 
 
-def collision_summary(avoid: Avoidance | None) -> dict:
+def collision_summary(avoid: Avoidance | None, infos: Sequence[dict] = ()) -> dict:
     """The summary's collision keys: ``collision_avoidance`` (cbf | none) and, with the filter, ``clearance_m``
-    (the d_min between robot centres that the filter keeps) and ``collision`` (its counters)."""
+    (the distance between robot centres that the filter keeps) and ``collision`` (the robots' counters summed)."""
     if avoid is None:
         return {"collision_avoidance": "none"}
-    return {"collision_avoidance": "cbf", "clearance_m": avoid.clearance_m, "collision": avoid.info()}
+    record = avoid.info()
+    if infos:
+        record.update(sum_collision(list(infos)))
+    return {"collision_avoidance": "cbf", "clearance_m": avoid.clearance_m, "collision": record}
 
 
 def run_negotiation(planners: Sequence[Planner], initial_states: np.ndarray, graph: Graph, rounds: int, *,

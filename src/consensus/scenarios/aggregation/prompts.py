@@ -30,6 +30,12 @@ The format instruction depends on the prompt style (``consensus.llm.styles``):
 
 The lenient parser reads every style's text answers.
 
+Meeting points (``meeting_points: on``, ours: ``consensus.scenarios.aggregation.config``): robots with bodies cannot
+all stand on one point, so the positions they hold differ from the points they intend to meet at. With the option the
+task text is followed by ``MEETING_POINTS_TEXT`` (each robot's intended meeting point; the ``tools`` style writes it
+after each robot's position instead), and the tools compute on the meeting points. Without it the prompt is the
+paper's: positions only.
+
 Which prompt is used:
 
 * two-agent wording when the whole group has exactly two members, many-agent wording
@@ -50,6 +56,8 @@ from consensus.llm.parsing import format_number
 from consensus.llm.styles import GBNF_NUMBER, PROMPT_STYLES, REGEX_NUMBER, free_then
 
 FORMAT_PAPER = "Strictly follow the 'Reasoning:..., Position:...' format"   # the paper's code, both dimensions
+# ours (meeting_points: on): where each robot intends to meet, beside where it stands
+MEETING_POINTS_TEXT = "The points where the robots intend to meet are: yours {own}, the others' {others}."
 TOOL_INSTRUCTION = "Answer by calling one of the tools move_to_centroid, move_toward or move_to."
 
 # --- personalities (appendix A.1, Prompt 1) ---------------------------------------------------
@@ -186,21 +194,30 @@ def format_instruction(dim: int, style: str) -> str:
 
 
 def user_prompt(*, dim: int, own: Sequence[float] | np.ndarray, neighbors: Sequence[Sequence[float] | np.ndarray],
-                later: bool, num_agents: int | None = None, style: str = "json") -> str:
+                later: bool, num_agents: int | None = None, style: str = "json",
+                meeting_points: tuple | None = None) -> str:
     """The task prompt of one round followed by the style's format instruction (``format_instruction``).
 
     ``num_agents`` is the size of the whole group (defaults to ``len(neighbors) + 1``);
     it selects the two-agent or the many-agent wording. ``later`` selects Prompt 3. With the
     ``tools`` style each neighbour's position is preceded by its name ("robot_1 at (3, 4)").
+    ``meeting_points`` = (own, the neighbours' in the same order): shown as the module docstring says.
     """
     _check_dim(dim)
     t = _TEMPLATES[dim]
     group = len(neighbors) + 1 if num_agents is None else num_agents
     own_s = format_position(own)
+    extra = ""
     if style == "tools":
         shown = [f"{name} at {format_position(nb)}" for name, nb in zip(robot_names(len(neighbors)), neighbors)]
+        if meeting_points is not None:
+            own_s += f" (you intend to meet at {format_position(meeting_points[0])})"
+            shown = [f"{text} (meeting at {format_position(mp)})" for text, mp in zip(shown, meeting_points[1])]
     else:
         shown = [format_position(nb) for nb in neighbors]
+        if meeting_points is not None and len(neighbors):
+            extra = " " + MEETING_POINTS_TEXT.format(own=format_position(meeting_points[0]),
+                                                     others=format_positions(meeting_points[1]))
     if not neighbors:
         task = t["alone"].format(own=own_s)
     elif group == 2 and len(neighbors) == 1:
@@ -209,13 +226,14 @@ def user_prompt(*, dim: int, own: Sequence[float] | np.ndarray, neighbors: Seque
     else:
         key = "later_many" if later else "round0_many"
         task = t[key].format(own=own_s, others=", ".join(shown))
-    return f"{task} {format_instruction(dim, style)}"
+    return f"{task}{extra} {format_instruction(dim, style)}"
 
 
 def build_messages(*, dim: int, own: Sequence[float] | np.ndarray,
                    neighbors: Sequence[Sequence[float] | np.ndarray], round: int, personality: str = "none",
                    history: Sequence[tuple[str, str]] | None = None,
-                   num_agents: int | None = None, style: str = "json") -> list[dict]:
+                   num_agents: int | None = None, style: str = "json",
+                   meeting_points: tuple | None = None) -> list[dict]:
     """Chat messages for one planning request: system, the remembered exchanges, the new user turn.
 
     ``history`` is a sequence of earlier (user, assistant) texts of this robot (memory on).
@@ -228,7 +246,8 @@ def build_messages(*, dim: int, own: Sequence[float] | np.ndarray,
         messages.append({"role": "assistant", "content": assistant_text})
     later = round > 0 and bool(history)
     messages.append({"role": "user", "content": user_prompt(dim=dim, own=own, neighbors=neighbors, later=later,
-                                                            num_agents=num_agents, style=style)})
+                                                            num_agents=num_agents, style=style,
+                                                            meeting_points=meeting_points)})
     return messages
 
 
@@ -289,9 +308,11 @@ ANSWER_TOOLS = ("move_to_centroid", "move_toward", "move_to")    # a call to one
 QUERY_TOOLS = ("distance_to",)                                   # answered with a number; the agent asks again
 
 
-def tool_definitions(dim: int) -> tuple[dict, ...]:
-    """The OpenAI tools of the ``tools`` style (their results are computed by the planner from what the robot sees)."""
+def tool_definitions(dim: int, meeting_points: bool = False) -> tuple[dict, ...]:
+    """The OpenAI tools of the ``tools`` style (their results are computed by the planner from what the robot sees;
+    with ``meeting_points`` from the robots' meeting points)."""
     _check_dim(dim)
+    what = "meeting point" if meeting_points else "position"
     robot = {"type": "string", "description": "me or robot_1, robot_2, ..."}
     axes = ("x", "y")[:dim]
 
@@ -300,10 +321,12 @@ def tool_definitions(dim: int) -> tuple[dict, ...]:
             "type": "object", "properties": properties, "required": required}}}
 
     return (
-        tool("move_to_centroid", "Move to the mean position of the robots (default: all, you included)",
+        tool("move_to_centroid", f"Move to the mean {what} of the robots (default: all, you included)",
              {"robots": {"type": "array", "items": robot}}, []),
-        tool("distance_to", "Your distance to a robot", {"robot": robot}, ["robot"]),
-        tool("move_toward", "Move a fraction (0 to 1) of the way to a robot",
+        tool("distance_to", f"Your distance to a robot's {what}" if meeting_points else "Your distance to a robot",
+             {"robot": robot}, ["robot"]),
+        tool("move_toward", "Move a fraction (0 to 1) of the way to a robot" + ("'s meeting point" if meeting_points
+                                                                                 else ""),
              {"robot": robot, "fraction": {"type": "number"}}, ["robot", "fraction"]),
         tool("move_to", "Move to the position " + ("x" if dim == 1 else "(x, y)"),
              {a: {"type": "number"} for a in axes}, list(axes)),

@@ -51,7 +51,7 @@ def planners_from_config(cfg: AggregationConfig, client: LLMClient | None) -> li
     if cfg.planner == "llm":
         llm_kw = dict(memory=cfg.keep_history, model=cfg.llm_model, temperature=cfg.llm_temperature,
                       max_tokens=cfg.llm_max_tokens, parse_retries=cfg.parse_retries, num_agents=cfg.num_robots,
-                      style=cfg.prompt_style)
+                      style=cfg.prompt_style, meeting_points=cfg.llm_shows_meeting_points())
     return [make_planner(cfg.planner, dim=cfg.dim, robot_id=i, personality=cfg.personality_of(i), client=client,
                          geofence=geofence, seed=cfg.seed, **llm_kw)
             for i in range(cfg.num_robots)]

@@ -73,7 +73,8 @@ class LLMPlanner:
                  memory: bool = False, geofence: Geofence | None = None, model: str = "",
                  temperature: float = 0.7, max_tokens: int = 160, parse_retries: int = 2,
                  structured: bool = True, seed: int | None = None, history_rounds: int = 0,
-                 num_agents: int | None = None, style: str | None = None, context_tokens: int = 4096) -> None:
+                 num_agents: int | None = None, style: str | None = None, context_tokens: int = 4096,
+                 meeting_points: bool = False) -> None:
         if dim not in (1, 2):
             raise ConfigError(f"llm planner: dim must be 1 or 2 (got {dim})")
         personality_text(personality)     # ConfigError for an unknown personality
@@ -104,6 +105,7 @@ class LLMPlanner:
         self.history_rounds = history_rounds
         self.num_agents = num_agents
         self.context_tokens = context_tokens
+        self.meeting_points = meeting_points    # show the others' meeting points too (AggregationConfig.meeting_points)
         self._plan_lock = threading.Lock()      # one plan at a time per robot
         self._count_lock = threading.Lock()
         self._counters = new_counters()
@@ -169,14 +171,16 @@ class LLMPlanner:
         history, dropped = [], 0
         if self.memory and self._first is not None:
             history, dropped = self._fit(self.history(), reserve_chars=2_000)
+        mps = self._meeting_points(req, own, neighbors)
         messages = build_messages(dim=self.dim, own=own, neighbors=neighbors, round=req.round,
                                   personality=self.personality, history=history if self.memory else None,
-                                  num_agents=self.num_agents, style=self.style)
+                                  num_agents=self.num_agents, style=self.style, meeting_points=mps)
         user_text = messages[-1]["content"]
         tag = f"robot_{self.robot_id}/round_{req.round}"
         state = {"calls": 0, "failures": 0, "errors": [], "tool_errors": 0, "history_truncated": dropped}
         if self.style == "tools":
-            return self._plan_tools(req, own, neighbors, messages, user_text, tag, state)
+            tool_own, tool_nbs = (own, neighbors) if mps is None else mps
+            return self._plan_tools(req, tool_own, tool_nbs, messages, user_text, tag, state)
         for attempt in range(self.parse_retries + 1):
             reply = self._ask(req, messages, tag, attempt, state)
             if isinstance(reply, PlanResult):
@@ -190,6 +194,20 @@ class LLMPlanner:
         return self._fallback("unparseable", f"no valid position after {state['calls']} replies: "
                               f"{state['errors'][-1]}", state)
 
+    def _meeting_points(self, req: PlanRequest, own: np.ndarray, neighbors: list[np.ndarray]):
+        """(own, neighbours') meeting points to show (``meeting_points`` on and the request carries them), else None;
+        a meeting point that is missing or not finite is shown as the robot's position."""
+        if not self.meeting_points or req.neighbor_meeting_points is None:
+            return None
+
+        def point(value, fallback):
+            arr = None if value is None else np.asarray(value, dtype=float).reshape(-1)
+            return arr if arr is not None and arr.shape == (self.dim,) and np.isfinite(arr).all() else fallback
+        mps = list(req.neighbor_meeting_points)
+        if len(mps) != len(neighbors):
+            return None
+        return point(req.own_meeting_point, own), [point(m, nb) for m, nb in zip(mps, neighbors)]
+
     def _ask(self, req: PlanRequest, messages: list[dict], tag: str, attempt: int, state: dict):
         """One request of this plan: the reply, or the fallback PlanResult when the client failed."""
         tools = self.style == "tools"
@@ -197,7 +215,8 @@ class LLMPlanner:
             messages=tuple(messages), model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
             response_format=response_schema(self.dim) if self.style == "json" else None,
             grammar=answer_grammar(self.dim) if self.style == "paper" else None,
-            tools=tool_definitions(self.dim) if tools else None, tool_choice="auto" if tools else None,
+            tools=tool_definitions(self.dim, self.meeting_points) if tools else None,
+            tool_choice="auto" if tools else None,
             seed=self.seed, tag=tag if attempt == 0 else f"{tag}/retry_{attempt}")
         state["calls"] += 1
         try:

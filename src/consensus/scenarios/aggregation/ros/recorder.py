@@ -40,7 +40,7 @@ from visualization_msgs.msg import MarkerArray
 
 from consensus.runs.foxglove_live import REASONING_CHARS, LiveView
 from consensus.runs.ros_runner import announce_results
-from consensus.control.avoidance import avoidance_from_config, nearby_age_s, sum_collision
+from consensus.control.avoidance import avoidance_from_config, sum_collision
 from consensus.metrics.convergence import SettleWatch, spread
 from consensus.robots.map import fleet_footprint
 from consensus.scenarios.aggregation.headless import agreement_measure
@@ -103,10 +103,10 @@ class Recorder:
         self.rounds_planned = np.zeros(cfg.num_robots, dtype=int)   # planning rounds recorded per robot
         self.t_all_planned: float | None = None                       # when every robot reached max_rounds
         self.settle = SettleWatch(cfg.converge_tol_m, cfg.settle_s)
-        # collision avoidance: the fleet's d_min (largest footprint, the ROS robots' age budget) judges convergence
-        # on the targets and a packing radius, as headless
+        # collision avoidance: the fleet's clearance (largest footprint) judges convergence on the targets and the
+        # packing radius, as headless
         self.footprint = fleet_footprint(cfg)
-        self.avoid = avoidance_from_config(cfg, ros=True, radius=self.footprint, delay_s=nearby_age_s(cfg))
+        self.avoid = avoidance_from_config(cfg, ros=True, radius=self.footprint)
         self.end_reason = "interrupted"                               # until the run ends on its own
         node.create_timer(1.0 / cfg.state_rate_hz, g(self.sample, "recorder.sample"))
         self.publish_health = publish_health(node, self.health)
@@ -247,7 +247,7 @@ class Recorder:
                 self.losses.append({"robot": i, "event": "back", "t_s": round(t, 3)})
 
     def counters(self) -> dict:
-        keys = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops")
+        keys = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops", "deadlocks")
         out = {k: int(sum(st.get(k, 0) for st in self.status.values())) for k in keys}
         rounds = [st.get("round", 0) for st in self.status.values()]
         out["rounds_max"] = int(max(rounds, default=0))

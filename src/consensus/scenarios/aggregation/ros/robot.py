@@ -1,4 +1,4 @@
-"""``robot``: aggregation robots (planner + controller, ``consensus.ros.robot.RobotAgent``), one per process
+"""``robot``: aggregation robots (the robot core behind ``consensus.ros.robot.RobotAgent``), one per process
 (namespace ``robot_<i>``, node ``/robot_<i>/agent``) or the whole fleet in one process (root namespace, node
 ``/fleet``); see ``consensus.ros.fleet``."""
 from __future__ import annotations
@@ -16,4 +16,8 @@ def main() -> int:
         "robot",
         lambda node: declare_config(node, AggregationConfig, runtime=ControlParams.RUNTIME),
         lambda cfg, ids, client: [planners_from_config(cfg, client)[i] for i in ids],
-        lambda node, cfg, i, planner, pool, status: RobotAgent(node, cfg, i, planner, pool, status))
+        lambda node, cfg, i, planner, pool, status: RobotAgent(
+            node, cfg, i, planner, pool, status,
+            # robots with bodies agree on meeting points (AggregationConfig.meeting_points; the LLM is shown them
+            # beside the positions only with `on`, by its planner)
+            meeting_points=cfg.planner != "llm" and cfg.plans_on_meeting_points(ros=True)))

@@ -1,15 +1,18 @@
 """``topology``: owns the communication graph and delivers each robot only the states it may hear.
 
-Subscribes ``/robot_<j>/state`` (PointStamped) of every robot and publishes, at ``neighbor_rate_hz``, to each robot i
+Subscribes ``/robot_<j>/state`` (PointStamped) and ``/robot_<j>/target`` (PointStamped: its planner's target, the
+robot's *meeting point*) of every robot and publishes, at ``neighbor_rate_hz``, to each robot i
 ``/robot_<i>/neighbors`` (geometry_msgs/PoseArray, frame ``world``): the positions of i's in-neighbours (the robots
-j with adjacency[i][j] = 1), in ascending index order, as delivered over each link. A robot never receives a
-non-neighbour's state. Per link: a delivery delay (``link_delay_s``: the state delivered is the newest one at least
-that old) and a seeded drop probability (``link_drop_prob``: the link keeps its previous delivery). A neighbour
-whose delivered state is older than ``robot_timeout_s + link_delay_s`` is left out: a robot whose process died
-(or whose link failed) drops out of everybody's neighbours, the others go on among themselves, and the node logs
-the loss (and a return, should the robot come back). States are read
-and the neighbour arrays written as serialized bytes (``consensus.ros.cdr``): at 100 robots on a complete graph a
-relay is 100 messages of 99 poses.
+j with adjacency[i][j] = 1), in ascending index order, as delivered over each link, and right after it
+``/robot_<i>/neighbor_targets`` (PoseArray, the same header stamp and order): those neighbours' meeting points as
+they travelled with the positions (a robot without a target yet: its position). A robot never receives a
+non-neighbour's state. The link model is ``consensus.graphs.links`` (the headless loop's too): a delivery delay
+(``link_delay_s``: the state delivered is the newest one at least that old) and a seeded drop probability
+(``link_drop_prob``: the link keeps its previous delivery). A neighbour whose delivered state is older than
+``robot_timeout_s + link_delay_s`` is left out: a robot whose process died (or whose link failed) drops out of
+everybody's neighbours, the others go on among themselves, and the node logs the loss (and a return, should the
+robot come back). States are read and the neighbour arrays written as serialized bytes (``consensus.ros.cdr``):
+at 100 robots on a complete graph a relay is 200 messages of 99 poses.
 
 With collision avoidance (``collision_avoidance``: ``auto`` is ``cbf`` in a ROS run) the node also hosts the
 ``nearby`` relay (``consensus.ros.nearby.NearbyRelay``): every control period, each robot gets every other robot's
@@ -27,9 +30,6 @@ A state with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position, or undec
 from __future__ import annotations
 
 import json
-import math
-from collections import deque
-
 import numpy as np
 from geometry_msgs.msg import PointStamped, PoseArray
 from rcl_interfaces.msg import SetParametersResult
@@ -40,6 +40,7 @@ from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.ros.cdr import pose_array_bytes
+from consensus.graphs.links import LinkModel
 from consensus.ros.nearby import NearbyRelay
 from consensus.ros.params import HEALTH, Health, declare_config, guarded, node_main, publish_health, read_xy
 from consensus import names
@@ -55,21 +56,25 @@ class TopologyRelay:
         self.graph = cfg.graph()
         self._warn_if_impossible()
         n = cfg.num_robots
-        keep = max(2, int(math.ceil((cfg.link_delay_s + 1.0) * max(cfg.state_rate_hz, 1.0) * 2)))
-        self.history: list[deque] = [deque(maxlen=keep) for _ in range(n)]   # (recv_time, (x, y)) per robot
-        self.delivered: dict[tuple[int, int], tuple[float, tuple[float, float]]] = {}
-        self.rng = np.random.default_rng(cfg.seed + 7919)
-        self.max_age = cfg.robot_timeout_s + cfg.link_delay_s
+        # a sample of robot j: its position and its meeting point (the target it last published, else its position)
+        self.links = LinkModel(n, 4, delay_s=cfg.link_delay_s, drop_prob=cfg.link_drop_prob,
+                               max_age_s=cfg.robot_timeout_s + cfg.link_delay_s, seed=cfg.seed + 7919,
+                               rate_hz=cfg.state_rate_hz)
+        self.targets = np.full((n, 2), np.nan)
+        self.last_state = np.full(n, -np.inf)       # receive time of every robot's newest state
         self.lost: set[int] = set()
         for j in range(n):
             node.create_subscription(PointStamped, names.STATE.of(j),
                                      guarded(self._on_state(j), "topology.state", self.health),
                                      qos.profile(names.STATE), raw=True)
+            node.create_subscription(PointStamped, names.TARGET.of(j),
+                                     guarded(self._on_target(j), "topology.target", self.health),
+                                     qos.profile(names.TARGET), raw=True)
         self.pubs = [node.create_publisher(PoseArray, names.NEIGHBORS.of(i), qos.profile(names.NEIGHBORS))
                      for i in range(n)]
+        self.target_pubs = [node.create_publisher(PoseArray, names.NEIGHBOR_TARGETS.of(i),
+                                                  qos.profile(names.NEIGHBOR_TARGETS)) for i in range(n)]
         self.graph_pub = node.create_publisher(String, names.TOPOLOGY_GRAPH.name, qos.profile(names.TOPOLOGY_GRAPH))
-        self.delivered_count = 0
-        self.dropped_count = 0
         node.add_on_set_parameters_callback(self._on_params)
         node.create_timer(1.0 / cfg.neighbor_rate_hz, guarded(self.relay, "topology.relay", self.health))
         self.publish_graph()
@@ -89,21 +94,23 @@ class TopologyRelay:
         def cb(raw: bytes) -> None:
             p = read_xy(raw, PointStamped, self.health, "topology.state")
             if p is not None:
-                self.history[j].append((self._now(), p))
+                now = self._now()
+                self.last_state[j] = now
+                mp = self.targets[j] if np.isfinite(self.targets[j]).all() else p
+                self.links.record(j, now, (p[0], p[1], mp[0], mp[1]))
         return cb
 
-    def _sample(self, j: int, now: float):
-        """Newest state of robot j that is at least link_delay_s old, or None."""
-        cutoff = now - self.cfg.link_delay_s
-        for t, p in reversed(self.history[j]):
-            if t <= cutoff:
-                return t, p
-        return None
+    def _on_target(self, j: int):
+        def cb(raw: bytes) -> None:
+            p = read_xy(raw, PointStamped, self.health, "topology.target")
+            if p is not None:
+                self.targets[j] = p
+        return cb
 
     def _note_losses(self, now: float) -> None:
-        for j, hist in enumerate(self.history):
-            silent = not hist or now - hist[-1][0] > self.cfg.robot_timeout_s
-            if silent and hist and j not in self.lost:
+        for j, last in enumerate(self.last_state):
+            silent = now - last > self.cfg.robot_timeout_s
+            if silent and np.isfinite(last) and j not in self.lost:
                 self.lost.add(j)
                 self.node.get_logger().warning(f"robot_{j} lost: no state for {self.cfg.robot_timeout_s:g} s; "
                                                f"the others go on without it")
@@ -115,24 +122,11 @@ class TopologyRelay:
         now = self._now()
         self._note_losses(now)
         stamp_ns = self.node.get_clock().now().nanoseconds
-        adj = self.graph.adj
+        values, times = self.links.deliver(now, self.graph.adj)
         for i, pub in enumerate(self.pubs):
-            xy: list[tuple[float, float]] = []
-            for j in np.flatnonzero(adj[i]):
-                j = int(j)
-                link = (i, j)
-                if self.cfg.link_drop_prob > 0 and self.rng.random() < self.cfg.link_drop_prob:
-                    self.dropped_count += 1
-                else:
-                    sample = self._sample(j, now)
-                    if sample is not None:
-                        self.delivered[link] = sample
-                got = self.delivered.get(link)
-                if got is None or now - got[0] > self.max_age:
-                    continue
-                xy.append(got[1])
-                self.delivered_count += 1
-            pub.publish(pose_array_bytes(stamp_ns, "world", np.asarray(xy, dtype=float).reshape(-1, 2)))
+            known = np.flatnonzero(np.isfinite(times[i]))           # ascending: the in-neighbours still heard
+            pub.publish(pose_array_bytes(stamp_ns, names.WORLD_FRAME, values[i, known, :2]))
+            self.target_pubs[i].publish(pose_array_bytes(stamp_ns, names.WORLD_FRAME, values[i, known, 2:4]))
 
     def publish_graph(self) -> None:
         self.graph_pub.publish(String(data=json.dumps(self.graph.to_dict())))
@@ -147,7 +141,7 @@ class TopologyRelay:
         except ConfigError as exc:
             return SetParametersResult(successful=False, reason=str(exc))
         self.cfg, self.graph = cfg, graph
-        self.delivered = {k: v for k, v in self.delivered.items() if graph.adj[k[0], k[1]]}
+        self.links.forget(graph.adj)
         self.node.get_logger().info(f"topology switched to '{graph.name}'")
         self._warn_if_impossible()
         self.publish_graph()

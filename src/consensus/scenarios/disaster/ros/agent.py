@@ -249,7 +249,7 @@ class RosDrone(RobotAgent):
     # ------------------------------------------------------------------ the round clock
     def _on_state(self, msg: String) -> None:
         st = json.loads(msg.data)
-        self.last_round_done = self._now()          # the round clock is alive (phase or heartbeat)
+        self.core.alive(self._now())                # the round clock is alive (phase or heartbeat)
         if int(st["seq"]) <= self.now_phase.seq:
             return
         cfg = self.dcfg
@@ -267,7 +267,7 @@ class RosDrone(RobotAgent):
         elif phase.phase == "decide":
             self._submit(("act", phase.round), self._act_job(phase))
         if phase.phase == "flight":
-            self._fly_to(st["actions"][self.id])
+            self._fly_to(st["actions"][self.id], st["actions"])
         elif cfg.motion == "kinematic" and self.target is not None and self.pos is not None:
             self._hold()
 
@@ -365,10 +365,12 @@ class RosDrone(RobotAgent):
     def _hold(self) -> None:
         """Hover where the drone is (kinematic motion: deliberation takes no flight time, as headless)."""
         self._decode_inputs()                          # the newest odometry, not the last control tick's
-        self.target = self.pos.copy()
-        self._publish_point(self.pub_target, self.target)
+        target, _ = self.core.set_target(self.pos)
+        self._publish_point(self.pub_target, target)
 
-    def _fly_to(self, action: Any) -> None:
+    def _fly_to(self, action: Any, actions: list | None = None) -> None:
+        """Fly to the centre of the cell ``action``; the drones sent to the same cell (``actions``: every drone's)
+        take slots around its centre (``RobotCore.set_target``'s group; ``consensus.control.packing``)."""
         cfg = self.dcfg
         try:
             cell = cell_or_none(action, cfg.width, cfg.height)
@@ -378,9 +380,8 @@ class RosDrone(RobotAgent):
             self.counters["bad_actions"] += 1          # hold the current target
             self.health.count_bad_message(f"drone_{self.id}.flight_action")
             return
-        target, clamped = self.geofence.clamp(cell_centre(cell, cfg.cell_size_m))
-        self.counters["clamped"] += int(clamped)
-        self.target = target
+        group = [j for j, a in enumerate(actions or []) if _same_cell(a, cell)] or None
+        target, _ = self.core.set_target(cell_centre(cell, cfg.cell_size_m), self._now(), group=group)
         self._publish_point(self.pub_target, target)
 
     # ------------------------------------------------------------------ RobotAgent hooks
@@ -399,3 +400,11 @@ class RosDrone(RobotAgent):
         out.update(drone=self.id, phase=p.phase, turn=p.turn, cell=cell_list(own), jobs_pending=self.jobs.pending(),
                    position=None if self.pos is None else [float(v) for v in self.pos])
         return out
+
+
+def _same_cell(action: Any, cell: tuple[int, int]) -> bool:
+    """Is ``action`` (another drone's flight action as it travelled) the cell ``cell``?"""
+    try:
+        return isinstance(action, (list, tuple)) and len(action) == 2 and (int(action[0]), int(action[1])) == cell
+    except (TypeError, ValueError):
+        return False

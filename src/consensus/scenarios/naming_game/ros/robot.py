@@ -53,11 +53,11 @@ class RosPlayer(RobotAgent):
 
     # ------------------------------------------------------------------ the game
     def _on_game_status(self, _msg: String) -> None:
-        self.last_round_done = self._now()          # the game clock is alive
+        self.core.alive(self._now())                # the game clock is alive
 
     def _on_pair(self, msg: String) -> None:
         rec = parse_pair(msg.data, self.n)
-        self.last_round_done = self._now()
+        self.core.alive(self._now())
         if self.id not in (rec["i"], rec["j"]) or rec["interaction"] <= self.last_pair:
             return                                  # not ours, or seen before (a late-matched history)
         self.last_pair = rec["interaction"]
@@ -87,7 +87,7 @@ class RosPlayer(RobotAgent):
 
     def _on_outcome(self, msg: String) -> None:
         rec = parse_outcome(msg.data, self.n)
-        self.last_round_done = self._now()
+        self.core.alive(self._now())
         k = rec["interaction"]
         if self.id not in (rec["i"], rec["j"]) or k <= self.last_outcome:
             return
@@ -112,10 +112,7 @@ class RosPlayer(RobotAgent):
         self._answer_if_due()
 
     def _drive_to(self, point) -> None:
-        target, clamped = self.geofence.clamp(point)
-        self.counters["clamped"] += int(clamped)
-        self.target = target
-        self.last_round_done = self._now()
+        target, _ = self.core.set_target(point, self._now())
         self._publish_point(self.pub_target, target)
 
     # ------------------------------------------------------------------ RobotAgent hooks

@@ -1,0 +1,82 @@
+"""Where robots with bodies stand around a point they share (no ROS): slots and their assignment.
+
+Robots that agree on one meeting point cannot all stand on it. Each drives instead to a *slot* around it:
+
+* **Slots.** The ``n`` points of a triangular (hexagonal) lattice of spacing ``s`` nearest to the meeting point
+  (2-D; the centre first, then ring by ring, each ring by angle), or ``n`` points ``s`` apart on a line centred on it
+  (1-D). ``s = d_min + gap``: the distance the collision filter keeps at rest (``Avoidance.d_min_m``: the robots'
+  clearance between centres, plus twice the filtered point's offset for unicycles) plus ``packing_gap_m``, which
+  covers two robots whose meeting points still differ by up to that much (their slot grids are then shifted against
+  each other by less than the gap, so no two slots overlap).
+* **Assignment.** Robot i takes the slot of the assignment of every robot it knows of to the slots that minimises
+  the sum of squared distances (``scipy.optimize.linear_sum_assignment``). Robots that know the same positions and
+  meeting point compute the same assignment, so no two claim one slot; and the squared-distance optimum is the one
+  whose straight paths do not cross (Turpin, Michael & Kumar, "CAPT: Concurrent assignment and planning of
+  trajectories for multiple robots", IJRR 2014): a robot is not sent through the others to a slot on the far side,
+  which is what makes a barrier-certificate filter deadlock. In 1-D, where robots cannot pass each other, the
+  optimum keeps their order along the line.
+
+``consensus.metrics.convergence.packing_radius(n, d_min)`` is the bound the summaries and tests judge a packed fleet
+by: ``d_min × (1 + √n)``, d_min being the clearance for single-integrator robots. In 2-D the slots of ``n`` robots
+lie within it whenever the gap is at most 0.9 × d_min (checked for n up to 1000; the lattice's ``n``-th point is
+within ``(0.55 √n + 0.5) s``).
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+
+@lru_cache(maxsize=64)
+def _unit_slots(n: int, dim: int) -> np.ndarray:
+    """Slot offsets for spacing 1 (read-only): lattice points nearest the origin, centre first."""
+    if dim == 1:
+        out = (np.arange(n, dtype=float) - (n - 1) / 2.0).reshape(n, 1)
+    else:
+        k = 1
+        while 3 * k * (k + 1) + 1 < n:      # hexagonal rings needed: 1, 7, 19, 37, ...
+            k += 1
+        k += 1                              # one ring more: the n nearest may reach into it
+        q, r = np.meshgrid(np.arange(-k, k + 1), np.arange(-k, k + 1), indexing="ij")
+        q, r = q.ravel(), r.ravel()
+        pts = np.column_stack([q + 0.5 * r, (math.sqrt(3) / 2.0) * r]).astype(float)
+        dist = np.round(np.hypot(pts[:, 0], pts[:, 1]), 9)
+        ang = np.round(np.mod(np.arctan2(pts[:, 1], pts[:, 0]), 2 * math.pi), 9)
+        out = pts[np.lexsort((ang, dist))][:n]
+    out.setflags(write=False)
+    return out
+
+
+def slots(center, n: int, spacing: float) -> np.ndarray:
+    """``(n, d)`` slot positions around ``center`` (d = 1 or 2) for ``n`` robots ``spacing`` apart."""
+    c = np.asarray(center, dtype=float).reshape(-1)
+    if c.size not in (1, 2) or not np.isfinite(c).all():
+        raise ValueError(f"slots: center must be 1 or 2 finite numbers, got {center!r}")
+    if int(n) < 1 or not (spacing > 0 and math.isfinite(spacing)):
+        raise ValueError(f"slots: need n >= 1 and a finite spacing > 0 (got n={n}, spacing={spacing})")
+    return c + spacing * _unit_slots(int(n), c.size)
+
+
+def assign(positions, slot_positions) -> np.ndarray:
+    """For each robot (row of ``positions`` (k, d); NaN rows: unknown, get -1) the index of its slot in the
+    assignment that minimises the sum of squared distances (each slot used at most once; ``k`` may differ from the
+    number of slots)."""
+    from scipy.optimize import linear_sum_assignment
+
+    p = np.asarray(positions, dtype=float)
+    s = np.asarray(slot_positions, dtype=float)
+    out = np.full(len(p), -1, dtype=int)
+    known = np.flatnonzero(np.isfinite(p).all(axis=1))
+    if not len(known) or not len(s):
+        return out
+    diff = p[known, None, :] - s[None, :, :]
+    rows, cols = linear_sum_assignment(np.einsum("ksd,ksd->ks", diff, diff))
+    out[known[rows]] = cols
+    return out
+
+
+def slots_radius(n: int, spacing: float, dim: int = 2) -> float:
+    """The distance of the farthest of ``n`` slots from their centre."""
+    return float(np.linalg.norm(_unit_slots(max(int(n), 1), dim), axis=1).max()) * float(spacing)

@@ -1,0 +1,453 @@
+"""One robot's decisions without ROS: the core that the headless loop and the ROS robot node both call.
+
+A ``RobotCore`` holds everything a robot decides; its callers only bring inputs and carry outputs:
+
+* ``observe(now, pos, yaw)``: an accepted pose (the node decodes and checks odometry; the headless loop passes its
+  simulated state);
+* ``plan(now, heard)``: a planning slot (every ``planner_period_s``). It starts a round from what the robot heard of
+  its in-neighbours (``Heard``) unless one is still running (an *overrun*: counted, the slot is skipped), the robot has
+  no pose yet, or ``max_rounds`` are done. With a thread pool the planner runs there and **never blocks** ``step``;
+  without one (cheap classical planners, the headless loop) it runs at once. ``wait()`` blocks until the running
+  round is done (the headless loop's synchronous rounds);
+* ``collect(now)``: applies a finished round (target clamped into the geofence, a fallback holds the last target,
+  round 0's holds the robot's position, every fallback counted) and returns its record, or None;
+* ``step(now, nearby)``: one control tick → a ``Command``. The safety rules, in order: the e-stop (zero until
+  released), stale odometry (``odom_timeout_s``) and no completed round for ``target_timeout_s`` (both zero, counted
+  as ``stale_stops``), no target yet (zero); then the controller towards the robot's *goal*, the speed limit, and
+  the collision filter with the others' positions (``Nearby``).
+
+**Meeting point and goal.** The robot's *target* is its planner's output: the point it wants the fleet to meet at
+(its *meeting point*, the consensus variable its neighbours hear). Point robots drive to it. Robots with bodies
+(``avoid``, the barrier-certificate filter) cannot all stand on one point: once the robot's meeting point agrees with
+every neighbour's it heard within ``packing_gap_m`` (``agreed``), its *goal* is its slot around the meeting point
+(``consensus.control.packing``: a hexagonal packing of the fleet's ``num_robots`` slots, spacing clearance +
+``packing_gap_m``, the slot of the squared-distance-optimal assignment of every robot it knows of); before that, the
+meeting point itself. Scenarios that send several robots to one point (a disaster cell) name the group with
+``set_target(point, group)``, and the robot packs with that group at once.
+
+**Deadlock.** A robot in its packing (slot goal) that the filter keeps from its slot — more than ``ARRIVED_M`` away,
+commanded at most a quarter of its nominal speed — for ``deadlock_s`` is in a deadlock (Wang, Ames & Egerstedt 2017
+§V: barrier certificates have such stable points). It is counted (``deadlocks``) and escapes by the right-hand rule:
+for the next ``deadlock_s`` its nominal velocity is turned ``ESCAPE_DEG`` to the right before filtering, so two
+robots that block each other head-on both sidestep the same way and pass.
+
+**Honest d_min.** The filter keeps ``avoid.d_min_m`` (the clearance, plus the unicycle offset and braking terms)
+between the robot and each neighbour, plus that neighbour position's *age* times the pair's *closing speed*: its age
+as measured (``Nearby.ages``, from the stamp each position travelled with) times the robot's own last commanded
+speed plus the neighbour's measured speed (``Nearby.speeds``). At rest it is the clearance; a fixed worst case
+(``2 v_max τ`` every tick) packed robots at more than twice their clearance (docs/real-robots.md).
+
+Status (``status()``): the counters (``llm_calls``, ``llm_fallbacks``, ``clamped``, ``overruns``,
+``planner_errors``, ``stale_stops``, ``estops``, ``deadlocks``), ``round``, ``state``, ``meeting_point``, ``goal``,
+``agreed``, ``slot`` and the filter's ``collision`` record.
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from consensus.control.controller import make_controller
+from consensus.control.packing import assign, slots
+from consensus.control.planner import Planner, PlanRequest, PlanResult
+from consensus.control.safety import Geofence, is_stale
+
+ARRIVED_M = 0.05        # a robot this close to its slot is in it (no deadlock can be declared)
+ESCAPE_DEG = 60.0       # the right-hand rule's turn of the nominal velocity [degrees, clockwise]
+_EMPTY = np.empty((0, 2))
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What a robot heard of its in-neighbours for planning (the communication graph's deliveries, in the same
+    order): their positions and their meeting points (their planners' last targets; a robot that has not planned
+    yet is its position). ``(k, d)`` each."""
+
+    positions: np.ndarray
+    meeting_points: np.ndarray
+
+    @classmethod
+    def none(cls, dim: int) -> Heard:
+        return cls(np.empty((0, dim)), np.empty((0, dim)))
+
+
+@dataclass(frozen=True)
+class Nearby:
+    """Every other robot the collision filter must keep clear of, whatever the graph: ``positions (k, d)``, each
+    position's age ``ages (k,)`` [s] and each robot's measured speed ``speeds (k,)`` [m/s] (zeros: not measured),
+    ``ids (k,)`` (robot indices; -1 unknown)."""
+
+    positions: np.ndarray
+    ages: np.ndarray
+    speeds: np.ndarray
+    ids: np.ndarray
+
+    @classmethod
+    def of(cls, positions, ages=None, speeds=None, ids=None) -> Nearby:
+        p = np.asarray(positions, dtype=float)
+        k = len(p)
+        return cls(p, np.zeros(k) if ages is None else np.asarray(ages, dtype=float),
+                   np.zeros(k) if speeds is None else np.asarray(speeds, dtype=float),
+                   np.full(k, -1) if ids is None else np.asarray(ids, dtype=int))
+
+
+@dataclass(frozen=True)
+class Command:
+    """One control tick's output. ``vx, vy`` world frame (single integrator, point mass set-point) or ``vx`` = v and
+    ``wz`` = ω (unicycle); ``reason``: ``ok`` | ``estopped`` | ``stale_odom`` | ``no_round`` | ``no_plan``;
+    ``goal``: where the controller drove (None when stopped)."""
+
+    vx: float = 0.0
+    vy: float = 0.0
+    wz: float = 0.0
+    reason: str = "ok"
+    goal: np.ndarray | None = None
+
+
+class RobotCore:
+    """Planner scheduling, safety rules, controller, packing and collision filter of robot ``robot_id``."""
+
+    def __init__(self, cfg, robot_id: int, planner: Planner | None = None, *, pool: ThreadPoolExecutor | None = None,
+                 kinematics: str | None = None, v_max: float | None = None, w_max: float | None = None,
+                 avoid=None, meeting_points: bool = False, nearby_points: bool = False) -> None:
+        self.cfg, self.id, self.planner, self.pool = cfg, int(robot_id), planner, pool
+        self.dim = int(cfg.dim)
+        self.geofence = Geofence.from_bounds(cfg.workspace)
+        self.kinematics = kinematics or cfg.kinematics
+        self.v_max = float(cfg.v_max if v_max is None else v_max)
+        self.w_max = float(cfg.w_max if w_max is None else w_max)
+        self.ctrl = make_controller(self.kinematics, kp=cfg.kp, v_max=self.v_max, w_max=self.w_max,
+                                    deadband=cfg.deadband)
+        self.avoid = avoid
+        if avoid is not None:
+            import scipy.optimize  # noqa: F401 - the slot assignment's solver, loaded now rather than in a tick
+        self.meeting_points = bool(meeting_points)  # plan on the neighbours' meeting points, not their positions
+        # a unicycle filters its near-identity point: against the others' points (``nearby_points``: the headless
+        # loop, which knows them) d_min is the filter's; against their centres (the ROS ``state`` they broadcast)
+        # it is the clearance plus one offset, which keeps the wheel axes the clearance apart
+        self.nearby_points = bool(nearby_points)
+        self.n_slots = int(getattr(cfg, "num_robots", 1))
+        self.gap = float(getattr(cfg, "packing_gap_m", 0.1))
+        self.deadlock_s = float(getattr(cfg, "deadlock_s", 3.0))
+
+        self.pos: np.ndarray | None = None
+        self.yaw = 0.0
+        self.odom_stamp: float | None = None
+        self.target: np.ndarray | None = None       # the meeting point (planner output)
+        self.last_round_done: float | None = None
+        self.round = 0
+        self.pending: Future | None = None
+        self.estopped = False
+        self.counters = {"llm_calls": 0, "llm_fallbacks": 0, "clamped": 0, "overruns": 0, "planner_errors": 0,
+                         "stale_stops": 0, "estops": 0, "deadlocks": 0}
+        # packing
+        self.agreed = False
+        self.group: tuple[int, ...] | None = None   # robots sharing the target (set_target); None: the whole fleet
+        self.slot: int | None = None
+        self.goal: np.ndarray | None = None
+        self._assign_due = False
+        # deadlock
+        self._blocked_since: float | None = None
+        self._escape_until = -math.inf
+        self.last_speed = 0.0                         # |last command| (world frame, the filtered point's)
+        self._heard_mps = np.empty((0, self.dim))     # the meeting points heard for the running round
+        self.planner_error = ""                       # the last planner exception (the node logs it)
+
+    # ------------------------------------------------------------------ inputs
+    def observe(self, now: float, pos, yaw: float = 0.0) -> None:
+        """An accepted pose at time ``now`` (odometry that passed the caller's checks)."""
+        self.pos = np.asarray(pos, dtype=float).reshape(self.dim).copy()
+        self.yaw = float(yaw)
+        self.odom_stamp = float(now)
+
+    def alive(self, now: float) -> None:
+        """The robot's planner (or a scenario's clock that sets its targets) is alive: resets ``target_timeout_s``."""
+        self.last_round_done = float(now)
+
+    def set_estop(self, engage: bool) -> bool:
+        """Engage or release the e-stop; True when this changed it."""
+        engage = bool(engage)
+        changed = engage != self.estopped
+        if engage and changed:
+            self.counters["estops"] += 1
+        self.estopped = engage
+        return changed
+
+    def set_target(self, target, now: float | None = None, *, group=None) -> tuple[np.ndarray, bool]:
+        """A target set by a scenario's protocol (no planner): clamped into the geofence; with ``group`` (the ids of
+        the robots sent to the same point, this one included) the robot packs with them there. Returns the target
+        and whether it was clamped."""
+        target, clamped = self.geofence.clamp(np.asarray(target, dtype=float).reshape(self.dim))
+        self.counters["clamped"] += int(clamped)
+        self.target = target
+        self.group = None if group is None else tuple(sorted(int(g) for g in group))
+        self.agreed = self.group is not None and len(self.group) > 1
+        self.slot, self.goal, self._assign_due = None, None, self.agreed
+        if now is not None:
+            self.alive(now)
+        return target, clamped
+
+    # ------------------------------------------------------------------ planning (the slow loop)
+    def meeting_point(self) -> np.ndarray | None:
+        """The robot's meeting point: its target, or its position before its first round."""
+        if self.target is not None:
+            return self.target
+        return None if self.pos is None else self.pos
+
+    def plan(self, now: float, heard: Heard) -> PlanRequest | None:
+        """A planning slot (module docstring); returns the request of the round it started, or None."""
+        if self.pos is None or self.planner is None:
+            return None
+        if self.cfg.max_rounds and self.round >= self.cfg.max_rounds:
+            return None
+        if self.pending is not None:
+            self.counters["overruns"] += 1        # the previous plan is still running (slow LLM): skip this slot
+            return None
+        own_mp = self.meeting_point()
+        if self.meeting_points:
+            own, neighbors = own_mp.copy(), list(np.asarray(heard.meeting_points, dtype=float))
+        else:
+            own, neighbors = self.pos.copy(), list(np.asarray(heard.positions, dtype=float))
+        req = PlanRequest(robot_id=self.id, own=own, neighbors=neighbors, round=self.round,
+                          own_position=self.pos.copy(), neighbor_positions=list(np.asarray(heard.positions, float)),
+                          own_meeting_point=own_mp.copy(),
+                          neighbor_meeting_points=list(np.asarray(heard.meeting_points, float)))
+        self.round += 1
+        self._heard_mps = np.asarray(heard.meeting_points, dtype=float).reshape(-1, self.dim)
+        if self.pool is None:
+            fut: Future = Future()
+            fut.set_result(self._safe_plan(req))
+        else:
+            fut = self.pool.submit(self._safe_plan, req)
+        self.pending = fut
+        return req
+
+    def _safe_plan(self, req: PlanRequest) -> tuple[PlanRequest, PlanResult]:
+        try:
+            return req, self.planner.plan(req)
+        except Exception as exc:  # noqa: BLE001 - any planner bug becomes a counted fallback, never a dead robot
+            self.planner_error = f"{type(exc).__name__}: {exc}"
+            return req, PlanResult(target=None, reasoning="", fallback=True,
+                                   fallback_reason=f"planner_exception: {type(exc).__name__}")
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the running round (if any) is done."""
+        if self.pending is not None:
+            try:
+                self.pending.exception(timeout=timeout)
+            except TimeoutError:
+                pass
+
+    def collect(self, now: float) -> dict | None:
+        """Apply a finished round; its record (``planner/reasoning``'s schema), or None when none finished."""
+        fut = self.pending
+        if fut is None or not fut.done():
+            return None
+        self.pending = None
+        req, res = fut.result()
+        self.counters["llm_calls"] += res.llm_calls
+        fallback = res.fallback
+        if res.fallback:
+            self.counters["llm_fallbacks"] += 1
+            if res.fallback_reason.startswith("planner_exception"):
+                self.counters["planner_errors"] += 1
+        target, clamped = res.target, res.clamped
+        if target is not None:
+            try:
+                target, changed = self.geofence.clamp(np.asarray(target, dtype=float).reshape(self.dim))
+                clamped = clamped or changed
+            except ValueError:
+                target = None                     # NaN/inf: hold the last target
+                if not res.fallback:
+                    self.counters["llm_fallbacks"] += 1
+                    fallback = True
+        if clamped:
+            self.counters["clamped"] += 1
+        if target is None:
+            target = self.target if self.target is not None else req.own_position.copy()   # hold (round 0: stay)
+        self.target = np.asarray(target, dtype=float)
+        self.alive(now)
+        self.group = None
+        self._update_agreement()
+        return {"robot": self.id, "round": req.round, "stamp": float(now),
+                "target": [float(v) for v in self.target], "reasoning": res.reasoning[:500], "fallback": fallback,
+                "fallback_reason": res.fallback_reason, "clamped": bool(clamped), "llm_calls": res.llm_calls,
+                "agreed": self.agreed}
+
+    def _update_agreement(self) -> None:
+        """Agreed: every meeting point heard this round is within ``packing_gap_m`` of the robot's own."""
+        if self.avoid is None:
+            self.agreed = False
+            return
+        heard = self._heard_mps[np.isfinite(self._heard_mps).all(axis=1)]
+        agreed = bool(np.all(np.linalg.norm(heard - self.target, axis=1) <= self.gap)) if len(heard) else False
+        if agreed or self.agreed:
+            self._assign_due = True               # a new meeting point: assign the slots again
+        if not agreed:
+            self.slot, self.goal = None, None
+        self.agreed = agreed
+
+    # ------------------------------------------------------------------ control (the fast loop)
+    def _goal(self, nearby: Nearby | None) -> np.ndarray:
+        """The meeting point, or once agreed the robot's slot around it (module docstring)."""
+        if not self.agreed or self.avoid is None:
+            return self.target
+        if self._assign_due or self.goal is None:
+            self._assign_due = False
+            spacing = self.avoid.d_min_m + self.gap      # d_min: the clearance (+ the unicycle's offset)
+            if self.group is not None:
+                members = [self.id, *[g for g in self.group if g != self.id]]
+                n = len(members)
+            else:
+                members, n = None, max(self.n_slots, 1)
+            spots = self._inside(slots(self.target, n, spacing))
+            known = [self.pos]
+            if nearby is not None and len(nearby.positions):
+                keep = np.ones(len(nearby.positions), bool)
+                if members is not None:
+                    keep = np.isin(nearby.ids, members)
+                known += list(np.asarray(nearby.positions, dtype=float)[keep][:, : self.dim])
+            self.slot = int(assign(np.asarray(known).reshape(-1, self.dim), spots)[0])
+            self.goal = spots[self.slot] if self.slot >= 0 else self.target
+            self.goal = self.geofence.clamp(self.goal)[0]
+        return self.goal
+
+    def _inside(self, spots: np.ndarray) -> np.ndarray:
+        """The slots moved as a whole (their pattern kept) so that every body in them is inside the geofence: a
+        point at a wall (a disaster cell on the grid's edge) has its slots on the inner side. A pattern wider than
+        the fence is centred in it (its outer slots are then clamped by the caller)."""
+        if self.avoid.bounds is not None:                  # the box the filter keeps the robot's point in
+            lo, hi = self.avoid.bounds
+        else:
+            lo, hi = self.geofence.lo + 0.5 * self.avoid.clearance_m, self.geofence.hi - 0.5 * self.avoid.clearance_m
+        shift = np.zeros(self.dim)
+        for a in range(self.dim):
+            s_lo, s_hi = spots[:, a].min(), spots[:, a].max()
+            if s_hi - s_lo > hi[a] - lo[a]:
+                shift[a] = 0.5 * (lo[a] + hi[a]) - 0.5 * (s_lo + s_hi)
+            elif s_lo < lo[a]:
+                shift[a] = lo[a] - s_lo
+            elif s_hi > hi[a]:
+                shift[a] = hi[a] - s_hi
+        return spots + shift
+
+    def step(self, now: float, nearby: Nearby | None = None) -> Command:
+        """One control tick (module docstring)."""
+        if self.estopped:
+            return self._stop("estopped")
+        if is_stale(self.odom_stamp, now, self.cfg.odom_timeout_s):
+            if self.odom_stamp is not None:
+                self.counters["stale_stops"] += 1
+            return self._stop("stale_odom")
+        if self.target is None:
+            return self._stop("no_plan")
+        if is_stale(self.last_round_done, now, self.cfg.target_timeout_s):
+            self.counters["stale_stops"] += 1
+            return self._stop("no_round")
+        goal = self._goal(nearby)
+        if self.kinematics == "unicycle" and self.avoid is not None:
+            v, w = self._unicycle_with_filter(now, goal, nearby)
+            return Command(vx=float(v), wz=float(w), goal=goal)
+        if self.kinematics == "unicycle":
+            v, w = self.ctrl.compute(np.array([self.pos[0], self.pos[1], self.yaw]), goal)
+            self.last_speed = abs(v)
+            return Command(vx=float(v), wz=float(w), goal=goal)
+        vel = self.ctrl.compute(self.pos, goal)
+        if self.avoid is not None:
+            vel = self._filter(now, self.pos, vel, goal, nearby)
+        self.last_speed = float(np.linalg.norm(vel))
+        return Command(vx=float(vel[0]), vy=float(vel[1]) if self.dim > 1 else 0.0, goal=goal)
+
+    def _stop(self, reason: str) -> Command:
+        self.last_speed = 0.0
+        return Command(reason=reason)
+
+    def _d_min(self, nearby: Nearby) -> np.ndarray | float:
+        """Per neighbour: the filter's d_min plus the measured age × closing speed (module docstring)."""
+        base = self.avoid.d_min_m
+        if self.avoid.offset and not self.nearby_points:
+            base = self.avoid.clearance_m + self.avoid.offset
+        if nearby is None or not len(nearby.ages):
+            return base
+        return base + np.maximum(nearby.ages, 0.0) * (self.last_speed + np.maximum(nearby.speeds, 0.0))
+
+    def _filter(self, now, point, u_nom, goal, nearby: Nearby | None) -> np.ndarray:
+        """The collision filter on the (filtered) point, with the deadlock rule."""
+        nb = _EMPTY[:, : self.dim] if nearby is None else np.asarray(nearby.positions, dtype=float)[:, : self.dim]
+        d_min = self._d_min(nearby)
+        nominal = np.asarray(u_nom, dtype=float)
+        if now < self._escape_until and self.dim == 2:
+            a = math.radians(-ESCAPE_DEG)
+            c, s = math.cos(a), math.sin(a)
+            nominal = np.array([c * nominal[0] - s * nominal[1], s * nominal[0] + c * nominal[1]])
+        u = self.avoid.filter(point, nominal, nb, d_min=d_min)
+        self._watch_deadlock(now, point, u_nom, u, goal)
+        return u
+
+    def _unicycle_with_filter(self, now: float, goal, nearby: Nearby | None) -> tuple[float, float]:
+        """A unicycle with bodies is driven by its near-identity point (``consensus.control.collision``): the point,
+        which the filter keeps ``d_min`` from the others' points, goes to the goal (a P law with the point's speed
+        limit), and ``(v, ω)`` follow from the point's filtered velocity. So robots at rest in their slots are
+        ``d_min`` apart where the filter measures them, and their wheel axes at least the clearance."""
+        from consensus.control.collision import near_identity_point, unicycle_command
+
+        av = self.avoid
+        pose = np.array([self.pos[0], self.pos[1], self.yaw])
+        point = near_identity_point(pose, av.offset)
+        err = np.asarray(goal, dtype=float) - point
+        dist = float(np.linalg.norm(err))
+        if dist <= self.cfg.deadband:
+            u_nom = np.zeros(2)
+        else:
+            u_nom = err * min(self.cfg.kp, av.point_v_max / dist)
+        u = self._filter(now, point, u_nom, goal, nearby)
+        v, w = av._cap(*unicycle_command(pose[2], u, av.offset))
+        self.last_speed = float(np.linalg.norm(u))
+        return v, w
+
+    def _watch_deadlock(self, now: float, point, u_nom, u, goal) -> None:
+        if self.goal is None or goal is not self.goal:       # only in the packing: blocked on the way in is normal
+            self._blocked_since = None
+            return
+        nominal = float(np.linalg.norm(u_nom))
+        far = float(np.linalg.norm(point - goal)) > ARRIVED_M
+        blocked = far and nominal > 1e-3 and float(np.linalg.norm(u)) < 0.25 * nominal
+        if not blocked:
+            self._blocked_since = None
+            return
+        if self._blocked_since is None:
+            self._blocked_since = now
+        elif now - self._blocked_since >= self.deadlock_s and now >= self._escape_until:
+            self.counters["deadlocks"] += 1
+            self._escape_until = now + self.deadlock_s
+            self._blocked_since = None
+
+    # ------------------------------------------------------------------ settings and status
+    def set_limits(self, cfg, v_max: float | None = None, w_max: float | None = None) -> None:
+        """Apply changed controller settings (kp, v_max, w_max, deadband) from the next tick on."""
+        self.cfg = cfg
+        self.v_max = float(cfg.v_max if v_max is None else v_max)
+        self.w_max = float(cfg.w_max if w_max is None else w_max)
+        self.ctrl = make_controller(self.kinematics, kp=cfg.kp, v_max=self.v_max, w_max=self.w_max,
+                                    deadband=cfg.deadband)
+
+    def state(self, now: float, llm_state: str | None = None) -> str:
+        if self.estopped:
+            return "estopped"
+        if self.pos is None:
+            return "waiting"
+        if self.counters["stale_stops"] and is_stale(self.last_round_done, now, self.cfg.target_timeout_s):
+            return "stopped"
+        return "degraded" if llm_state in ("retrying", "down") else "ok"
+
+    def status(self, now: float, llm_state: str | None = None) -> dict:
+        def pt(p):
+            return None if p is None else [float(v) for v in p]
+        out = {"robot": self.id, "round": self.round, "state": self.state(now, llm_state), **self.counters,
+               "estopped": self.estopped, "meeting_point": pt(self.target), "goal": pt(self.goal),
+               "agreed": self.agreed, "slot": self.slot}
+        if self.avoid is not None:
+            out["collision"] = self.avoid.info()
+        return out
