@@ -109,10 +109,17 @@ def result_line(summary: dict) -> str:
 
     point = summary.get("consensus_point") or []
     ttc = summary.get("time_to_converge_s")
+    if summary.get("converged_on") == "targets":     # bodies: the meeting points agree, the robots pack around
+        spread = (f"  meeting points within {num(summary.get('target_spread_m'))} m"
+                  f"  farthest robot {num(summary.get('farthest_from_consensus_m'), '.2f')} m of "
+                  f"{num(summary.get('packing_radius_m'), '.2f')}"
+                  f"  closest pair {num(summary.get('min_pair_distance_m'))} m"
+                  f" (clearance {num(summary.get('clearance_m'), '.2f')})")
+    else:
+        spread = f"  final spread: {num(summary.get('final_spread_m'))} m"
     line = (f"converged: {summary.get('converged')}"
             + (f" at t={num(ttc, '.1f')} s" if summary.get("converged") and ttc is not None else "")
-            + f"  final spread: {num(summary.get('final_spread_m'))} m"
-            + f"  consensus point: ({', '.join(num(v, '.2f') for v in point)})"
+            + spread + f"  consensus point: ({', '.join(num(v, '.2f') for v in point)})"
             + f"  llm calls: {summary.get('llm_calls')}  fallbacks: {summary.get('llm_fallbacks')}")
     if summary.get("end_reason"):
         line += f"  ended: {summary['end_reason']}"

@@ -211,8 +211,12 @@ class Recorder:
         """The line a person watching the run reads: time, round, spread, LLM calls (and how long consensus held)."""
         c = self.counters()
         held = self.settle.held_s(t)
-        line = (f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s  round {c['rounds_max']}  "
-                f"spread {sp:.3f} m (tol {self.cfg.converge_tol_m:g})")
+        line = f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s  round {c['rounds_max']}  "
+        if self.avoid is None:
+            line += f"spread {sp:.3f} m (tol {self.cfg.converge_tol_m:g})"
+        else:                      # bodies: the meeting points agree, the robots pack around them
+            line += (f"meeting points within {self._spread(self.tgt):.3f} m (tol {self.cfg.converge_tol_m:g})  "
+                     f"spread {sp:.3f} m")
         if self.cfg.settle_s > 0 and held > 0:
             line += f"  consensus held {held:.0f}/{self.cfg.settle_s:g} s"
         if self.cfg.planner == "llm":
@@ -247,7 +251,8 @@ class Recorder:
                 self.losses.append({"robot": i, "event": "back", "t_s": round(t, 3)})
 
     def counters(self) -> dict:
-        keys = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops", "deadlocks")
+        keys = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops",
+                "deadlocks")
         out = {k: int(sum(st.get(k, 0) for st in self.status.values())) for k in keys}
         rounds = [st.get("round", 0) for st in self.status.values()]
         out["rounds_max"] = int(max(rounds, default=0))
