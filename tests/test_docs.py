@@ -173,10 +173,13 @@ def _files(cwd: Path, run: str, *names: str) -> None:
 
 def check_ring6(cwd: Path, res: Result) -> None:
     s = _summary(cwd, "runs/ring6")
-    # README: the robots gather (converged within 0.1 m) and the run ends once settled, well before its cap
-    assert s["converged"] is True and s["final_spread_m"] < 0.1, s
+    # README: with the default filter the robots agree on one meeting point (within 0.1 m), pack around it within
+    # the packing radius, never closer than their clearance, and the run ends once settled, well before its cap
+    assert s["converged"] is True and s["converged_on"] == "targets" and s["target_spread_m"] < 0.1, s
+    assert s["farthest_from_consensus_m"] <= s["packing_radius_m"] and s["min_pair_distance_m"] >= s["clearance_m"]
     assert s["end_reason"] == "converged_and_settled", s
-    assert "converged: True" in res.out and "final spread: 0.0" in res.out and "ended: converged_and_settled" in res.out
+    assert "converged: True" in res.out and "meeting points within 0.0" in res.out
+    assert "ended: converged_and_settled" in res.out
     _files(cwd, "runs/ring6", "manifest.json", "params.yaml", "trajectories.csv", "plans.jsonl", "summary.json",
            "paths.png", "paths.svg", "planned_vs_actual.png")
     assert (cwd / "runs/ring6/logs").is_dir() and (cwd / "runs/ring6/bag").is_dir()
@@ -264,7 +267,7 @@ NAMING = dict(needs=needs_tables, env={"CONSENSUS_NAMING_TABLES": str(TABLES)})
 RUN: dict[str, Run] = {
     ". .venv/bin/activate": Run(),
     "consensus run aggregation --robots 6 --topology ring --planner average --duration 120 --settle 5 "
-    "--set collision_avoidance=none --out runs/ring6": Run(check_ring6, background=True, needs=needs_ros),
+    "--out runs/ring6": Run(check_ring6, background=True, needs=needs_ros),
     "consensus run aggregation --robots 10 --topology leader_follower --planner average --headless":
         Run(check_leader_follower),
     "consensus run disaster --headless": Run(check_disaster_headless),

@@ -43,25 +43,37 @@ class Avoidance:
     def __init__(self, *, kinematics: str, v_max: float, w_max: float, gamma: float, margin: float, radius: float,
                  fleet_radius: float | None = None, delay_s: float = 0.0, fence=None) -> None:
         self.kinematics = kinematics
-        self.v_max, self.w_max, self.gamma = float(v_max), float(w_max), float(gamma)
+        self.gamma = float(gamma)
         self.unicycle = kinematics == "unicycle"
-        self.offset = self.v_max / self.w_max if self.unicycle else 0.0
-        # the filtered point's speed limit: a unicycle's point moves at up to hypot(v, l w) = sqrt(2) v_max
-        self.point_v_max = math.hypot(self.v_max, self.offset * self.w_max) if self.unicycle else self.v_max
-        a_max = POINT_MASS_A_MAX if kinematics == "point_mass_pid" else math.inf
-        r_j = radius if fleet_radius is None else max(radius, fleet_radius)
-        self.clearance_m = float(radius + r_j + margin)
-        self.d_min_m = safety_distance(radius, r_j, margin=margin, offset=self.offset, v_max=self.point_v_max,
-                                       a_max=a_max, delay_s=delay_s)
+        self._radii = (float(radius), float(radius if fleet_radius is None else max(radius, fleet_radius)))
+        self._margin = float(margin)
+        self.clearance_m = float(sum(self._radii) + margin)
         self.delay_s = float(delay_s)
+        self.set_limits(v_max, w_max)
         self.counters = CollisionCounters()
         # the geofence less the footprint (and a unicycle's offset): the filtered point's box, a barrier too
         self.bounds = None
-        if fence is not None:
-            inset = radius + self.offset
-            lo, hi = (np.asarray(x, dtype=float) for x in fence)
-            if np.all(hi - lo > 2 * inset):
-                self.bounds = (lo + inset, hi - inset)
+        self._fence = None if fence is None else tuple(np.asarray(x, dtype=float) for x in fence)
+        if self._fence is not None:
+            self._set_bounds()
+
+    def set_limits(self, v_max: float, w_max: float) -> None:
+        """The speed limits (at start, and when ``v_max``/``w_max`` change at run time): the unicycle's offset
+        ``l = v_max / w_max``, the filtered point's speed limit and ``d_min`` follow them."""
+        self.v_max, self.w_max = float(v_max), float(w_max)
+        self.offset = self.v_max / self.w_max if self.unicycle else 0.0
+        # the filtered point's speed limit: a unicycle's point moves at up to hypot(v, l w) = sqrt(2) v_max
+        self.point_v_max = math.hypot(self.v_max, self.offset * self.w_max) if self.unicycle else self.v_max
+        a_max = POINT_MASS_A_MAX if self.kinematics == "point_mass_pid" else math.inf
+        self.d_min_m = safety_distance(*self._radii, margin=self._margin, offset=self.offset, v_max=self.point_v_max,
+                                       a_max=a_max, delay_s=self.delay_s)
+        if getattr(self, "_fence", None) is not None:
+            self._set_bounds()
+
+    def _set_bounds(self) -> None:
+        inset = self._radii[0] + self.offset
+        lo, hi = self._fence
+        self.bounds = (lo + inset, hi - inset) if np.all(hi - lo > 2 * inset) else None
 
     # ------------------------------------------------------------------ one robot (ROS robot base)
     def filter(self, pos, u_nom, neighbours, d_min=None) -> np.ndarray:

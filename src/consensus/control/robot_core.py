@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 import numpy as np
@@ -237,7 +238,7 @@ class RobotCore:
         if self.pending is not None:
             try:
                 self.pending.exception(timeout=timeout)
-            except TimeoutError:
+            except FutureTimeout:
                 pass
 
     def collect(self, now: float) -> dict | None:
@@ -303,16 +304,30 @@ class RobotCore:
             else:
                 members, n = None, max(self.n_slots, 1)
             spots = self._inside(slots(self.target, n, spacing))
-            known = [self.pos]
+            # every robot known, itself included, in the order of their ids: robots that know the same positions
+            # solve the same problem row for row, so even an exact tie is broken the same way for all of them
+            ids, known = [self.id], [self._position_for_slots()]
             if nearby is not None and len(nearby.positions):
                 keep = np.ones(len(nearby.positions), bool)
                 if members is not None:
                     keep = np.isin(nearby.ids, members)
+                ids += [int(i) for i in np.asarray(nearby.ids)[keep]]
                 known += list(np.asarray(nearby.positions, dtype=float)[keep][:, : self.dim])
-            self.slot = int(assign(np.asarray(known).reshape(-1, self.dim), spots)[0])
+            order = np.argsort(ids, kind="stable")
+            rows = assign(np.asarray(known).reshape(-1, self.dim)[order], spots)
+            self.slot = int(rows[int(np.flatnonzero(order == 0)[0])])
             self.goal = spots[self.slot] if self.slot >= 0 else self.target
             self.goal = self.geofence.clamp(self.goal)[0]
         return self.goal
+
+    def _position_for_slots(self) -> np.ndarray:
+        """Where this robot counts in the slot assignment: where the others it knows are counted, i.e. its
+        near-identity point for a unicycle that knows the others' points (``nearby_points``), else its position."""
+        if self.kinematics == "unicycle" and self.avoid is not None and self.nearby_points:
+            from consensus.control.collision import near_identity_point
+
+            return near_identity_point(np.array([self.pos[0], self.pos[1], self.yaw]), self.avoid.offset)
+        return self.pos
 
     def _inside(self, spots: np.ndarray) -> np.ndarray:
         """The slots moved as a whole (their pattern kept) so that every body in them is inside the geofence: a
@@ -432,6 +447,8 @@ class RobotCore:
         self.w_max = float(cfg.w_max if w_max is None else w_max)
         self.ctrl = make_controller(self.kinematics, kp=cfg.kp, v_max=self.v_max, w_max=self.w_max,
                                     deadband=cfg.deadband)
+        if self.avoid is not None:
+            self.avoid.set_limits(self.v_max, self.w_max)
 
     def state(self, now: float, llm_state: str | None = None) -> str:
         if self.estopped:

@@ -21,8 +21,9 @@ The matchmaker draws no word: the robots do. Phases:
 
 Collision avoidance (``collision_avoidance``: ``auto`` is ``cbf`` in a ROS run): every robot filters its command
 (``consensus.ros.robot``) with the positions of the ``nearby`` relay (``consensus.ros.nearby.NearbyRelay``), which
-this node hosts. ``d_min`` is the fleet's (``consensus.robots.map.fleet_avoidance``: footprints, margin and the
-relayed positions' age budget). The summary holds ``collision_avoidance``, ``clearance_m``, ``d_min_m``,
+this node hosts. ``d_min`` is the fleet's (``consensus.robots.map.fleet_avoidance``: footprints and margin, the
+distance kept at rest; moving robots add each relayed position's age times their closing speed). The summary holds
+``collision_avoidance``, ``clearance_m``, ``d_min_m``,
 ``collision`` (the robots' filter counters summed, ``avoidance.sum_collision``) and each robot's
 ``arrival_radius_m``.
 """
