@@ -1,6 +1,7 @@
 """Collision avoidance in the scenarios' robots (issue 19): the disaster drones' kinematic flight (headless) with the
 filter on and off, the cells packed drones attend, their start positions (consensus.scenarios.disaster.headless);
-the packing tolerance of arrival checks (consensus.metrics.convergence.arrival_radius)."""
+the packing tolerance of arrival checks (consensus.metrics.convergence.arrival_radius); the slots of ROS drones that
+share a cell, as the drones take them and as the grid node judges them (consensus.scenarios.disaster.cell_slots)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,8 @@ import pytest
 from consensus.metrics.convergence import arrival_radius, min_pair_distance_series, packing_radius
 from consensus.runs.rundir import read_trajectories
 from consensus.scenarios.disaster.config import DisasterConfig
+from consensus.scenarios.disaster.cell_slots import ARRIVE_FRACTION, CellSlots, pattern_point
+from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import attended_cells, run_disaster_headless, start_positions
 
 CLEARANCE = 2 * 0.2 + 0.05          # the control group's footprints and margin
@@ -73,3 +76,78 @@ def test_drones_sharing_a_start_cell_start_d_min_apart():
     gaps = np.linalg.norm(shared[:, None] - shared[None], axis=2)[np.triu_indices(4, 1)]
     assert gaps.min() >= 0.45 and np.linalg.norm(shared - [2.5, 2.5], axis=1).max() < 0.5
     assert np.allclose(start_positions(cfg, cells, None)[1], [2.5, 2.5])
+
+
+# --------------------------------------------------------------------------------------- drones sharing a cell (ROS)
+def _ros_slots(**kw):
+    """The filter of the ROS drones of a disaster run (the grid's view) and the cells' slots."""
+    from consensus.robots.map import fleet_avoidance
+    from consensus.scenarios.disaster.processes import controller_config
+
+    cfg = DisasterConfig(**kw)
+    base, _ = controller_config(cfg)
+    avoid = fleet_avoidance(base, ros=True)
+    return cfg, base, avoid, CellSlots(cfg.cell_size_m, avoid, base.packing_gap_m, base.workspace)
+
+
+@pytest.mark.parametrize("cell", [(0, 0), (9, 9), (0, 5), (9, 3), (5, 0), (4, 4)])
+def test_drones_sent_to_one_cell_take_the_slots_the_grid_judges_them_by(cell):
+    """Each drone's core (``RobotCore.set_target`` with the group, sent to ``pattern_point`` as the ROS drone does)
+    takes a distinct slot, and together they take exactly ``CellSlots.slots``: at walls and corners too."""
+    from consensus.control.robot_core import Nearby, RobotCore
+
+    cfg, base, avoid, cs = _ros_slots(num_robots=7)
+    assert avoid.d_min_m == pytest.approx(CLEARANCE) and cs.spacing == pytest.approx(CLEARANCE + 0.1)
+    rng = np.random.default_rng(cell)
+    for k in range(1, 8):
+        pos = rng.uniform(0.5, 9.5, (k, 2))
+        goals = []
+        for i in range(k):
+            core = RobotCore(base, i, avoid=avoid)
+            core.observe(0.0, pos[i])
+            core.set_target(pattern_point(cell_centre(cell, 1.0), k, avoid.d_min_m + core.gap), 0.0,
+                            group=list(range(k)))
+            others = [j for j in range(k) if j != i]
+            goals.append(core.step(0.0, Nearby.of(pos[others], ids=others)).goal)
+        slots = cs.slots(cell, k)
+        assert np.allclose(np.sort(np.array(goals), axis=0), np.sort(slots, axis=0)), (cell, k)
+        gaps = np.linalg.norm(slots[:, None] - slots[None], axis=2)[np.triu_indices(k, 1)]
+        assert (gaps >= cs.spacing - 1e-9).all()                          # the pattern is moved, never squeezed
+        assert ((slots >= 0.2 - 1e-9) & (slots <= 9.8 + 1e-9)).all()      # bodies inside the grid
+        assert cs.radius(cell, k) == pytest.approx(np.linalg.norm(slots - cell_centre(cell, 1.0), axis=1).max())
+
+
+def test_slots_are_centred_on_the_cell_and_more_drones_than_fit_are_crowded():
+    cfg, _, avoid, cs = _ros_slots(num_robots=9)
+    centre = cell_centre((4, 4), 1.0)
+    assert np.allclose(cs.slots((4, 4), 1), [centre]) and cs.radius((4, 4), 1) == 0.0
+    # two drones: 0.275 m either side of the centre (the packing alone puts them at the centre and 0.55 m beside it)
+    assert np.allclose(np.sort(cs.slots((4, 4), 2)[:, 0]), centre[0] + np.array([-0.275, 0.275]))
+    assert np.allclose(pattern_point(centre, 1, cs.spacing), centre)
+    # defaults (1 m cells, 0.55 m spacing): up to 3 drones fit every cell, 4 all but the left/right edge, 5+ none
+    cells = [(x, y) for x in range(10) for y in range(10)]
+    assert all(cs.fits(c, k) for c in cells for k in (1, 2, 3))
+    assert {c for c in cells if not cs.fits(c, 4)} == {c for c in cells if c[0] in (0, 9)}
+    assert not any(cs.fits(c, k) for c in cells for k in (5, 6, 9))
+    assert cs.crowded([(4, 4)] * 3 + [(0, 4)] * 4 + [(7, 7)] * 2) == [[0, 4, 4]]
+    assert cs.crowded([(4, 4)] * 9) == [[4, 4, 9]]
+    # larger cells fit more: 9 drones in 2 m cells
+    assert _ros_slots(num_robots=9, cell_size_m=2.0)[3].fits((4, 4), 9)
+    # a drone in its slot has arrived; arriving is attending (half a cell beyond the farthest slot, at least the
+    # headless packing's arrival_radius)
+    for cell, k in (((4, 4), 1), ((4, 4), 3), ((0, 0), 5), ((9, 9), 9)):
+        r = cs.radius(cell, k)
+        assert cs.arrive_radius(cell, k) == pytest.approx(r + ARRIVE_FRACTION)
+        assert cs.attend_radius(cell, k) == pytest.approx(max(r + 0.5, arrival_radius(0.5, k, avoid.d_min_m)))
+        assert cs.arrive_radius(cell, k) < cs.attend_radius(cell, k)
+
+
+def test_drones_in_their_slots_attend_their_cell_even_over_a_neighbour():
+    cfg, _, avoid, cs = _ros_slots(num_robots=6)
+    goals = [(0, 0)] * 6                                  # crowded in a corner: slots reach over (1, 0) and (0, 1)
+    pos = cs.slots((0, 0), 6)
+    radii = [cs.attend_radius((0, 0), 6)] * 6
+    assert attended_cells(pos, goals, cfg, avoid.d_min_m, radii) == goals
+    assert any(c != (0, 0) for c in attended_cells(pos, goals, cfg, None))   # by position: some over a neighbour
+    far = pos + np.array([3.0, 0.0])                      # far off: the cells under them
+    assert attended_cells(far, goals, cfg, avoid.d_min_m, radii) == attended_cells(far, goals, cfg, None)

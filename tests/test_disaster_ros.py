@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +142,53 @@ def test_three_heuristic_drones_fly_to_a_static_disaster_and_clear_it(tmp_path):
     assert (cube.pose.position.x, cube.pose.position.y) == pytest.approx(tuple(centre))
     assert {x.id for x in last.markers if x.ns == "drones"} == {0, 1, 2}
     assert any(x.ns == "grid" and len(x.points) == 2 * (6 + 1) * 2 for x in last.markers)
+
+
+def test_five_drones_sharing_cells_with_the_filter_complete_every_round_within_the_flight_deadline(tmp_path):
+    """Drones sent to one cell take slots in it (collision filter on, the default through ROS): every round
+    completes, each flight ends on arrival or at its deadline (a counted flight timeout), and no two drones come
+    closer than the clearance."""
+    from consensus.robots.map import fleet_avoidance
+    from consensus.scenarios.disaster.cell_slots import CellSlots
+    from consensus.scenarios.disaster.environment import cell_centre
+    from consensus.scenarios.disaster.processes import controller_config
+    from consensus.scenarios.disaster.round_clock import flight_deadline_s
+    from consensus.scenarios.disaster.runner import run_disaster_ros
+    from consensus.scenarios.disaster.ros.grid import TICK_S
+
+    # two disasters, no discussion: the heuristic drones split 3 + 2 over them, then the team follows what is left
+    cfg = _cfg(num_robots=5, rounds=3, initial_disasters=2, volatility="high", discussion_turns=0, flight_slack_s=8.0,
+               seed=4)
+    run = tmp_path / "run"
+    summary = run_disaster_ros(cfg, run)
+    assert not _processes_of(run), "a process of the run is still alive"
+    rounds = _rounds(run)
+    assert summary["rounds"] == len(rounds) == cfg.rounds                 # every round completed
+    assert summary["collision_avoidance"] == "cbf" and summary["phase_timeouts"] == 0
+    assert any(max(Counter(map(tuple, r["decision"]["actions"])).values()) >= 2 for r in rounds)   # shared cells
+    base, _ = controller_config(cfg)
+    slots = CellSlots(cfg.cell_size_m, fleet_avoidance(base, ros=True), base.packing_gap_m, base.workspace)
+    timed_out = 0
+    for r in rounds:
+        ros, actions = r["ros"], [tuple(c) for c in r["decision"]["actions"]]
+        deadline = flight_deadline_s(cfg, [tuple(c) for c in r["cells_start"]], actions)
+        assert ros["flight_deadline_s"] == pytest.approx(deadline, abs=1e-3)
+        assert ros["durations_s"]["flight"] <= deadline + 10 * TICK_S      # no flight waits beyond its deadline
+        assert all(d <= cfg.round_timeout_s for d in ros["durations_s"].values())
+        if ros.get("timeouts", {}).get("flight"):
+            timed_out += 1
+            assert ros["durations_s"]["flight"] >= deadline - TICK_S
+        else:                                # arrived: every drone near its cell's slots, so it attends its cell
+            counts = Counter(actions)
+            for p, a in zip(ros["positions_end"], actions):
+                assert np.linalg.norm(np.asarray(p) - cell_centre(a, cfg.cell_size_m)) <= slots.arrive_radius(
+                    a, counts[a]) + 0.05
+            assert [tuple(c) for c in r["cells_end"]] == actions
+    assert summary["flight_timeouts"] == timed_out
+    assert summary["crowded_cells"] == sum(len(r["ros"].get("crowded_cells", [])) for r in rounds)
+    _, pos, _ = read_trajectories(run / "trajectories.csv")
+    assert min_pair_distance_series(pos).min() >= summary["clearance_m"] - 2e-4     # (the CSV keeps 4 decimals)
+    assert summary["min_pair_distance_m"] >= summary["clearance_m"]
 
 
 def _without_ros(record: dict) -> dict:

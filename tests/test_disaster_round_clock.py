@@ -10,9 +10,10 @@ import sys
 import pytest
 
 from consensus.scenarios.disaster.agents import DroneReply
-from consensus.scenarios.disaster.config import load_disaster_config
+from consensus.scenarios.disaster.config import DisasterConfig, load_disaster_config
 from consensus.scenarios.disaster.environment import Disaster, Observation, in_grid
-from consensus.scenarios.disaster.round_clock import COUNTERS, START_TIMEOUT_S, RoundClock
+from consensus.errors import ConfigError
+from consensus.scenarios.disaster.round_clock import COUNTERS, START_TIMEOUT_S, RoundClock, flight_deadline_s
 
 TIMEOUT = 10.0
 FIELDS = {f.name for f in dataclasses.fields(DroneReply)}
@@ -103,7 +104,8 @@ def test_an_implicit_run_goes_through_every_phase_of_every_round_and_ends():
     assert step.decision.actions == [(2, 3), (2, 3), (4, 1)]
     assert step.state["phase"] == "flight" and step.state["actions"] == [[2, 3], [2, 3], [4, 1]]
     assert step.state["observation"] is None and step.state["heard"] is None
-    assert step.state["deadline_s"] == pytest.approx(5.0 + TIMEOUT)  # teleport: at most round_timeout_s
+    flight = flight_deadline_s(cfg, CELLS, [(2, 3), (2, 3), (4, 1)])  # teleport: the flight deadline's rule
+    assert step.state["deadline_s"] == pytest.approx(5.0 + flight) and flight != TIMEOUT
     seqs.append(step.state["seq"])
 
     assert clock.tick(6.0, arrived=False) is None
@@ -112,7 +114,8 @@ def test_an_implicit_run_goes_through_every_phase_of_every_round_and_ends():
     assert clock.tick(8.0, ready=True, arrived=True) is None         # the node scores the round first
     step = clock.complete_round(7.5, record={"positions_end": [[2.5, 3.5]] * 3})
     assert step.begin_round and not step.done and clock.rounds_done == 1
-    assert list(clock.record) == ["positions_start", "durations_s", "positions_end"]
+    assert list(clock.record) == ["positions_start", "durations_s", "flight_deadline_s", "positions_end"]
+    assert clock.record["flight_deadline_s"] == pytest.approx(flight, abs=1e-3)
     assert clock.record["durations_s"] == {"discuss_0": 2.0, "discuss_1": 1.5, "decide": 0.5, "flight": 2.0}
     assert clock.round_counters["replies"] == 9 and clock.round_counters["llm_calls"] == 9
     assert clock.round_counters["llm_fallbacks"] == 0
@@ -244,15 +247,29 @@ def test_a_silent_drone_times_out_at_the_deadline_is_counted_and_the_round_goes_
 
 
 def test_teleport_flights_end_on_arrival_or_time_out_and_kinematic_flights_last_round_time_s():
-    clock = _clock(_cfg(discussion_turns=0, rounds=3))
+    cfg = _cfg(discussion_turns=0, rounds=3)
+    clock = _clock(cfg)
     _start(clock, now=0.0)
     for i in range(3):
         clock.on_decision(_decided(0, i, (2, 3)))
-    clock.tick(1.0)
-    assert clock.tick(1.0 + TIMEOUT - 0.01, arrived=False) is None
-    assert clock.tick(1.0 + TIMEOUT, arrived=False).end_round         # nobody arrived: a flight timeout
+    deadline = 1.0 + flight_deadline_s(cfg, CELLS, [(2, 3)] * 3)
+    assert clock.tick(1.0).state["deadline_s"] == pytest.approx(deadline)
+    assert clock.tick(deadline - 0.01, arrived=False) is None
+    assert clock.tick(deadline, arrived=False).end_round              # nobody arrived: a flight timeout
     assert clock.counters["flight_timeouts"] == 1 and clock.record["timeouts"] == {"flight": 1}
     assert clock.counters["phase_timeouts"] == 0
+    assert clock.record["durations_s"]["flight"] == pytest.approx(deadline - 1.0, abs=1e-3)
+    assert clock.complete_round(deadline).begin_round                 # the round goes on: the next one begins
+
+    # round 1: the drones arrive at the very tick of the deadline: an arrival, not a timeout
+    clock.begin_round(deadline, _obs(1), [(2, 3)] * 3)
+    for i in range(3):
+        clock.on_decision(_decided(1, i, (2, 3)))
+    clock.tick(deadline + 1.0)
+    same = deadline + 1.0 + cfg.flight_slack_s                         # nobody moves: the deadline is the slack
+    assert clock.state["deadline_s"] == pytest.approx(same)
+    assert clock.tick(same, arrived=True).end_round
+    assert clock.counters["flight_timeouts"] == 1 and "timeouts" not in clock.record
 
     kin = _clock(_cfg(discussion_turns=0, rounds=1, motion="kinematic", round_time_s=3.0))
     _start(kin, now=0.0)
@@ -323,3 +340,26 @@ def test_the_clock_module_imports_no_ros():
             "print([m for m in sys.modules if m.split('.')[0] in ('rclpy', 'std_msgs', 'nav_msgs')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# --------------------------------------------------------------------------------------------------- flight deadline
+def test_the_flight_deadline_is_the_longest_straight_flight_at_v_max_times_a_factor_plus_a_slack():
+    cfg = _cfg(v_max=2.0, cell_size_m=1.5, flight_time_factor=3.0, flight_slack_s=4.0)
+    starts, goals = [(0, 0), (5, 5), (1, 1)], [(3, 4), (5, 5), (1, 2)]       # flights of 5, 0 and 1 cells
+    assert flight_deadline_s(cfg, starts, goals) == pytest.approx(3.0 * 5 * 1.5 / 2.0 + 4.0)
+    assert flight_deadline_s(cfg, starts, starts) == pytest.approx(4.0)     # nobody moves: the slack
+    assert flight_deadline_s(cfg, [], []) == pytest.approx(4.0)
+    default = load_disaster_config(None)                                    # 10 x 10 grid, 1 m/s: at most ~45 s
+    assert (default.flight_time_factor, default.flight_slack_s) == (2.0, 20.0)
+    assert flight_deadline_s(default, [(0, 0)], [(9, 9)]) == pytest.approx(2.0 * 9 * 2 ** 0.5 + 20.0)
+    assert flight_deadline_s(default, [(0, 0)], [(9, 9)]) < default.round_timeout_s
+
+
+@pytest.mark.parametrize("field, value", [("flight_time_factor", 0.5), ("flight_time_factor", 101.0),
+                                          ("flight_time_factor", float("inf")), ("flight_slack_s", -1.0),
+                                          ("flight_slack_s", float("nan")), ("flight_slack_s", 4000.0)])
+def test_the_flight_deadline_settings_are_checked(field, value):
+    with pytest.raises(ConfigError, match=field):
+        load_disaster_config(None, **{field: value})
+    lo, hi = DisasterConfig.field_ranges()[field]              # (the range the ROS parameter's descriptor shows)
+    assert lo <= getattr(DisasterConfig(), field) <= hi

@@ -24,6 +24,7 @@ A baseline always runs in implicit mode; asking for a baseline together with ``m
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -72,6 +73,13 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Fl
 
     # ROS
     round_timeout_s: float = 600.0    # ROS: a drone that has not answered a phase after this long counts as failed
+    # ROS, motion teleport: a flight's deadline is flight_time_factor x the round's longest straight flight (start
+    # cell's centre to chosen cell's centre) at v_max + flight_slack_s (round_clock.flight_deadline_s); a drone not
+    # arrived by then is a counted flight timeout and the round goes on
+    flight_time_factor: float = 2.0   # [1, 100] covers the P controller's slow final approach and the filter's detours
+    flight_slack_s: float = 20.0      # [s] start-up, packing into slots, drones standing off their cells' centres
+
+    RANGES: ClassVar[dict] = {"flight_time_factor": (1.0, 100.0), "flight_slack_s": (0.0, 3600.0)}
 
     # ------------------------------------------------------------------
     def env_config(self):
@@ -85,6 +93,9 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Fl
     def check(self) -> None:
         need(self.motion in MOTIONS, f"unknown motion '{self.motion}'; valid: {', '.join(MOTIONS)}")
         need_positive(self, "cell_size_m", "round_time_s", "round_timeout_s")
+        for name, (lo, hi) in DisasterConfig.RANGES.items():
+            value = getattr(self, name)
+            need(math.isfinite(value) and lo <= value <= hi, f"{name} must be in [{lo:g}, {hi:g}] (got {value})")
         need(self.kinematics == "single_integrator", "the drones fly as single integrators (kinematics: "
              f"single_integrator; got '{self.kinematics}')")
         need(self.control_period_s <= self.round_time_s, "control_period_s must not exceed round_time_s")

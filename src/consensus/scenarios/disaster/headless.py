@@ -54,7 +54,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -107,11 +107,12 @@ def cells_under(positions: np.ndarray, cfg: DisasterConfig) -> list[Cell]:
 
 
 def attended_cells(positions: np.ndarray, goals: list[Cell] | None, cfg: DisasterConfig,
-                   d_min: float | None) -> list[Cell]:
+                   d_min: float | None, radii: Sequence[float] | None = None) -> list[Cell]:
     """The cell each drone attends: the cell under it (``cells_under``); with collision avoidance (``d_min``, the
     filter's) a drone within ``arrival_radius(s / 2, k, d_min)`` of its goal cell's centre, k the drones sent to
     that cell, attends its goal (drones kept ``d_min`` apart pack around a shared cell's centre and may stand over
-    a neighbouring cell)."""
+    a neighbouring cell). ``radii`` (one per drone) replaces that radius: through ROS the drones fly to slots, and
+    drone i attends its goal within ``radii[i]`` of its centre (``cell_slots.CellSlots.attend_radius``)."""
     under = cells_under(positions, cfg)
     if d_min is None or goals is None:
         return under
@@ -119,7 +120,8 @@ def attended_cells(positions: np.ndarray, goals: list[Cell] | None, cfg: Disaste
     out = []
     for i, (cell, goal) in enumerate(zip(under, goals)):
         dist = float(np.linalg.norm(np.asarray(positions[i], dtype=float) - cell_centre(goal, cfg.cell_size_m)))
-        out.append(goal if dist <= arrival_radius(0.5 * cfg.cell_size_m, counts[goal], d_min) else cell)
+        radius = radii[i] if radii is not None else arrival_radius(0.5 * cfg.cell_size_m, counts[goal], d_min)
+        out.append(goal if dist <= radius else cell)
     return out
 
 

@@ -32,9 +32,18 @@ Phases (``RoundClock.phase``; each published one gets a new ``seq`` in its state
   counters come from the same code as headless. ``Step.decision`` carries the ``RoundDecision``.
 * ``flight`` (the state carries every drone's action): ``motion: kinematic`` lasts exactly ``round_time_s`` (a
   far cell may take more than one round, as headless); ``motion: teleport`` ends when the node reports every
-  drone arrived, at the latest ``round_timeout_s`` after it began (then counted in ``flight_timeouts``). The node
-  then scores the round and calls ``complete_round``: the next round begins, or after ``rounds`` rounds the state
-  goes to ``done`` (``Step.done``) and the run is over.
+  drone arrived, at the latest at the flight deadline ``flight_deadline_s`` after it began (then counted in
+  ``flight_timeouts`` and in the round's ``timeouts`` as ``flight: 1``; the node scores the drones where they are).
+  The deadline is computed from the round's cells, not from ``round_timeout_s`` (which bounds the drones' answers
+  and is long for LLM teams): ``flight_time_factor`` x the longest straight flight of the round, from the centre of
+  a drone's cell at the round's start to the centre of its chosen cell, at ``v_max``, plus ``flight_slack_s``.
+  The node then scores the round and calls ``complete_round``: the next round begins, or after ``rounds`` rounds the
+  state goes to ``done`` (``Step.done``) and the run is over.
+
+No phase waits without a bound: ``waiting`` ends after ``start_timeout_s``, ``discuss`` and ``decide`` after
+``round_timeout_s`` (explicit: ``(2 max_agreement_turns + 1) round_timeout_s``), ``flight`` after ``round_time_s``
+(kinematic) or its flight deadline (teleport), all finite by the config's checks; ``scoring`` and ``between`` are
+the node's own work, done at once.
 
 Deadlines and timeouts: a phase closes at the first ``tick`` at or after its deadline (``deadline_s`` of the state
 record; ``None`` = no deadline). A record counts when it arrives while its phase is open. Every drone (or the
@@ -50,9 +59,9 @@ counted (``late_replies``; its LLM calls in ``late_llm_calls``); such a collecti
 ``bad_messages`` and becomes a failed reply (reason ``bad_message``): the drone stays, as after any failed reply.
 
 Recorded: ``record`` is the ``ros`` part of the round's record (``rounds.jsonl``, ``disaster/metrics``): the
-node's extras (positions) plus ``durations_s`` (seconds per phase: ``discuss_<t>``, ``decide``, ``flight``) and
-``timeouts``; ``counters`` holds the run's protocol counters (``COUNTERS``) and ``round_counters`` the sum of the
-completed rounds' ``RoundDecision.counters``.
+node's extras (positions) plus ``durations_s`` (seconds per phase: ``discuss_<t>``, ``decide``, ``flight``),
+``flight_deadline_s`` (how long the flight could last) and ``timeouts``; ``counters`` holds the run's protocol
+counters (``COUNTERS``) and ``round_counters`` the sum of the completed rounds' ``RoundDecision.counters``.
 """
 from __future__ import annotations
 
@@ -74,6 +83,14 @@ COUNTERS = ("phase_timeouts", "flight_timeouts", "late_replies", "late_llm_calls
 def timeout_reply(what: str) -> DroneReply:
     """The reply of a drone that did not answer a phase in time: a counted fallback (reason ``timeout``)."""
     return DroneReply(fallback=True, fallback_reason="timeout", error=f"no {what} within round_timeout_s")
+
+
+def flight_deadline_s(cfg, starts: Sequence[Cell], goals: Sequence[Cell]) -> float:
+    """How long a ``motion: teleport`` flight of ``cfg`` may last over ROS (module docstring): ``flight_time_factor``
+    x the longest straight line from the centre of a drone's cell at the round's start (``starts``) to the centre of
+    its chosen cell (``goals``), in metres (``cell_size_m``), over ``v_max``, plus ``flight_slack_s``."""
+    longest = max((math.dist(a, b) for a, b in zip(starts, goals) if a is not None and b is not None), default=0.0)
+    return cfg.flight_time_factor * longest * cfg.cell_size_m / cfg.v_max + cfg.flight_slack_s
 
 
 def cell_list(cell) -> list[int] | None:
@@ -177,7 +194,7 @@ class RoundClock:
     # ------------------------------------------------------------------ time
     def tick(self, now: float, *, ready: bool = False, arrived: bool = False) -> Step | None:
         """Advance to ``now``: ``ready`` = every drone (and the aggregator) is up, ``arrived`` = every drone is on
-        its chosen cell. None when nothing changes."""
+        its chosen cell (in a teleport flight, arriving at the deadline is arriving). None when nothing changes."""
         if self.phase == "waiting":
             if ready or now - self.t_created > self.start_timeout_s:
                 return Step(begin_round=True, late_start=not ready)
@@ -188,12 +205,12 @@ class RoundClock:
             if self.answered() or now >= self.deadline:
                 return self._end_decision(now)
         elif self.phase == "flight":
+            if self.cfg.motion == "teleport" and arrived:
+                return self._end_flight(now)
             if now >= self.deadline:
                 if self.cfg.motion == "teleport":
                     self.counters["flight_timeouts"] += 1
                     self.record.setdefault("timeouts", {})["flight"] = 1
-                return self._end_flight(now)
-            if self.cfg.motion == "teleport" and arrived:
                 return self._end_flight(now)
         return None
 
@@ -370,8 +387,10 @@ class RoundClock:
         if self.collective is not None and cell_list(decision.collective) != self.collective.get("decision"):
             self.counters["replay_mismatches"] += 1
             mismatch = (self.collective.get("decision"), cell_list(decision.collective))
-        flight = cfg.round_time_s if cfg.motion == "kinematic" else cfg.round_timeout_s
+        flight = cfg.round_time_s if cfg.motion == "kinematic" else flight_deadline_s(cfg, self.cells,
+                                                                                        decision.actions)
         self._set_phase("flight", now, timeout=flight, actions=decision.actions)
+        self.record["flight_deadline_s"] = round(flight, 3)
         return Step(decision=decision, mismatch=mismatch, state=self.state)
 
     def _load_votes(self, rec: dict) -> None:

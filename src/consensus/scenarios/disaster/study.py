@@ -52,8 +52,11 @@ _SUMMARY_KEYS = ("coverage_rate", "misallocation_penalty", "misallocation_share"
                  "parse_failures", "messages_truncated", "messages_empty", "vote_failures", "coordinator_failures",
                  "no_decision", "num_robots", "mode", "strategy", "roles", "volatility", "baseline", "planner")
 
-#: the DisasterConfig fields minus the run/LLM-transport ones (config_params) and the ROS round timeout
-DEFAULTS: dict[str, Any] = config_params(DisasterConfig, exclude=("round_timeout_s",), condition="", strict_llm=True)
+#: the DisasterConfig fields minus the run/LLM-transport ones (config_params), the ROS round clock's timeouts and the
+#: ROS drones' packing in shared cells (the robot core's: the headless drones do not use it)
+DEFAULTS: dict[str, Any] = config_params(DisasterConfig, exclude=("round_timeout_s", "flight_time_factor",
+                                                                  "flight_slack_s", "packing_gap_m", "deadlock_s"),
+                                         condition="", strict_llm=True)
 
 
 def config_for(params: dict, seed: int = 0, llm_settings: dict | None = None) -> DisasterConfig:

@@ -3,8 +3,9 @@
 A drone is a ``consensus.ros.robot.RobotAgent`` (P controller, geofence, speed limit, stale-odometry stop,
 ``cmd_vel``/``state``/``target``/``planner/status`` topics, control timing) whose target is not planned
 periodically but set by the round clock of the ``disaster_grid`` node: the centre of the cell the drone flies to,
-cell (x, y) -> ((x + 0.5) s, (y + 0.5) s) with s = ``cell_size_m``. The drone's decisions come from the core
-agent of ``consensus.scenarios.disaster.agents`` (``make_drone``), called exactly as
+cell (x, y) -> ((x + 0.5) s, (y + 0.5) s) with s = ``cell_size_m`` (drones sharing a cell: see Flight below). The
+drone's decisions come from the core agent of ``consensus.scenarios.disaster.agents`` (``make_drone``), called
+exactly as
 ``consensus.scenarios.disaster.rounds.run_round`` calls it in the headless runner:
 ``discuss(obs, inbox_for(id, heard), turn, cell)``, ``act(...)``, ``prepare_vote(...)`` + ``propose(ctx)``. No
 prompt, parsing, validation or fallback is done here.
@@ -46,10 +47,12 @@ its turn comes is skipped and counted (``jobs_skipped``). Finished calls are pub
 Classical policies (no pool) answer inline. Every reply's LLM calls and fallbacks are added to the status counters;
 a policy that raises gives a counted ``planner_exception`` fallback reply, never a dead drone.
 
-Flight: in the ``flight`` phase the drone flies to the centre of its cell. With ``motion: kinematic`` it hovers
-where it is from the next phase on, so it flies exactly the flight phase's ``round_time_s`` per round however long
-the deliberation takes (the headless kinematic model freezes time between flights too); with ``motion: teleport``
-it goes on to the centre of its cell (it is already in the cell when the flight phase ends).
+Flight: in the ``flight`` phase the drone flies to the centre of its cell; with the collision filter the k drones
+sent to one cell fly to k slots centred on it (``consensus.scenarios.disaster.cell_slots``). With ``motion:
+kinematic`` it hovers where it is from the next phase on, so it flies exactly the flight phase's ``round_time_s`` per
+round however long the deliberation takes (the headless kinematic model freezes time between flights too); with
+``motion: teleport`` it goes on to its cell's centre or slot (it is near it when the flight phase ends: arrived, or
+the flight timed out).
 
 Safety on top of robot_agent.py: an action off the grid is refused (the drone holds its target, ``bad_actions``);
 the round clock counts as the planner for ``target_timeout_s``: without a state message (phase or heartbeat) for
@@ -80,6 +83,7 @@ from consensus.scenarios.disaster.agents import DroneReply, InboxMessage
 from consensus.ros import qos
 from consensus.ros.params import guarded_record, declare_config
 from consensus.ros.robot import RobotAgent
+from consensus.scenarios.disaster.cell_slots import pattern_point
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.round_clock import cell_list
 from consensus.scenarios.disaster.processes import controller_config
@@ -369,8 +373,10 @@ class RosDrone(RobotAgent):
         self._publish_point(self.pub_target, target)
 
     def _fly_to(self, action: Any, actions: list | None = None) -> None:
-        """Fly to the centre of the cell ``action``; the drones sent to the same cell (``actions``: every drone's)
-        take slots around its centre (``RobotCore.set_target``'s group; ``consensus.control.packing``)."""
+        """Fly to the centre of the cell ``action``; with the collision filter the drones sent to the same cell
+        (``actions``: every drone's) take slots around its centre (``RobotCore.set_target``'s group;
+        ``consensus.control.packing``), sent to ``cell_slots.pattern_point`` so that the slots are centred on the
+        cell (``consensus.scenarios.disaster.cell_slots``: where they stand, whether they fit the cell)."""
         cfg = self.dcfg
         try:
             cell = cell_or_none(action, cfg.width, cfg.height)
@@ -381,7 +387,10 @@ class RosDrone(RobotAgent):
             self.health.count_bad_message(f"drone_{self.id}.flight_action")
             return
         group = [j for j, a in enumerate(actions or []) if _same_cell(a, cell)] or None
-        target, _ = self.core.set_target(cell_centre(cell, cfg.cell_size_m), self._now(), group=group)
+        point = cell_centre(cell, cfg.cell_size_m)
+        if group is not None and self.core.avoid is not None:
+            point = pattern_point(point, len(group), self.core.avoid.d_min_m + self.core.gap)
+        target, _ = self.core.set_target(point, self._now(), group=group)
         self._publish_point(self.pub_target, target)
 
     # ------------------------------------------------------------------ RobotAgent hooks

@@ -20,17 +20,24 @@ round, write the results).
 
 Flight: the drones always fly (P controller, ``v_max``); nobody is teleported. With ``motion: teleport`` — the
 paper's "on its chosen cell at the round's end" — the node tells the clock the drones have arrived when every drone
-is within ``ARRIVE_FRACTION`` of a cell of its chosen cell's centre.
+is within ``ARRIVE_FRACTION`` of a cell of its chosen cell's centre; the clock ends the flight then, or at its
+deadline (``round_clock.flight_deadline_s``: a counted flight timeout, and the round goes on with the drones scored
+where they are).
 
 Collision avoidance (``collision_avoidance``: ``auto`` is ``cbf`` in a ROS run, whatever the ``motion``: the ROS
 drones always fly): every drone filters its command (``consensus.ros.robot``) with the positions of the ``nearby``
-relay (``consensus.ros.nearby.NearbyRelay``), which this node hosts. Drones sent to the same cell then pack around
-its centre: a drone within ``arrival_radius`` (``consensus.metrics.convergence``: at least ``packing_radius(k,
-d_min)`` for the k drones sent there, d_min the fleet's, age budget included) of its chosen cell's centre has
-arrived (teleport) and attends its chosen cell even when it stands over a neighbour
-(``consensus.scenarios.disaster.headless.attended_cells``). The summary holds ``collision_avoidance``,
-``clearance_m``, ``d_min_m``, ``min_pair_distance_m`` (from the sampled odometry) and ``collision`` (the drones'
-filter counters summed, ``avoidance.sum_collision``).
+relay (``consensus.ros.nearby.NearbyRelay``), which this node hosts. The k drones sent to the same cell then take
+k slots centred on its centre (``consensus.scenarios.disaster.cell_slots``; spacing d_min + ``packing_gap_m``,
+d_min the fleet's). The node judges them by the radius of the cell's slots (it does not know which slot each drone
+took): a drone within ``ARRIVE_FRACTION`` of a cell beyond its cell's farthest slot has arrived (teleport), and
+within half a cell beyond it (at least ``arrival_radius(s / 2, k, d_min)``) it attends its chosen cell even when it
+stands over a neighbour (``consensus.scenarios.disaster.headless.attended_cells``). When the k slots do not fit the
+cell (more drones than the cell has room for: the paper's misallocation, more than M = 2 drones on a cell) the round
+records the cell as ``[x, y, k]`` in ``ros.crowded_cells``; such drones still attend their cell, and one kept from
+its slot by another cell's drones makes the flight time out at its deadline. The summary holds
+``collision_avoidance``, ``clearance_m``, ``d_min_m``, ``min_pair_distance_m`` (from the sampled odometry),
+``collision`` (the drones' filter counters summed, ``avoidance.sum_collision``) and ``crowded_cells`` (over the
+run's flights).
 
 Topics (relative; the node lives in the root namespace): ``disaster/state`` (the round clock, schema in
 ``consensus.scenarios.disaster.ros.agent``; re-published every ``HEARTBEAT_S``), ``disaster/metrics``
@@ -58,6 +65,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -72,7 +80,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from consensus.control.avoidance import sum_collision
 from consensus.robots.map import fleet_avoidance
-from consensus.metrics.convergence import arrival_radius, min_pair_distance_series
+from consensus.metrics.convergence import min_pair_distance_series
 from consensus.ros.nearby import NearbyRelay
 from consensus.runs.ros_runner import announce_results
 from consensus.scenarios.disaster import metrics
@@ -86,12 +94,12 @@ from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCU
                                                     declare_disaster_config, dumps, reply_from_dict)
 from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
 from consensus.ros.params import node_main, HEALTH, Health, guarded, publish_health, read_xy, sum_health
+from consensus.scenarios.disaster.cell_slots import ARRIVE_FRACTION, CellSlots
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import attended_cells, start_cells
 from consensus.scenarios.disaster.processes import controller_config
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
 
-ARRIVE_FRACTION = 0.25        # teleport flights end when every drone is this close (in cells) to its cell centre
 SAMPLE_HZ = 5.0
 TICK_S = 0.05
 
@@ -118,7 +126,11 @@ class DisasterGrid:
         self.env = DisasterEnv(cfg.env_config(), seed=cfg.seed)
         self.pos = np.full((self.n, 2), np.nan)
         self.targets = np.full((self.n, 2), np.nan)
-        self.goals: list | None = start_cells(cfg)  # every drone's chosen cell of the last flight (at first: start)
+        self.goals: list | None = None       # every drone's chosen cell of the last flight (at first: its start)
+        self.arrive_radii: list[float] | None = None    # with the filter: per drone, CellSlots.arrive_radius
+        self.attend_radii: list[float] | None = None    # with the filter: per drone, CellSlots.attend_radius
+        self.crowded: list[list[int]] = []              # the flight's cells whose slots do not fit: [x, y, k]
+        self.crowded_cells = 0                          # summed over the run's flights
         self.status: dict[int, dict] = {}
         self.aggregator_status: dict | None = None
         self.clock = RoundClock(cfg, self._now(), parse_reply=partial(reply_from_dict, width=cfg.width,
@@ -153,6 +165,9 @@ class DisasterGrid:
         base, _ = controller_config(raw)
         self.avoid = fleet_avoidance(base, ros=True)
         self.d_min = None if self.avoid is None else self.avoid.d_min_m
+        self.slots = None if self.avoid is None else CellSlots(cfg.cell_size_m, self.avoid, base.packing_gap_m,
+                                                               base.workspace)
+        self._set_goals(start_cells(cfg))
         self.nearby = NearbyRelay(node, base, self.health) if self.avoid is not None else None
         self.pub_state = node.create_publisher(String, STATE.lstrip("/"), STATE_QOS)
         self.pub_metrics = node.create_publisher(String, METRICS, qos.EVENTS)
@@ -222,20 +237,27 @@ class DisasterGrid:
         odom = not np.isnan(self.pos).any()
         return drones and odom and (self.cfg.mode != "explicit" or self.aggregator_status is not None)
 
+    def _set_goals(self, goals: list) -> None:
+        """Every drone's chosen cell, and with the filter how close to its centre it arrives and attends it."""
+        self.goals = [tuple(c) for c in goals]
+        if self.slots is not None:
+            counts = Counter(self.goals)
+            self.arrive_radii = [self.slots.arrive_radius(g, counts[g]) for g in self.goals]
+            self.attend_radii = [self.slots.attend_radius(g, counts[g]) for g in self.goals]
+
     def _arrived(self) -> bool:
-        """Is every drone within ARRIVE_FRACTION of a cell of its chosen cell's centre?"""
+        """Is every drone within ARRIVE_FRACTION of a cell of its chosen cell's centre (with the filter: of its
+        cell's farthest slot, ``CellSlots.arrive_radius``)?"""
         if np.isnan(self.pos).any() or np.isnan(self.targets).any():
             return False
         dist = np.linalg.norm(self.pos - self.targets, axis=1)
-        tol = ARRIVE_FRACTION * self.cfg.cell_size_m
-        if self.goals is None or self.d_min is None:
-            return bool((dist <= tol).all())
-        counts = {g: self.goals.count(g) for g in set(self.goals)}
-        return all(d <= arrival_radius(tol, counts[g], self.d_min) for d, g in zip(dist, self.goals))
+        if self.arrive_radii is None:
+            return bool((dist <= ARRIVE_FRACTION * self.cfg.cell_size_m).all())
+        return bool((dist <= np.asarray(self.arrive_radii)).all())
 
     def _cells(self) -> list[tuple[int, int]]:
         """The cell every drone attends now (a silent drone counts at cell (0, 0))."""
-        return attended_cells(np.nan_to_num(self.pos), self.goals, self.cfg, self.d_min)
+        return attended_cells(np.nan_to_num(self.pos), self.goals, self.cfg, self.d_min, self.attend_radii)
 
     def _do(self, step: Step | None, now: float) -> None:
         """Do what the clock answered (the fields of ``Step`` in their order)."""
@@ -246,7 +268,9 @@ class DisasterGrid:
                                          f"the recorded votes give {step.mismatch[1]}")
         if step.decision is not None:
             self.targets = np.array([cell_centre(c, self.cfg.cell_size_m) for c in step.decision.actions])
-            self.goals = [tuple(c) for c in step.decision.actions]
+            self._set_goals(step.decision.actions)
+            self.crowded = [] if self.slots is None else self.slots.crowded(self.goals)
+            self.crowded_cells += len(self.crowded)
         if step.state is not None:
             self._publish_state()
         if step.begin_round:
@@ -276,7 +300,8 @@ class DisasterGrid:
         decision = clock.decision
         outcome = self.env.end_round(cells, decision.actions)
         self.outcomes.append(outcome)
-        step = clock.complete_round(now, record={"positions_end": self.pos.tolist()})
+        extra = {"crowded_cells": self.crowded} if self.crowded else {}
+        step = clock.complete_round(now, record={"positions_end": self.pos.tolist(), **extra})
         record = {"round": outcome.round, "observation": clock.obs.to_dict(),
                   "cells_start": [list(c) for c in clock.cells], "decision": decision.to_dict(),
                   "cells_end": [list(c) for c in cells], "outcome": outcome.to_dict(), "ros": clock.record}
@@ -353,7 +378,8 @@ class DisasterGrid:
         if self.avoid is not None:
             out.update(clearance_m=self.avoid.clearance_m, d_min_m=self.avoid.d_min_m,
                        collision=sum_collision([st["collision"] for st in per_drone
-                                                if isinstance(st.get("collision"), dict)]))
+                                                if isinstance(st.get("collision"), dict)]),
+                       crowded_cells=self.crowded_cells)
         return out
 
     def finish(self) -> dict:
