@@ -39,9 +39,13 @@ install: setup
 model: install
 	$(VENV)/bin/consensus model verify
 
-# The demo's prompt style is the one that, measured, makes the embedded model converge (docs/model-card.md): `tools`.
-# If the LLM robots do not converge, the demo says so and runs the classical average planner from the same start.
+# The demo's prompt is the one that, measured, makes the embedded model's robots with bodies agree
+# (docs/model-card.md, benchmarks/bench_llm_bodies.py): the `tools` style, shown the others' meeting points
+# (meeting_points=on; with the positions alone, bodies kept apart leave every robot's "centroid of the others" a
+# body's spacing from the next). If the LLM robots do not converge, the demo says so and runs the classical average
+# planner from the same start.
 DEMO_STYLE ?= tools
+DEMO_MEETING_POINTS ?= on
 # The run ends DEMO_SETTLE s after the robots have gathered (within converge_tol_m); DEMO_SECONDS is only the upper
 # bound for slow machines. A progress line (time, round, spread, LLM calls) comes every planning period.
 DEMO_SECONDS ?= 600
@@ -50,6 +54,7 @@ demo: model
 	rm -rf $(DEMO_OUT) $(DEMO_OUT)-average
 	$(VENV)/bin/consensus run aggregation --robots 4 --planner llm --prompt-style $(DEMO_STYLE) --backend embedded \
 		--duration $(DEMO_SECONDS) --settle $(DEMO_SETTLE) --set llm_timeout_s=300 --set llm_max_tokens=160 \
+		--set meeting_points=$(DEMO_MEETING_POINTS) \
 		--out $(DEMO_OUT)
 	@if $(PY) -c 'import json, sys; sys.exit(not json.load(open("$(DEMO_OUT)/summary.json")).get("converged"))'; then \
 		echo "demo: the 4 LLM robots (embedded model, prompt style $(DEMO_STYLE)) reached consensus (the time is on the"; \

@@ -51,7 +51,7 @@ setup(
         "foxglove": [line.strip() for line in open("requirements/foxglove.txt") if line.strip() and not line.startswith("#")],
         # the Ray executor of `consensus experiment --executor ray` (requirements/ray.txt)
         "ray": [line.strip() for line in open("requirements/ray.txt") if line.strip() and not line.startswith("#")],
-        "test": ["pytest>=8", "hypothesis>=6", "ruff>=0.5", "import-linter>=2.1"],
+        "test": ["pytest>=8", "hypothesis>=6", "pytest-xdist>=3.5", "ruff>=0.5", "import-linter>=2.1"],
     },
     entry_points={"console_scripts": ["consensus = consensus.cli:main"]},
     zip_safe=False,
