@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from bag_odometry import odometry_in_bag
 from consensus.scenarios.aggregation.config import load_config
 
 pytestmark = pytest.mark.ros
@@ -23,18 +24,8 @@ N = 6
 
 def odometry_track(run) -> tuple[float, np.ndarray]:
     """(closest distance between two bodies at any odometry message, the last odometry position of every robot)."""
-    from consensus.runs.bag import read_messages
-
-    last: dict[str, tuple[float, float]] = {}
-    closest = math.inf
-    for topic, _type, _t, msg in read_messages(run / "bag"):
-        if topic.endswith("/odom"):
-            last[topic] = (msg.pose.pose.position.x, msg.pose.pose.position.y)
-            if len(last) > 1:
-                p = np.asarray(list(last.values()))
-                d = np.linalg.norm(p[:, None] - p[None], axis=2)[np.triu_indices(len(p), 1)]
-                closest = min(closest, float(d.min()))
-    return closest, np.asarray([last[k] for k in sorted(last)])
+    odom = odometry_in_bag(run)
+    return odom.closest, odom.final()
 
 
 @pytest.mark.parametrize("topology", ["ring", "line", "star", "leader_follower"])

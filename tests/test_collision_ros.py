@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from bag_odometry import odometry_in_bag
 from consensus.scenarios.aggregation.config import load_config
 
 pytestmark = pytest.mark.ros
@@ -29,20 +30,8 @@ def _averaging_llm(body: dict) -> str:
 
 def _from_bag(run) -> tuple[float, float, int]:
     """(smallest distance between two robots' odometry at any message, fastest cmd_vel, robots seen)."""
-    from consensus.runs.bag import read_messages
-
-    last: dict[str, tuple[float, float]] = {}
-    closest, fastest = np.inf, 0.0
-    for topic, _type, _t, msg in read_messages(run / "bag"):
-        if topic.endswith("/odom"):
-            last[topic] = (msg.pose.pose.position.x, msg.pose.pose.position.y)
-            if len(last) > 1:
-                p = np.asarray(list(last.values()))
-                d = np.linalg.norm(p[:, None] - p[None], axis=2)[np.triu_indices(len(p), 1)]
-                closest = min(closest, float(d.min()))
-        elif topic.endswith("/cmd_vel"):
-            fastest = max(fastest, float(np.hypot(msg.linear.x, msg.linear.y)))
-    return closest, fastest, len(last)
+    odom = odometry_in_bag(run)
+    return odom.closest, odom.fastest_cmd, odom.robots
 
 
 def test_six_llm_robots_agree_and_never_come_closer_than_d_min(tmp_path):

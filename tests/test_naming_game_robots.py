@@ -264,18 +264,10 @@ def _check_against_reference(summary: dict, out: Path, cfg) -> None:
 
 def _closest_in_bag(out: Path) -> tuple[float, int]:
     """(smallest distance between two robots' newest odometry at any odometry message, robots seen)."""
-    from consensus.runs.bag import read_messages
+    from bag_odometry import odometry_in_bag
 
-    last: dict[str, tuple[float, float]] = {}
-    closest = np.inf
-    for topic, _type, _t, msg in read_messages(out / "bag"):
-        if topic.endswith("/odom"):
-            last[topic] = (msg.pose.pose.position.x, msg.pose.pose.position.y)
-            if len(last) > 1:
-                p = np.asarray(list(last.values()))
-                closest = min(closest, float(np.linalg.norm(p[:, None] - p[None], axis=2)[np.triu_indices(len(p), 1)]
-                                             .min()))
-    return closest, len(last)
+    odom = odometry_in_bag(out)
+    return odom.closest, odom.robots
 
 
 @pytest.mark.ros

@@ -215,8 +215,9 @@ class Recorder:
         if self.avoid is None:
             line += f"spread {sp:.3f} m (tol {self.cfg.converge_tol_m:g})"
         else:                      # bodies: the meeting points agree, the robots pack around them
-            line += (f"meeting points within {self._spread(self.tgt):.3f} m (tol {self.cfg.converge_tol_m:g})  "
-                     f"spread {sp:.3f} m")
+            tsp = self._spread(self.tgt)                 # NaN until two robots have planned
+            line += (f"meeting points within {'n/a' if math.isnan(tsp) else f'{tsp:.3f}'} m "
+                     f"(tol {self.cfg.converge_tol_m:g})  spread {sp:.3f} m")
         if self.cfg.settle_s > 0 and held > 0:
             line += f"  consensus held {held:.0f}/{self.cfg.settle_s:g} s"
         if self.cfg.planner == "llm":
