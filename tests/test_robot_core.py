@@ -24,6 +24,7 @@ from consensus.scenarios.aggregation.planners.classical import AveragePlanner
 
 FAST = settings(max_examples=30, deadline=None, derandomize=True)
 NONE = Heard.none(2)
+NOBODY = Nearby.of(np.empty((0, 2)))          # a nearby message with no other robot in it
 
 
 def config(**overrides):
@@ -395,7 +396,7 @@ def test_single_integrator_commands_stay_within_v_max(x, y, tx, ty, with_filter)
     core = RobotCore(cfg, 0, avoid=avoid_of(cfg) if with_filter else None)
     core.observe(0.0, [x, y])
     core.set_target([tx, ty], 0.0)
-    cmd = core.step(0.0)
+    cmd = core.step(0.0, NOBODY)
     assert cmd.reason == "ok" and speed(cmd) <= cfg.v_max + 1e-9
     dist = math.hypot(tx - x, ty - y)
     if dist * cfg.kp >= cfg.v_max and not with_filter:  # far targets: at the limit, straight at the target
@@ -410,7 +411,7 @@ def test_unicycle_commands_stay_within_v_max_and_w_max(x, y, yaw, tx, ty, with_f
     core = RobotCore(cfg, 0, avoid=avoid_of(cfg) if with_filter else None)
     core.observe(0.0, [x, y], yaw)
     core.set_target([tx, ty], 0.0)
-    cmd = core.step(0.0)
+    cmd = core.step(0.0, NOBODY)
     assert cmd.reason == "ok" and cmd.vy == 0.0
     assert abs(cmd.vx) <= cfg.v_max + 1e-9 and abs(cmd.wz) <= cfg.w_max + 1e-9
 
@@ -445,7 +446,7 @@ def test_agreement_needs_every_heard_meeting_point_within_the_gap():
     one_far = near + [target + [0.0, 1.5 * gap]]
     core, rec = agreed_core(cfg, 0, [4.0, 4.0], target, one_far)
     assert rec["agreed"] is False and not core.agreed
-    assert np.array_equal(core.step(0.0).goal, target)    # not agreed: drives to the meeting point itself
+    assert np.array_equal(core.step(0.0, NOBODY).goal, target)    # not agreed: drives to the meeting point itself
     core, rec = agreed_core(cfg, 0, [4.0, 4.0], target, [])
     assert rec["agreed"] is False                         # nobody heard: nothing to agree with
 
@@ -472,13 +473,13 @@ def test_losing_agreement_drops_the_slot():
     target = np.array([0.0, 0.0])
     core, _ = agreed_core(cfg, 0, [3.0, 3.0], target, [target])
     spots = slots(target, cfg.num_robots, avoid_of(cfg).d_min_m + cfg.packing_gap_m)
-    goal = core.step(0.0).goal
+    goal = core.step(0.0, NOBODY).goal
     assert core.slot is not None and np.array_equal(goal, spots[core.slot])
     core.observe(1.0, [3.0, 3.0])
     core.plan(1.0, Heard(np.zeros((1, 2)), np.array([[5.0, 5.0]])))
     assert core.collect(1.0)["agreed"] is False
     assert core.slot is None and core.goal is None
-    assert np.array_equal(core.step(1.0).goal, target)
+    assert np.array_equal(core.step(1.0, NOBODY).goal, target)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -550,7 +551,7 @@ def test_set_target_clamps_and_reports_it():
     assert clamped is True and np.array_equal(target, [10.0, -3.0]) and core.counters["clamped"] == 1
     target, clamped = core.set_target([2.0, -3.0], 0.0)
     assert clamped is False and core.counters["clamped"] == 1
-    assert np.array_equal(core.step(0.0).goal, [2.0, -3.0])      # no group: the point itself
+    assert np.array_equal(core.step(0.0, NOBODY).goal, [2.0, -3.0])      # no group: the point itself
 
 
 @pytest.mark.parametrize("point", [[1.0, -2.0], [10.0, 0.0], [-10.0, -10.0]])
@@ -586,7 +587,7 @@ def test_a_group_of_one_drives_to_the_point():
     core = RobotCore(cfg, 2, avoid=avoid_of(cfg))
     core.observe(0.0, [0.0, 0.0])
     core.set_target([3.0, 1.0], 0.0, group=[2])
-    assert not core.agreed and np.array_equal(core.step(0.0).goal, [3.0, 1.0])
+    assert not core.agreed and np.array_equal(core.step(0.0, NOBODY).goal, [3.0, 1.0])
 
 
 # ---- the deadlock rule ----------------------------------------------------------------------------------------------
@@ -762,8 +763,23 @@ def test_limits_changed_at_run_time_bind_the_filtered_unicycle_too():
     core = RobotCore(cfg, 0, avoid=avoid_of(cfg))
     core.observe(0.0, [0.0, 0.0], 0.0)
     core.set_target([5.0, 0.0], 0.0)
-    assert core.step(0.1).vx > 0.5
+    assert core.step(0.1, NOBODY).vx > 0.5
     core.set_limits(config(kinematics="unicycle", v_max=0.2, w_max=0.5))
-    cmd = core.step(0.2)
+    cmd = core.step(0.2, NOBODY)
     assert 0 < cmd.vx <= 0.2 + 1e-9 and abs(cmd.wz) <= 0.5 + 1e-9
     assert core.avoid.v_max == 0.2 and core.avoid.offset == pytest.approx(0.2 / 0.5)
+
+
+def test_bodies_never_move_before_the_first_nearby_message():
+    """With the filter a robot stands still until it knows where the others are (its first ``nearby``); the start
+    of a ROS run, before the relay has heard every state, is when two robots close together would otherwise meet."""
+    cfg = config()
+    core = RobotCore(cfg, 0, avoid=avoid_of(cfg))
+    core.observe(0.0, [0.0, 0.0])
+    core.set_target([3.0, 0.0], 0.0)
+    assert is_zero(core.step(0.1), "no_nearby") and core.counters["stale_stops"] == 0
+    assert core.step(0.2, NOBODY).reason == "ok"
+    point = RobotCore(cfg, 1)                          # point robots need no one's position
+    point.observe(0.0, [0.0, 0.0])
+    point.set_target([3.0, 0.0], 0.0)
+    assert point.step(0.1).reason == "ok"

@@ -13,8 +13,10 @@ A ``RobotCore`` holds everything a robot decides; its callers only bring inputs 
   round 0's holds the robot's position, every fallback counted) and returns its record, or None;
 * ``step(now, nearby)``: one control tick → a ``Command``. The safety rules, in order: the e-stop (zero until
   released), stale odometry (``odom_timeout_s``) and no completed round for ``target_timeout_s`` (both zero, counted
-  as ``stale_stops``), no target yet (zero); then the controller towards the robot's *goal*, the speed limit, and
-  the collision filter with the others' positions (``Nearby``).
+  as ``stale_stops``), no target yet (zero), and with bodies no ``Nearby`` yet (zero: a robot never moves before it
+  knows where the others are; a relay that stops makes the positions it sent age, which widens the distances kept);
+  then the controller towards the robot's *goal*, the speed limit, and the collision filter with the others'
+  positions (``Nearby``).
 
 **Meeting point and goal.** The robot's *target* is its planner's output: the point it wants the fleet to meet at
 (its *meeting point*, the consensus variable its neighbours hear). Point robots drive to it. Robots with bodies
@@ -97,7 +99,8 @@ class Nearby:
 @dataclass(frozen=True)
 class Command:
     """One control tick's output. ``vx, vy`` world frame (single integrator, point mass set-point) or ``vx`` = v and
-    ``wz`` = ω (unicycle); ``reason``: ``ok`` | ``estopped`` | ``stale_odom`` | ``no_round`` | ``no_plan``;
+    ``wz`` = ω (unicycle); ``reason``: ``ok`` | ``estopped`` | ``stale_odom`` | ``no_round`` | ``no_plan`` |
+    ``no_nearby``;
     ``goal``: where the controller drove (None when stopped)."""
 
     vx: float = 0.0
@@ -361,6 +364,8 @@ class RobotCore:
         if is_stale(self.last_round_done, now, self.cfg.target_timeout_s):
             self.counters["stale_stops"] += 1
             return self._stop("no_round")
+        if self.avoid is not None and nearby is None:
+            return self._stop("no_nearby")       # bodies: never move before knowing where the others are
         goal = self._goal(nearby)
         if self.kinematics == "unicycle" and self.avoid is not None:
             v, w = self._unicycle_with_filter(now, goal, nearby)
