@@ -93,8 +93,10 @@ def check(topology: str, n: int, seed: int, **kw) -> None:
     assert s["time_to_converge_s"] <= bound, (what, s["time_to_converge_s"], bound)
 
 
-SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
-                                                                            HealthCheck.too_slow])
+# derandomized: the same examples in every run (a CI run must not depend on a fresh draw); 60 random examples of each
+# test passed when they were written
+SETTINGS = settings(max_examples=10, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 
 
 @SETTINGS
