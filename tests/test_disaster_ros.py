@@ -381,6 +381,13 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
         drone = RosDrone(node, cfg, 0, make_drone(cfg, 0), None)
         drv = Node("driver")
         odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
+        # the grid's nearby relay: drone 1 hovers at (0.5, 5.5), far from drone 0's flights (a drone with a body
+        # never moves before it knows where the others are)
+        from sensor_msgs.msg import PointCloud2
+
+        from consensus.ros.nearby import nearby_cloud
+
+        nearby_pub = drv.create_publisher(PointCloud2, "/robot_0/nearby", 10)
         state_pub = drv.create_publisher(String, STATE, STATE_QOS)
         said, cmds = [], []
         drv.create_subscription(String, DISCUSSION, lambda m: said.append(json.loads(m.data)), 10)
@@ -401,6 +408,8 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
             end = time.monotonic() + seconds
             while time.monotonic() < end:
                 odom_pub.publish(odom)
+                nearby_pub.publish(nearby_cloud(drv.get_clock().now().nanoseconds, np.array([[0.5, 5.5]]),
+                                                np.zeros(1), np.zeros(1), np.array([1])))
                 ex.spin_once(timeout_sec=0.02)
 
         spin_for(0.5)
