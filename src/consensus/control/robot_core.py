@@ -2,8 +2,12 @@
 
 A ``RobotCore`` holds everything a robot decides; its callers only bring inputs and carry outputs:
 
-* ``observe(now, pos, yaw)``: an accepted pose (the node decodes and checks odometry; the headless loop passes its
-  simulated state);
+* ``observe(now, pos, yaw)``: an accepted pose (the headless loop passes its simulated state); ``accept(now, pos,
+  yaw, stamp)`` first checks a pose heard from the wire (the node's odometry) for plausibility
+  (``consensus.control.plausibility``: outside the workspace plus a margin, a jump beyond the speed limit, a stamp
+  from the future) and observes it only when it passes: an implausible pose is counted and the robot goes stale;
+  ``check_heard`` and ``check_nearby`` apply the same checks to what the relays delivered (a neighbour outside the
+  workspace is dropped; a nearby robot whose position jumped is avoided at its last plausible position, ageing);
 * ``plan(now, heard)``: a planning slot (every ``planner_period_s``). It starts a round from what the robot heard of
   its in-neighbours (``Heard``) unless one is still running (an *overrun*: counted, the slot is skipped), the robot has
   no pose yet, or ``max_rounds`` are done. With a thread pool the planner runs there and **never blocks** ``step``;
@@ -41,7 +45,8 @@ speed plus the neighbour's measured speed (``Nearby.speeds``). At rest it is the
 
 Status (``status()``): the counters (``llm_calls``, ``llm_fallbacks``, ``clamped``, ``overruns``,
 ``planner_errors``, ``stale_stops``, ``estops``, ``deadlocks``), ``round``, ``state``, ``meeting_point``, ``goal``,
-``agreed``, ``slot`` and the filter's ``collision`` record.
+``agreed``, ``slot``, the filter's ``collision`` record and ``implausible`` (per kind: what the robot refused of its
+odometry and of its neighbours) with ``suspects`` (the nearby robots suspect now).
 """
 from __future__ import annotations
 
@@ -55,6 +60,7 @@ import numpy as np
 from consensus.control.controller import make_controller
 from consensus.control.packing import assign, slots
 from consensus.control.planner import Planner, PlanRequest, PlanResult
+from consensus.control.plausibility import Plausibility
 from consensus.control.safety import Geofence, is_stale
 
 ARRIVED_M = 0.05        # a robot this close to its slot is in it (no deadlock can be declared)
@@ -158,6 +164,10 @@ class RobotCore:
         self.last_speed = 0.0                         # |last command| (world frame, the filtered point's)
         self._heard_mps = np.empty((0, self.dim))     # the meeting points heard for the running round
         self.planner_error = ""                       # the last planner exception (the node logs it)
+        # what the robot hears from the wire (its odometry: source ``id``; nearby robots: their ids)
+        self.plausible = Plausibility.for_workspace(max(self.n_slots, self.id + 1), cfg.workspace,
+                                                    max(float(cfg.v_max), self.v_max), self.dim)
+        self._nearby_last: dict[int, tuple[np.ndarray, float, float, float]] = {}   # id -> (pos, t, age, speed)
 
     # ------------------------------------------------------------------ inputs
     def observe(self, now: float, pos, yaw: float = 0.0) -> None:
@@ -165,6 +175,64 @@ class RobotCore:
         self.pos = np.asarray(pos, dtype=float).reshape(self.dim).copy()
         self.yaw = float(yaw)
         self.odom_stamp = float(now)
+
+    def accept(self, now: float, pos, yaw: float = 0.0, stamp: float | None = None) -> str | None:
+        """A pose heard from the wire (odometry received at ``now``, stamped ``stamp``): observed when plausible
+        (returns None), else counted and refused (returns its kind: the robot keeps its last good pose and goes stale
+        if no plausible one follows)."""
+        p = np.asarray(pos, dtype=float).reshape(self.dim)
+        kind = self.plausible.check(self.id, now, p, stamp)
+        if kind is None:
+            self.observe(now, p, yaw)
+        return kind
+
+    def check_heard(self, now: float, heard: Heard, stamp: float | None = None) -> tuple[Heard | None, int]:
+        """What the planning relay delivered, checked: a delivery stamped in the future is refused whole (the
+        previous one stays: returns None), a neighbour whose position or meeting point lies outside the workspace plus
+        the margin is dropped. Returns the checked ``Heard`` (None: refused) and the number of entries dropped."""
+        if self.plausible.future(stamp, now):
+            self.plausible.count("future", None, now)
+            return None, len(heard.positions)
+        bad = self.plausible.outside(heard.positions) | self.plausible.outside(heard.meeting_points)
+        self.plausible.count("outside", None, now, int(bad.sum()))
+        if not bad.any():
+            return heard, 0
+        return Heard(heard.positions[~bad], heard.meeting_points[~bad]), int(bad.sum())
+
+    def check_nearby(self, now: float, nearby: Nearby, stamp: float | None = None) -> tuple[Nearby | None, int]:
+        """What the collision relay delivered, checked per robot (by id): a message stamped in the future is refused
+        (None: keep the previous one); a robot outside the workspace plus the margin, or whose position jumped beyond
+        its speed limit, is counted and replaced by its last plausible position, aged by the time since (dropped if
+        there is none): a body is never forgotten because a message about it was wrong. Returns the checked
+        ``Nearby`` and the number of implausible entries."""
+        if self.plausible.future(stamp, now):
+            self.plausible.count("future", None, now)
+            return None, len(nearby.positions)
+        pos = np.array(nearby.positions, dtype=float).reshape(-1, self.dim)
+        ages, speeds, ids = (np.array(nearby.ages, dtype=float), np.array(nearby.speeds, dtype=float),
+                             np.array(nearby.ids, dtype=int))
+        keep = np.ones(len(pos), dtype=bool)
+        n_bad = 0
+        for k, j in enumerate(ids.tolist()):
+            if not 0 <= j < self.plausible.n or j == self.id:
+                if self.plausible.outside(pos[k])[0]:
+                    self.plausible.count("outside", None, now)
+                    keep[k], n_bad = False, n_bad + 1
+                continue
+            # the position as it was when sent: a delivery's age is part of the elapsed time
+            kind = self.plausible.check(j, now - ages[k], pos[k])
+            if kind is None:
+                self._nearby_last[j] = (pos[k].copy(), now, ages[k], speeds[k])
+                continue
+            n_bad += 1
+            last = self._nearby_last.get(j)
+            if last is None:
+                keep[k] = False
+            else:
+                pos[k], ages[k], speeds[k] = last[0], last[2] + (now - last[1]), max(last[3], speeds[k])
+        if not n_bad:
+            return nearby, 0
+        return Nearby(pos[keep], ages[keep], speeds[keep], ids[keep]), n_bad
 
     def alive(self, now: float) -> None:
         """The robot's planner (or a scenario's clock that sets its targets) is alive: resets ``target_timeout_s``."""
@@ -469,7 +537,8 @@ class RobotCore:
             return None if p is None else [float(v) for v in p]
         out = {"robot": self.id, "round": self.round, "state": self.state(now, llm_state), **self.counters,
                "estopped": self.estopped, "meeting_point": pt(self.target), "goal": pt(self.goal),
-               "agreed": self.agreed, "slot": self.slot}
+               "agreed": self.agreed, "slot": self.slot, "implausible": dict(self.plausible.counts),
+               "suspects": [j for j in self.plausible.suspects(now) if j != self.id]}
         if self.avoid is not None:
             out["collision"] = self.avoid.info()
         return out

@@ -8,6 +8,13 @@ whole fleet, independent of the graph (docs/real-robots.md). It goes through the
 graph's deliveries (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``, and a position older than
 ``robot_timeout_s + link_delay_s`` is left out: a lost robot).
 
+Every state is checked first (``consensus.control.plausibility``): outside the workspace plus a margin, a jump beyond
+the speed limit since the robot's last accepted state, or a stamp from the future is dropped and counted in the
+host's ``Health`` (``state.outside``, ``state.jump``, ``state.future``), and the relay goes on sending that robot's
+last accepted position, ageing (the filter widens its distance with the age). A suspect robot's plausible states are
+still relayed here: its body is real and must be avoided. The host's health record carries ``implausible``,
+``suspects`` and ``suspected``.
+
 **The message** (``sensor_msgs/PointCloud2``, frame ``world``, one row of points, little-endian; ``NEARBY_FIELDS``):
 ``x``, ``y``, ``z`` (float64: the position; z = 0), ``age`` (float32: seconds from when the relay received that
 position to the message's header stamp), ``speed`` (float32: the robot's speed measured from its last two states,
@@ -29,6 +36,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import PointCloud2, PointField
 
 from consensus import names
+from consensus.control.plausibility import Plausibility
 from consensus.control.robot_core import Nearby
 from consensus.graphs.links import LinkModel
 from consensus.ros import qos
@@ -85,7 +93,10 @@ def read_nearby(raw: bytes, now_s: float, dim: int) -> tuple[Nearby, int] | None
 
 
 class NearbyRelay:
-    def __init__(self, node: Node, cfg, health: Health, *, seed_offset: int = 104729) -> None:
+    """The relay on ``node``. ``subscribe=False``: the host subscribes the states itself and hands each one to
+    ``accept`` (the topology node, which relays the same states for planning)."""
+
+    def __init__(self, node: Node, cfg, health: Health, *, seed_offset: int = 104729, subscribe: bool = True) -> None:
         self.node, self.cfg, self.health = node, cfg, health
         n = self.n = cfg.num_robots
         delay = float(getattr(cfg, "link_delay_s", 0.0))
@@ -95,8 +106,10 @@ class NearbyRelay:
                                rate_hz=cfg.state_rate_hz)
         self.last = np.full((n, 3), np.nan)           # stamp, x, y of every robot's previous state
         self.v_max = float(cfg.v_max)
+        self.plausible = Plausibility.for_workspace(n, cfg.workspace, self.v_max)
+        health.extra = lambda: self.plausible.record(self._now())
         self.published = 0
-        for j in range(n):
+        for j in range(n) if subscribe else ():
             node.create_subscription(PointStamped, names.STATE.of(j), guarded(self._on_state(j), "nearby.state",
                                                                               health),
                                      qos.profile(names.STATE), raw=True)
@@ -109,20 +122,31 @@ class NearbyRelay:
 
     def _on_state(self, j: int):
         def cb(raw: bytes) -> None:
-            p = read_xy(raw, PointStamped, self.health, "nearby.state")
-            if p is None:
-                return
-            now = self._now()
-            # the speed between the robot's last two states, timed by their own stamps (two states that arrive in
-            # one burst are still a state period apart), at most the fleet's speed limit
-            stamp_ns = header_stamp_ns(raw) if isinstance(raw, bytes) else None
-            t = stamp_ns * 1e-9 if stamp_ns else now
-            t0, x0, y0 = self.last[j]
-            dt = t - t0
-            speed = float(np.hypot(p[0] - x0, p[1] - y0) / dt) if np.isfinite(t0) and dt > 1e-3 else 0.0
-            self.last[j] = (t, p[0], p[1])
-            self.links.record(j, now, (p[0], p[1], min(speed, self.v_max)))
+            self.accept(j, raw)
         return cb
+
+    def accept(self, j: int, raw, what: str = "nearby.state") -> np.ndarray | None:
+        """Robot ``j``'s serialized ``state``: decoded, checked and recorded; returns its position, or None when it
+        was dropped (counted in the host's health: ``what`` when undecodable or absurd, ``state.<kind>`` when
+        implausible)."""
+        p = read_xy(raw, PointStamped, self.health, what)
+        if p is None:
+            return None
+        now = self._now()
+        stamp_ns = header_stamp_ns(raw) if isinstance(raw, bytes) else None
+        kind = self.plausible.check(j, now, p[: self.plausible.dim], stamp_ns * 1e-9 if stamp_ns else None)
+        if kind is not None:
+            self.health.count_bad_message(f"state.{kind}")
+            return None
+        # the speed between the robot's last two accepted states, timed by their own stamps (two states that arrive
+        # in one burst are still a state period apart), at most the fleet's speed limit
+        t = stamp_ns * 1e-9 if stamp_ns else now
+        t0, x0, y0 = self.last[j]
+        dt = t - t0
+        speed = float(np.hypot(p[0] - x0, p[1] - y0) / dt) if np.isfinite(t0) and dt > 1e-3 else 0.0
+        self.last[j] = (t, p[0], p[1])
+        self.links.record(j, now, (p[0], p[1], min(speed, self.v_max)))
+        return p
 
     def relay(self) -> None:
         now_ns = self.node.get_clock().now().nanoseconds

@@ -155,6 +155,7 @@ class Health:
         self._lock = threading.Lock()
         self.errors_by_callback: Counter = Counter()
         self.bad_by_input: Counter = Counter()
+        self.extra: Callable[[], dict] | None = None   # more fields of the node's health record (e.g. suspects)
 
     @property
     def callback_errors(self) -> int:
@@ -195,9 +196,10 @@ class Health:
         "bad_messages": m, "errors_by_callback": {name: n}, "bad_by_input": {name: n}}``."""
         name = node if isinstance(node, str) else node.get_fully_qualified_name()
         with self._lock:
-            return {"node": name, "callback_errors": sum(self.errors_by_callback.values()),
-                    "bad_messages": sum(self.bad_by_input.values()),
-                    "errors_by_callback": dict(self.errors_by_callback), "bad_by_input": dict(self.bad_by_input)}
+            rec = {"node": name, "callback_errors": sum(self.errors_by_callback.values()),
+                   "bad_messages": sum(self.bad_by_input.values()),
+                   "errors_by_callback": dict(self.errors_by_callback), "bad_by_input": dict(self.bad_by_input)}
+        return rec if self.extra is None else {**self.extra(), **rec}
 
 
 #: the process's health counters (``guarded`` counts here unless given another ``Health``)

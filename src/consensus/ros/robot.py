@@ -42,6 +42,12 @@ Health (``consensus.ros.params.Health``, one per robot, counting into the proces
 on); ``bad_messages`` = inputs dropped: an odometry message with a non-finite or absurd (``|v| > MAX_ABS_VALUE``,
 1e6 m) position or an invalid orientation (unicycle), each neighbour pose of ``neighbors``, ``neighbor_targets`` and
 ``nearby`` with a non-finite or absurd coordinate (the others of the message are used), and undecodable messages.
+Then the core's plausibility checks (``RobotCore.accept``, ``check_heard``, ``check_nearby``;
+``consensus.control.plausibility``): odometry outside the workspace plus a margin, jumping beyond the speed limit or
+stamped in the future (``odom.outside``/``odom.jump``/``odom.future``: the pose is refused, the robot goes stale if
+no plausible one follows; robot clocks must be synchronised, as for TF), a neighbour outside the workspace
+(``neighbors.outside``), a delivery stamped in the future (``neighbors.future``, ``nearby.future``: the previous one
+stays) and a nearby robot that jumped (``nearby.implausible``: avoided at its last plausible position, ageing).
 
 The planner never runs on the executor thread: an LLM plan is submitted to a thread pool and the control tick picks
 up the finished result, so a slow or dead endpoint cannot delay ``cmd_vel``.
@@ -126,6 +132,7 @@ class RobotAgent:
         # tick, neighbours at the planning tick — which keeps ~100 robots in one process on time
         self._odom_raw: bytes | None = None
         self._odom_recv: float | None = None
+        self._odom_stamp: float | None = None        # the newest odometry's header stamp [s] (None: unstamped)
         self._neighbors_raw: bytes | None = None
         self._targets_raw: bytes | None = None
         self._nearby_raw: bytes | None = None
@@ -203,6 +210,8 @@ class RobotAgent:
     def _on_odom_raw(self, data: bytes) -> None:
         self._odom_raw = data
         self._odom_recv = self._now()
+        stamp = header_stamp_ns(data)
+        self._odom_stamp = stamp * 1e-9 if stamp else None
 
     def _on_neighbors_raw(self, data: bytes) -> None:
         self._neighbors_raw = data
@@ -255,7 +264,13 @@ class RobotAgent:
         if tg is not None and tg[0] == stamp and len(tg[1]) == len(xy):
             mps = tg[1]
             good &= self._sane_rows(mps, "neighbor_targets")
-        self.neighbors = Heard(xy[good], mps[good])
+        heard, bad = self.core.check_heard(self._now(), Heard(xy[good], mps[good]),
+                                           stamp * 1e-9 if stamp else None)
+        if heard is None:
+            self.health.count_bad_message("neighbors.future")
+            return
+        self.health.count_bad_message("neighbors.outside", bad)
+        self.neighbors = heard
 
     def _poses(self, raw: bytes, what: str) -> tuple[int | None, np.ndarray] | None:
         """``(header stamp [ns], positions (k, d))`` of a serialized PoseArray; None (counted) if undecodable."""
@@ -278,12 +293,20 @@ class RobotAgent:
         """The newest ``nearby`` message (the positions the collision filter avoids), checked as ``neighbors``."""
         if self._nearby_raw is not None:
             raw, self._nearby_raw = self._nearby_raw, None
-            got = read_nearby(raw, self._now(), self.cfg.dim)
+            now = self._now()
+            got = read_nearby(raw, now, self.cfg.dim)
             if got is None:
                 self.health.count_bad_message("nearby")
                 return
-            self.nearby, bad = got
+            nearby, bad = got
             self.health.count_bad_message("nearby", bad)
+            stamp = header_stamp_ns(raw)
+            checked, implausible = self.core.check_nearby(now, nearby, stamp * 1e-9 if stamp else None)
+            if checked is None:
+                self.health.count_bad_message("nearby.future")
+                return
+            self.health.count_bad_message("nearby.implausible", implausible)
+            self.nearby = checked
 
     def _on_odom(self, msg: Odometry) -> None:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
@@ -305,8 +328,11 @@ class RobotAgent:
             return
         if self.entry is not None:
             x, y, yaw = self.entry.to_shared(x, y, yaw)
-            vals = (x, y)
-        self.core.observe(self._odom_recv if self._odom_recv is not None else self._now(), vals, yaw)
+            vals = (x, y)[: self.cfg.dim]
+        now = self._odom_recv if self._odom_recv is not None else self._now()
+        kind = self.core.accept(now, vals, yaw, self._odom_stamp)
+        if kind is not None:
+            self.health.count_bad_message(f"odom.{kind}")
 
     # ------------------------------------------------------------------ planner (slow loop)
     def plan_tick(self) -> None:

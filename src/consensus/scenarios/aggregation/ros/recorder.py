@@ -41,6 +41,7 @@ from visualization_msgs.msg import MarkerArray
 from consensus.runs.foxglove_live import REASONING_CHARS, LiveView
 from consensus.runs.ros_runner import announce_results
 from consensus.control.avoidance import avoidance_from_config, sum_collision
+from consensus.control.plausibility import sum_implausible
 from consensus.metrics.convergence import SettleWatch, spread
 from consensus.robots.map import fleet_footprint
 from consensus.scenarios.aggregation.headless import agreement_measure
@@ -270,6 +271,8 @@ class Recorder:
                    for name, rec in self.node_health.items()}
         by_node[self.fqn] = self.health.counts()
         out["health_by_node"] = dict(sorted(by_node.items()))
+        # what the robots and the relays refused as implausible, by kind, and who was ever suspect
+        out.update(sum_implausible([*self.status.values(), *self.node_health.values()]))
         return out
 
     # ------------------------------------------------------------------ visualization: markers and TF (cfg.markers)

@@ -26,6 +26,15 @@ invalid graph is refused with its reason. A graph on which consensus is impossib
 A state with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position, or undecodable, is dropped and counted
 (``bad_messages``), as is every exception of a callback (``callback_errors``); the node's health record goes out on
 ``/health`` every second (``consensus.ros.params.publish_health``).
+
+Nothing heard is trusted (``consensus.control.plausibility``, one check shared with the ``nearby`` relay): a state
+outside the workspace plus a margin, one that jumps beyond the speed limit since the robot's last accepted state, or
+one stamped in the future is dropped and counted by kind (``state.outside``, ``state.jump``, ``state.future``; a
+target outside the workspace plus the margin: ``target.outside``). A robot whose states keep being implausible is
+*suspect*: its states are not delivered for planning until it has sent none implausible for a while, so its last
+good state ages out of its neighbours' ``neighbors`` as a lost robot's does (the ``nearby`` relay still sends its
+plausible positions: its body must be avoided). The health record carries ``implausible`` (per kind), ``suspects``
+(now) and ``suspected`` (ever); the recorder puts them in the summary.
 """
 from __future__ import annotations
 
@@ -36,10 +45,11 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from consensus.control.plausibility import Plausibility
 from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
-from consensus.ros.cdr import pose_array_bytes
+from consensus.ros.cdr import header_stamp_ns, pose_array_bytes
 from consensus.graphs.links import LinkModel
 from consensus.ros.nearby import NearbyRelay
 from consensus.ros.params import HEALTH, Health, declare_config, guarded, node_main, publish_health, read_xy
@@ -63,6 +73,15 @@ class TopologyRelay:
         self.targets = np.full((n, 2), np.nan)
         self.last_state = np.full(n, -np.inf)       # receive time of every robot's newest state
         self.lost: set[int] = set()
+        # the collision relay shares the node's state subscriptions and their plausibility checks
+        self.nearby = (NearbyRelay(node, cfg, self.health, subscribe=False)
+                       if cfg.resolved_collision_avoidance(ros=True) == "cbf" else None)
+        if self.nearby is not None:
+            self.plausible = self.nearby.plausible
+        else:
+            self.plausible = Plausibility.for_workspace(n, cfg.workspace, cfg.v_max)
+            self.health.extra = lambda: self.plausible.record(self._now())
+        self.suspects: set[int] = set()
         for j in range(n):
             node.create_subscription(PointStamped, names.STATE.of(j),
                                      guarded(self._on_state(j), "topology.state", self.health),
@@ -79,8 +98,6 @@ class TopologyRelay:
         node.create_timer(1.0 / cfg.neighbor_rate_hz, guarded(self.relay, "topology.relay", self.health))
         self.publish_graph()
         self.publish_health = publish_health(node, self.health)
-        self.nearby = (NearbyRelay(node, cfg, self.health) if cfg.resolved_collision_avoidance(ros=True) == "cbf"
-                       else None)
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -92,19 +109,53 @@ class TopologyRelay:
 
     def _on_state(self, j: int):
         def cb(raw: bytes) -> None:
-            p = read_xy(raw, PointStamped, self.health, "topology.state")
-            if p is not None:
-                now = self._now()
-                self.last_state[j] = now
-                mp = self.targets[j] if np.isfinite(self.targets[j]).all() else p
-                self.links.record(j, now, (p[0], p[1], mp[0], mp[1]))
+            p = self._accept(j, raw)
+            if p is None:
+                return
+            now = self._now()
+            if self._suspect(j, now):
+                return                          # not delivered for planning: its last good state ages out
+            self.last_state[j] = now
+            mp = self.targets[j] if np.isfinite(self.targets[j]).all() else p
+            self.links.record(j, now, (p[0], p[1], mp[0], mp[1]))
         return cb
+
+    def _accept(self, j: int, raw) -> tuple[float, float] | None:
+        """Robot ``j``'s state, decoded and checked (module docstring), or None (counted)."""
+        if self.nearby is not None:
+            return self.nearby.accept(j, raw, "topology.state")
+        p = read_xy(raw, PointStamped, self.health, "topology.state")
+        if p is None:
+            return None
+        stamp_ns = header_stamp_ns(raw) if isinstance(raw, bytes) else None
+        kind = self.plausible.check(j, self._now(), p[: self.plausible.dim], stamp_ns * 1e-9 if stamp_ns else None)
+        if kind is not None:
+            self.health.count_bad_message(f"state.{kind}")
+            return None
+        return p
+
+    def _suspect(self, j: int, now: float) -> bool:
+        """Whether robot ``j`` is suspect now; logs when it becomes suspect and when it is trusted again."""
+        suspect = self.plausible.suspect(j, now)
+        if suspect and j not in self.suspects:
+            self.suspects.add(j)
+            self.node.get_logger().warning(f"robot_{j} suspect: its states keep being implausible (outside the "
+                                           f"workspace, jumps or future stamps); not relayed for planning")
+        elif not suspect and j in self.suspects:
+            self.suspects.discard(j)
+            self.node.get_logger().info(f"robot_{j}'s states are plausible again")
+        return suspect
 
     def _on_target(self, j: int):
         def cb(raw: bytes) -> None:
             p = read_xy(raw, PointStamped, self.health, "topology.target")
-            if p is not None:
-                self.targets[j] = p
+            if p is None:
+                return
+            if self.plausible.outside(p[: self.plausible.dim])[0]:
+                self.plausible.count("outside", j, self._now())
+                self.health.count_bad_message("target.outside")
+                return
+            self.targets[j] = p
         return cb
 
     def _note_losses(self, now: float) -> None:
