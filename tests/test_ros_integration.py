@@ -46,6 +46,7 @@ def test_five_robots_average_planner_converge(tmp_path):
     # health: nothing raised, nothing was dropped, and every node reported (robots in their status, sim, topology
     # and recorder on /health)
     assert summary["callback_errors"] == 0 and summary["bad_messages"] == 0
+    assert summary["implausible"] == {"outside": 0, "jump": 0, "future": 0} and summary["suspected_robots"] == []
     assert {"/sim", "/topology", "/recorder"} <= set(summary["health_by_node"])
     assert all(st["callback_errors"] == 0 and st["bad_messages"] == 0 for st in summary["per_robot"])
 

@@ -78,6 +78,7 @@ from rclpy.node import Node
 from std_msgs.msg import ColorRGBA, String
 from visualization_msgs.msg import Marker, MarkerArray
 
+from consensus.control.plausibility import sum_implausible
 from consensus.control.avoidance import sum_collision
 from consensus.robots.map import fleet_avoidance
 from consensus.metrics.convergence import min_pair_distance_series
@@ -415,6 +416,8 @@ class DisasterGrid:
         health = sum_health([*per_drone, *self.node_health.values(), self.health.counts()])
         summary["callback_errors"] = health["callback_errors"]
         summary["bad_messages"] = health["bad_messages"] + int(self.clock.counters["bad_messages"])
+        # positions refused as implausible, by kind, and the drones ever suspect (the nearby relay and the drones)
+        summary.update(sum_implausible([*per_drone, *self.node_health.values(), self.health.record("grid")]))
         summary.update(self._collision_summary(per_drone))
         summary.update(runtime="ros", per_drone=per_drone, aggregator=self.aggregator_status,
                        control_ticks=int(ticks), control_on_time_share=(on_time / ticks) if ticks else None,

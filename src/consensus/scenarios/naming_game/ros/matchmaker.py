@@ -39,6 +39,7 @@ import rclpy.task
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from consensus.control.plausibility import sum_implausible
 from consensus.control.avoidance import sum_collision
 from consensus.metrics.convergence import arrival_radius
 from consensus.robots.map import fleet_avoidance
@@ -288,6 +289,7 @@ class Matchmaker:
             arrived=all(rec["arrived"] for rec in robots if rec["word"] is not None),
             stale_stops=int(sum(st.get("stale_stops", 0) for st in per_robot)),
             interaction_period_s=cfg.interaction_period_s, elapsed_s=round(time.monotonic() - self.wall0, 3))
+        summary.update(sum_implausible([*per_robot, *self.node_health.values(), self.health.record("matchmaker")]))
         summary["collision_avoidance"] = "none" if self.avoid is None else "cbf"
         if self.avoid is not None:
             summary.update(clearance_m=self.avoid.clearance_m, d_min_m=self.avoid.d_min_m,
