@@ -41,6 +41,7 @@ setup(
         "daqp>=0.11",           # the collision filter's small dense QPs (consensus.control.collision)
         "rouge-score>=0.1.2",   # paper 3's summarisation metric (ROUGE-1/2/L F1, Google's reference implementation)
         "scipy>=1.10",          # the packing's slot assignment (linear_sum_assignment, consensus.control.packing)
+        "cryptography>=42",     # the SROS2 keystore: CA, certificates, S/MIME-signed permissions (consensus.runs.security)
     ],
     extras_require={
         # ROS 2 Kilted from PyPI wheels, for users without an apt ROS install (see requirements/ros-kilted.txt)

@@ -8,15 +8,17 @@
     consensus model path            # assemble + verify the embedded model, print its path
     consensus gazebo-world --robots 4 --out DIR     # gz sim world.sdf + ros_gz bridge.yaml (docs/gazebo.md)
     consensus plot runs/demo/bag     # redraw a run's figures from its MCAP bag
+    consensus security keystore ks --robots 4    # SROS2 keystore: one enclave per robot process (docs/real-robots.md)
 
 ``consensus run <scenario>`` exists for every registered scenario with a runner (``consensus.registry``). Every one
 takes the same common flags (``COMMON_FLAGS``: ``--config``, ``--seed``, ``--backend``, ``--model``, ``--base-url``,
 ``--replay``, ``--temperature``, ``--set``, ``--headless``, ``--use-sim-time``, ``--per-robot-processes``,
-``--out``, ``-q``), the team size as ``--robots`` (``num_robots``) or ``--agents`` (``num_agents``, a team that is
-not robots: the naming game's population), ``--planner`` and ``--prompt-style`` where its config has the field
-(``FIELD_FLAGS``), plus the scenario's own. A flag whose field the config renamed (``FlatParams.renamed_fields``:
-``--robots`` of the naming game) is refused with the new flag's name. A run refused with a ``ConfigError`` removes
-the run directory it created (and its new parents), so a refused command leaves nothing on disk.
+``--security`` and ``--keystore`` (SROS2 enclaves: ``consensus.runs.security``), ``--out``, ``-q``), the team size
+as ``--robots`` (``num_robots``) or ``--agents`` (``num_agents``, a team that is not robots: the naming game's
+population), ``--planner`` and ``--prompt-style`` where its config has the field (``FIELD_FLAGS``), plus the
+scenario's own. A flag whose field the config renamed (``FlatParams.renamed_fields``: ``--robots`` of the naming
+game) is refused with the new flag's name. A run refused with a ``ConfigError`` removes the run directory it created
+(and its new parents), so a refused command leaves nothing on disk.
 
 Errors: ``error_boundary`` is the one place where every command (and, through ``consensus.ros.params.run_node``,
 every node main) turns an exception into one line on stderr and an exit status: bad input (``ConfigError``) 2,
@@ -112,6 +114,10 @@ def _add_run_parser(runs, sc) -> None:
     p.add_argument("--per-robot-processes", action="store_true", help="one process per robot instead of a fleet")
     p.add_argument("--use-sim-time", action="store_true", help="the sim publishes /clock; nodes follow it")
     p.add_argument("--headless", action="store_true", help="no ROS: the same core in one synchronous loop")
+    p.add_argument("--security", action="store_true",
+                   help="SROS2: every process in its enclave, enforced (needs the DDS security plugins)")
+    p.add_argument("--keystore", type=Path, help="the SROS2 keystore of --security (default: $ROS_SECURITY_KEYSTORE; "
+                                                 "made for this run if it does not exist)")
     p.add_argument("--out", type=Path, help=f"run directory (default: runs/{sc.name}-<time>)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(scenario_name=sc.name)
@@ -185,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     # gz sim: the world and ros_gz bridge of a run (docs/gazebo.md)
     from consensus.sims import gazebo
     gazebo.add_arguments(sub.add_parser("gazebo-world", help="write a gz sim world + ros_gz bridge config"))
+    from consensus.runs import security      # `consensus security keystore DIR --robots N`: SROS2 without sros2
+    security.add_arguments(sub.add_parser("security", help="SROS2: make a run's keystore, check the DDS plugins"))
     # `consensus plot BAG`: a run's figures redrawn from its MCAP bag (consensus.runs.bag)
     plot = sub.add_parser("plot", help="redraw a run's figures from its MCAP bag",
                           description="Redraw the trajectories (paths, planned vs actual) and the spread over time "
@@ -203,6 +211,13 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or default_run_dir(sc.name)
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
     created = _created_by(Path(out))
+    if args.security or args.keystore:
+        from consensus.runs import security
+        if args.headless or not args.security:
+            raise ConfigError("--security secures a ROS run's DDS traffic: not with --headless; --keystore needs "
+                              "--security")
+        security.enable(args.keystore, num_robots=getattr(cfg, "num_robots", 1), fleet=getattr(cfg, "fleet", False),
+                        robots_file=getattr(cfg, "robots_file", ""), say=say)
     try:
         summary = sc.runner(cfg, out, headless=args.headless, use_sim_time=args.use_sim_time, echo=say)
     except ConfigError:
@@ -240,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "gazebo-world":
             from consensus.sims.gazebo import command
             return command(args, _default_config)
+        if args.command == "security":
+            from consensus.runs.security import command as security_command
+            return security_command(args)
         parser.error("unknown command")
         return EXIT_BAD_INPUT
 

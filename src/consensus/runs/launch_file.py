@@ -15,16 +15,20 @@ validated before any process starts, and an argument the launch file does not de
 message (``ros2 launch`` itself would ignore it silently). The processes are the scenario's ``processes(cfg)`` -
 the same list ``consensus run <scenario>`` starts - as ``launch_ros.actions.Node`` actions; the launch shuts down
 when the process marked ``ends_run`` exits. ``launch/gazebo.launch.py`` is the aggregation with gz sim in place of
-the builtin ``sim`` (a ``LaunchVariant``: ``consensus.sims.gazebo.GAZEBO``).
+the builtin ``sim`` (a ``LaunchVariant``: ``consensus.sims.gazebo.GAZEBO``). ``security:=true`` (with
+``keystore:=DIR``, default ``$ROS_SECURITY_KEYSTORE``) runs every node in its SROS2 enclave, as
+``consensus run --security`` does (``consensus.runs.security``; refused where the DDS lacks the security plugins).
 
 ``launch`` and ``launch_ros`` come with a ROS 2 install (they are not on PyPI), so they are imported only here.
 """
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from consensus.errors import ConfigError
+from consensus.runs import security
 from consensus.runs.processes import ProcessSpec
 
 COMMON_ARGS = {
@@ -35,6 +39,13 @@ COMMON_ARGS = {
     "llm_model": "model name (openai backend) or a .gguf path (embedded)",
     "llm_base_url": "OpenAI-compatible endpoint, e.g. http://localhost:11434/v1",
     "output_dir": "run directory (default: runs/<scenario>-<time>)",
+}
+
+
+#: SROS2 (``consensus.runs.security``): not config fields; argument -> (default, description)
+SECURITY_ARGS = {
+    "security": ("false", "true: every node in its SROS2 enclave (enforced; docs/real-robots.md)"),
+    "keystore": ("", "the SROS2 keystore of security:=true (default: $ROS_SECURITY_KEYSTORE; made if missing)"),
 }
 
 
@@ -60,6 +71,7 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
         node = Node(package=spec.package, executable=spec.executable, name=spec.name,
                     namespace=spec.namespace or None,
                     parameters=[str(params_file), spec.params] if spec.ours else [spec.params],
+                    ros_arguments=security.enclave_args(spec) or None,     # security:=true: its enclave
                     output="screen", emulate_tty=True)
         actions.append(node)
         if spec.ends_run:
@@ -79,8 +91,6 @@ def launch_description(name: str, *, variant: LaunchVariant | None = None, **def
     """The ``LaunchDescription`` of scenario ``name`` (module docstring); ``defaults``: launch arguments whose
     default is not empty (e.g. ``sim="turtlesim"`` in launch/turtlesim.launch.py); ``variant``: another world
     for the same scenario (``LaunchVariant``, e.g. gz sim in launch/gazebo.launch.py)."""
-    import os
-
     from consensus.runs.ament import package_share
     from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
@@ -105,8 +115,8 @@ def launch_description(name: str, *, variant: LaunchVariant | None = None, **def
              for arg, desc in fields.items()]
     variant = variant or LaunchVariant()
     args += [DeclareLaunchArgument(arg, default_value=default, description=desc)
-             for arg, (default, desc) in variant.args.items()]
-    declared = {"config", "use_sim_time", *fields, *variant.args}
+             for arg, (default, desc) in {**SECURITY_ARGS, **variant.args}.items()]
+    declared = {"config", "use_sim_time", *fields, *SECURITY_ARGS, *variant.args}
     return LaunchDescription(args + [OpaqueFunction(function=functools.partial(_setup, name=name, declared=declared,
                                                                                variant=variant))])
 
@@ -153,9 +163,18 @@ def _setup(context, name: str, declared: set[str], variant: LaunchVariant):
     overrides.update(variant.overrides(context))        # e.g. checks that gz is installed, before anything starts
     # validated here, before any process starts: a bad value stops the launch with one clear message
     cfg = load_flat(sc.config_cls, config_file or None, **overrides)
+    secured = given.get("security", "false").strip().lower()
+    if secured not in ("true", "false", "1", "0", ""):
+        raise ConfigError(f"{name}.launch.py: security:={secured}: expected true or false")
+    if secured in ("true", "1"):        # exported to this process: every node started after inherits it
+        security.enable(given.get("keystore", "") or None, num_robots=getattr(cfg, "num_robots", 1),
+                        fleet=getattr(cfg, "fleet", False), robots_file=getattr(cfg, "robots_file", ""))
     out = cfg.output_dir or default_run_dir(name)
     if sc.prepare is not None:
         cfg, params_file = sc.prepare(cfg, out)
     else:
         cfg, params_file = prepare_run(cfg, out, scenario=name)
-    return variant.actions(cfg, sc.processes(cfg, use_sim_time=use_sim_time), params_file, context)
+    specs = sc.processes(cfg, use_sim_time=use_sim_time)
+    if security.enabled():
+        security.check_keystore(os.environ.get("ROS_SECURITY_KEYSTORE", ""), specs)
+    return variant.actions(cfg, specs, params_file, context)

@@ -8,10 +8,12 @@ configured by the same YAML.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from consensus.runs import security
 from consensus.runs.foxglove_live import check_live_view
 from consensus.runs.rundir import new_run_dir, write_manifest
 from consensus.settings import RobotBaseConfig
@@ -51,6 +53,9 @@ def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None =
         changes["collision_avoidance"] = cfg.resolved_collision_avoidance(ros=True)
         extra["collision_avoidance"] = {"requested": cfg.collision_avoidance,
                                         "resolved": changes["collision_avoidance"]}
+    if security.enabled():        # SROS2 (--security, security:=true): the record says which keystore
+        extra["security"] = {"keystore": os.environ.get("ROS_SECURITY_KEYSTORE", ""),
+                             "strategy": os.environ.get("ROS_SECURITY_STRATEGY", "")}
     cfg = cfg.replace(**changes)
     params = out / "params.yaml"
     params.write_text(cfg.to_ros_params_yaml())

@@ -1,7 +1,9 @@
 """Start a run's ROS processes without ``ros2 launch`` (for pip installs): the same executables, the same params.
 
 Each process gets ``--ros-args -r __node:=NAME [-r __ns:=/NS] --params-file RUN/params.yaml -p k:=v`` (another
-package's node, e.g. ``turtlesim_node``, found through the ament index, gets no params file), its output
+package's node, e.g. ``turtlesim_node``, found through the ament index, gets no params file; with
+``ROS_SECURITY_ENABLE=true``, e.g. ``consensus run --security``, also ``--enclave`` of its SROS2 enclave, whose
+files are checked in the keystore before anything starts: ``consensus.runs.security``), its output
 goes to ``RUN/logs/<name>.log``, the recorder's progress lines are echoed, and the run ends when the recorder exits
 (then every other process gets SIGINT, then SIGTERM, then SIGKILL: nothing is left behind).
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from consensus.errors import ConsensusError
+from consensus.runs import security
 from consensus.runs.processes import ProcessSpec
 
 LLM_READY_TIMEOUT_S = 600.0     # first start assembles and hashes the 1.1 GB model
@@ -68,6 +71,7 @@ def ros_args(spec: ProcessSpec, params_file: Path) -> list[str]:
         args += ["-r", f"__ns:=/{spec.namespace}"]
     if spec.ours:
         args += ["--params-file", str(params_file)]
+    args += security.enclave_args(spec)       # ROS_SECURITY_ENABLE=true: the process's SROS2 enclave
     for key, value in spec.params.items():
         val = str(value).lower() if isinstance(value, bool) else str(value)
         args += ["-p", f"{key}:={val}"]
@@ -163,6 +167,8 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
     A process that dies with an error stops the run with its log tail - except an ``expendable`` one (one robot's
     own process): the run goes on without that robot; Ctrl-C or SIGTERM of the caller stops the
     children too; one log per process in ``out/logs``."""
+    if security.enabled():              # every process's enclave is in the keystore, before any starts
+        security.check_keystore(os.environ.get("ROS_SECURITY_KEYSTORE", ""), specs)
     log_dir = out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[_Proc] = []
