@@ -316,6 +316,7 @@ def _stop(procs) -> None:
         p.wait(timeout=10)
 
 
+@pytest.mark.ros
 def test_rcl_honours_the_security_variables_and_the_pinned_wheels_fail_closed(tmp_path):
     """rcl finds the enclave (--enclave, or ROS_SECURITY_ENCLAVE_OVERRIDE over it) in ROS_SECURITY_KEYSTORE and
     enforces ROS_SECURITY_STRATEGY; the wheels' rmw_fastrtps then refuses to create the secured node at all: no
@@ -385,6 +386,7 @@ def _listener(keystore: Path | None, enclave: str | None, role: str, honest: int
     return p
 
 
+@pytest.mark.ros
 def test_without_security_a_strangers_states_reach_the_robots(no_security_env):
     """The harness of the next test, with security off: the stranger's states arrive beside the robot's own (the
     spoofing of issue 28). The subscriber starts first, then the stranger, then (once the stranger publishes) the
@@ -397,6 +399,7 @@ def test_without_security_a_strangers_states_reach_the_robots(no_security_env):
     assert counts[HONEST_X] >= ENOUGH and counts.get(PLAIN_X, 0) > 0
 
 
+@pytest.mark.ros
 def test_with_security_a_strangers_states_never_reach_the_robots(tmp_path, no_security_env):
     """Enrolled nodes talk; a participant without the keystore's credentials, one with robot_1's enclave and one
     with the root enclave publish on /robot_0/state all along, and the subscriber counts none of their messages."""
