@@ -52,7 +52,8 @@ setup(
         "foxglove": [line.strip() for line in open("requirements/foxglove.txt") if line.strip() and not line.startswith("#")],
         # the Ray executor of `consensus experiment --executor ray` (requirements/ray.txt)
         "ray": [line.strip() for line in open("requirements/ray.txt") if line.strip() and not line.startswith("#")],
-        "test": ["pytest>=8", "hypothesis>=6", "pytest-xdist>=3.5", "ruff>=0.5", "import-linter>=2.1"],
+        "test": ["pytest>=8", "hypothesis>=6", "pytest-xdist>=3.5", "ruff>=0.5", "import-linter>=2.1",
+                 "rosbags>=0.10"],     # an independent rosbag2 reader: repaired bags open outside our own code
     },
     entry_points={"console_scripts": ["consensus = consensus.cli:main"]},
     zip_safe=False,

@@ -9,6 +9,7 @@
     consensus gazebo-world --robots 4 --out DIR     # gz sim world.sdf + ros_gz bridge.yaml (docs/gazebo.md)
     consensus plot runs/demo/bag     # redraw a run's figures from its MCAP bag
     consensus security keystore ks --robots 4    # SROS2 keystore: one enclave per robot process (docs/real-robots.md)
+    consensus bag repair runs/demo/bag   # make a bag whose writer died readable (consensus.runs.bag.repair_bag)
 
 ``consensus run <scenario>`` exists for every registered scenario with a runner (``consensus.registry``). Every one
 takes the same common flags (``COMMON_FLAGS``: ``--config``, ``--seed``, ``--backend``, ``--model``, ``--base-url``,
@@ -199,6 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
                                       "from a run's bag: RUN/bag (the bag directory) or its .mcap file.")
     plot.add_argument("bag", type=Path, help="bag directory (with metadata.yaml) or .mcap file")
     plot.add_argument("--out", type=Path, default=None, help="output folder (default: plots/ beside the bag)")
+    # `consensus bag repair DIR`: a bag cut by its writer's death made readable (consensus.runs.bag.repair_bag)
+    bag = sub.add_parser("bag", help="MCAP bag tools").add_subparsers(dest="bag_command", required=True)
+    repair = bag.add_parser("repair", help="make a bag whose writer died readable (rosbags, ros2 bag, Foxglove)",
+                            description="Copy every message of the whole chunks of a cut bag into a complete MCAP "
+                                        "file in its place and write metadata.yaml; a complete bag is left as it "
+                                        "is (a missing metadata.yaml is written).")
+    repair.add_argument("bag", type=Path, help="bag directory (RUN/bag) or its .mcap file")
     return parser
 
 
@@ -247,6 +255,13 @@ def main(argv: list[str] | None = None) -> int:
             from consensus.runs.bag import plot_bag
             for png in plot_bag(args.bag, args.out):
                 print(f"plot: {png}")
+            return 0
+        if args.command == "bag":
+            from consensus.runs.bag import repair_bag
+            fixed = repair_bag(args.bag)
+            print(f"repaired {fixed['file']}: {fixed['messages']} messages kept"
+                  + (f", {fixed['dropped']} dropped (their channel was in the cut tail)" if fixed["dropped"] else "")
+                  if fixed["repaired"] else f"{fixed['file']} is complete; nothing to repair")
             return 0
         if args.command == "model":
             from consensus.llm.embedded import ensure_default_model

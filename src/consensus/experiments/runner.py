@@ -23,7 +23,8 @@ Execution (chosen per sweep):
   trials are handed out in chunks of ``min(64, n / (8 * workers))``;
 * otherwise in this process, one after the other.
 
-Records are appended and flushed as trials finish, by this process only. Resume: the trials whose key
+Records are appended as trials finish, by this process only, each in one write that a full disk truncates
+back (the file stays valid JSONL; the error names the path and the free space left). Resume: the trials whose key
 already has a record (status ok or failed; the last record of a key counts) are skipped; a cut-short
 last line is dropped; ``retry_failed`` runs the failed ones again. A run directory whose ``spec.yaml``
 has a different identity (``ExperimentSpec.identity``) is refused unless ``force``, which moves the old
@@ -78,7 +79,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from consensus.errors import ConfigError
-from consensus.jsonl import read_records
+from consensus.jsonl import AppendFile, read_records
 from consensus.experiments.spec import (ExperimentSpec, dump_spec, expand, identity_diff, jsonable, load_spec_file,
                                         resolve_spec, spec_identity)
 from consensus.experiments.study import LLM_FALLBACKS_KEY, Study, Trial, TrialContext, TrialFailed
@@ -122,15 +123,16 @@ def read_results(path: str | os.PathLike) -> dict[str, dict]:
 
 
 class ResultsWriter:
-    """Appends record lines to results.jsonl and flushes after each batch; drops a cut-short last line first."""
+    """Appends record lines to results.jsonl, each whole or not at all (``consensus.jsonl.AppendFile``: one write,
+    truncated back on a full disk, whose error names the path and the free space); drops a cut-short last line
+    first."""
 
     def __init__(self, path: Path) -> None:
         _drop_partial_last_line(path)
-        self._fh = open(path, "a", encoding="utf-8")
+        self._fh = AppendFile(path)
 
     def write(self, line: str) -> None:
-        self._fh.write(line + "\n")
-        self._fh.flush()
+        self._fh.append(line + "\n")
 
     def close(self) -> None:
         self._fh.close()

@@ -25,7 +25,7 @@ from collections import defaultdict, deque
 from pathlib import Path
 
 from consensus.errors import ConfigError
-from consensus.jsonl import read_records
+from consensus.jsonl import AppendFile, read_records
 from consensus.llm.base import ChatRequest, ChatResponse, LLMClient, LLMError, ReplayMiss
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class MemoryStore:
 
 
 class TranscriptStore:
-    """Append-only, thread-safe JSONL transcript file.
+    """Append-only, thread-safe JSONL transcript file: each record one whole line or nothing.
 
     Opening a file whose last line was cut short (a crash mid-write) first ends that
     line, so the next record is not glued onto the broken one.
@@ -117,19 +117,17 @@ class TranscriptStore:
                 with open(self.path, "rb") as f:
                     f.seek(-1, os.SEEK_END)
                     needs_newline = f.read(1) != b"\n"
-            self._fh = open(self.path, "a", encoding="utf-8")
             if needs_newline:
                 log.warning("transcript %s ends with a partial line; starting a new line", self.path)
-                self._fh.write("\n")
+            self._fh = AppendFile(self.path)          # ends a partial last line itself
         return self._fh
 
     def append(self, record: dict) -> None:
-        """Write one record as one line and flush it."""
+        """Write one record as one line, whole or not at all (``consensus.jsonl.AppendFile``: one write, truncated
+        back on a full disk; the error names the path and the free space left)."""
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
         with self._lock:
-            fh = self._open()
-            fh.write(line + "\n")
-            fh.flush()
+            self._open().append(line + "\n")
             self.written += 1
 
     def record_reply(self, req: ChatRequest, resp: ChatResponse) -> None:

@@ -11,7 +11,11 @@ message is stamped with its receive time on the node clock (``use_sim_time`` hon
 
 Reads ``output_dir`` (and ``seed``) from the run's parameters file. On SIGINT/SIGTERM (the end of every run) or any
 other exit it finishes the MCAP file and writes ``metadata.yaml``, so ``ros2 bag info RUN/bag`` and Foxglove open
-it. Its callback errors go out on ``/health`` like every root-namespace node's.
+it. Every ``FLUSH_PERIOD_S`` (steady clock) it ends the chunk in progress and hands it to the operating system
+(``BagWriter.flush``): killed (``kill -9``) or stopped by a full disk, it leaves whole chunks up to the last second,
+which ``consensus.runs.bag.repair_bag`` turns into a readable bag (``consensus run`` does so at the end of a run whose
+bag writer died; ``consensus bag repair RUN/bag`` does it by hand). Its callback errors go out on ``/health`` like
+every root-namespace node's.
 """
 from __future__ import annotations
 
@@ -27,14 +31,14 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from consensus.errors import ConfigError
 from consensus.ros.params import node_main, HEALTH, Health, declare_config, guarded, publish_health
-from consensus.runs.bag import BagWriter
+from consensus.runs.bag import BAG_DIR, BagWriter
 from consensus.runs.rundir import default_run_dir
 from consensus.settings import BagParams, FlatParams, RunParams
 
 DISCOVERY_PERIOD_S = 1.0
 EXCLUDED = frozenset({"/parameter_events"})
 DEPTH = 100
-BAG_DIR = "bag"
+FLUSH_PERIOD_S = 1.0            # what is on disk is at most this far behind (and readable after repair_bag)
 
 
 @dataclass
@@ -88,6 +92,7 @@ class BagRecorder:
         self.clock = node.get_clock()
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         node.create_timer(DISCOVERY_PERIOD_S, guarded(self.discover, "bag.discover", self.health), clock=steady)
+        node.create_timer(FLUSH_PERIOD_S, guarded(self.writer.flush, "bag.flush", self.health), clock=steady)
         self.publish_health = publish_health(node, self.health)
         node.get_logger().info(f"recording every topic into {self.writer.path}")
         self.discover()

@@ -8,9 +8,20 @@ serialized bytes with log time = receive time) and ``metadata.yaml`` (``rosbag2_
 The writer is ``BagWriter`` (used by the ``bag_recorder`` node, ``consensus.ros.bag_recorder``); the reader is
 ``read_messages`` (the mcap reader with ``mcap_ros2``'s decoder) and ``plot_bag`` redraws a run's figures from a
 bag (``consensus plot BAG``).
+
+A bag whose writer died (``kill -9``, a full disk) has no summary, no footer and no ``metadata.yaml``: no reader
+opens it. ``BagWriter.flush`` (the ``bag_recorder`` calls it every second) ends the chunk in progress and hands it to
+the operating system, so such a file holds every message up to the last second in whole chunks; ``repair_bag``
+(``consensus bag repair DIR``, and ``consensus run`` at the end of a run whose bag writer died) copies every
+message of its whole chunks into a complete MCAP file (the same schemas, channels, times and sequence numbers),
+replaces the cut file with it and writes ``metadata.yaml``, so ``rosbags``, ``ros2 bag info``, Foxglove and
+``consensus plot`` open it. It needs free space for one copy of the bag; the cut tail (at most the last second)
+is lost.
 """
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import re
@@ -30,6 +41,8 @@ PRIMITIVES = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "in
               "int64", "uint64", "string", "wstring"}
 _FIELD_TYPE = re.compile(r"(?:^|\n)\s*([a-zA-Z0-9_/]+)(?:\[[^\]]*\])?\s+")      # the type at a line's start
 _TYPE_NAME = re.compile(r"^([a-zA-Z0-9_]+)/(?:msg/)?([a-zA-Z0-9_]+)$")
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+BAG_DIR = "bag"                        # a run's bag: RUN/bag/ (bag_0.mcap, metadata.yaml)
 #: a duration rosbag2 writes for "infinite" (RMW_DURATION_INFINITE)
 INFINITE = {"sec": 9223372036, "nsec": 854775807}
 
@@ -188,6 +201,12 @@ class BagWriter:
         self.start_ns = log_time_ns if self.start_ns is None else min(self.start_ns, log_time_ns)
         self.end_ns = max(self.end_ns, log_time_ns)
 
+    def flush(self) -> None:
+        """End the chunk in progress and hand everything written so far to the operating system (a writer killed
+        after this loses nothing before it; ``repair_bag`` makes such a file readable)."""
+        if not self.closed:
+            self._writer.flush()
+
     def metadata(self) -> dict:
         count = sum(t["count"] for t in self.topics.values())
         files = [{"path": self.path.name, "start_ns": self.start_ns or 0, "end_ns": self.end_ns, "count": count}]
@@ -339,3 +358,261 @@ def plot_bag(path: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     return [plot_paths(times, pos, tgt, out / "paths.png", title=title, labels=labels),
             plot_planned_vs_actual(times, pos, tgt, out / "planned_vs_actual.png", title=title, labels=labels),
             plot_spread(times, pos, out / "spread.png", title=title)]
+
+
+# --------------------------------------------------------------------------- repairing a bag whose writer died
+def _bag_parts(path: Path) -> tuple[Path, Path]:
+    """``(directory, mcap file)`` of a bag given as its directory or its file; a cut bag has no metadata.yaml, so
+    its directory's only ``*.mcap`` is the file."""
+    path = Path(path)
+    if path.is_file():
+        return path.parent, path
+    if not path.is_dir():
+        raise ConfigError(f"{path}: no such bag (give a bag directory or its .mcap file)")
+    try:
+        return path, bag_file(path)
+    except ConfigError:
+        found = sorted(path.glob("*.mcap"))
+        if len(found) != 1:
+            raise ConfigError(f"{path}: expected one .mcap file in the bag directory, found {len(found)}") from None
+        return path, found[0]
+
+
+def _complete(file: Path) -> bool:
+    """The MCAP file has its summary and footer (a reader can open it)."""
+    from mcap.exceptions import McapError
+    from mcap.reader import make_reader
+
+    try:
+        with file.open("rb") as stream:
+            return make_reader(stream).get_summary() is not None
+    except (McapError, EOFError, ValueError, KeyError, IndexError, struct.error, OSError):
+        return False
+
+
+def _metadata_from_summary(file: Path) -> dict:
+    """``metadata.yaml``'s content for a complete MCAP file, from its summary (counts, times, channel metadata)."""
+    from mcap.reader import make_reader
+
+    with file.open("rb") as stream:
+        summary = make_reader(stream).get_summary()
+    stats = summary.statistics
+    counts = dict(stats.channel_message_counts) if stats else {}
+    total = int(stats.message_count) if stats else 0
+    files = [{"path": file.name, "start_ns": stats.message_start_time if stats else 0,
+              "end_ns": stats.message_end_time if stats else 0, "count": total}]
+    topics = []
+    for cid, ch in summary.channels.items():
+        schema = summary.schemas.get(ch.schema_id)
+        topics.append({"name": ch.topic, "type": schema.name if schema else "", "qos": _qos_of(ch.metadata),
+                       "type_hash": ch.metadata.get("topic_type_hash", ""), "count": int(counts.get(cid, 0))})
+    return bag_metadata(files, topics, ros_distro=os.environ.get("ROS_DISTRO", ""))
+
+
+def _qos_of(metadata: dict) -> list:
+    try:
+        qos = yaml.safe_load(metadata.get("offered_qos_profiles", "") or "[]")
+    except yaml.YAMLError:
+        return []
+    return qos if isinstance(qos, list) else []
+
+
+def repair_bag(path: str | Path) -> dict:
+    """Make the bag at ``path`` (its directory or .mcap file) readable (module docstring). Returns ``{"file",
+    "repaired"``: False when the file was complete (a missing metadata.yaml is written all the same),
+    ``"messages"``: recovered, ``"dropped"``: messages of channels whose definition was in the cut tail``}``. A file
+    that is not MCAP is a ConfigError; so is a copy that does not fit on the disk (the bag is left as it was)."""
+    from mcap.records import Channel, Header, Message, Metadata, Schema
+    from mcap.stream_reader import StreamReader
+    from mcap.writer import CompressionType, Writer
+
+    directory, file = _bag_parts(Path(path))
+    meta_path = directory / "metadata.yaml"
+    if _complete(file):
+        if not meta_path.is_file():
+            _write_metadata(meta_path, _metadata_from_summary(file))
+        return {"file": str(file), "repaired": False, "messages": None, "dropped": 0}
+    size = file.stat().st_size
+    tmp = file.with_name(file.name + ".repair")
+    schemas: dict[int, int] = {}
+    channels: dict[int, int] = {}
+    topics: dict[int, dict] = {}
+    schema_names: dict[int, str] = {}
+    count = dropped = 0
+    start_ns: int | None = None
+    end_ns = 0
+    header = None
+    with file.open("rb") as src:
+        reader = StreamReader(src, validate_crcs=True, record_size_limit=size + 1)
+        try:
+            with tmp.open("wb") as out:
+                writer = None
+                records = iter(reader.records)
+                while True:
+                    try:
+                        rec = next(records)
+                    except StopIteration:
+                        break
+                    except Exception:  # noqa: BLE001 - the cut: a record that ends beyond the file or fails its CRC
+                        break
+                    if isinstance(rec, Header):
+                        header = rec
+                        writer = Writer(out, chunk_size=256 * 1024, compression=CompressionType.ZSTD)
+                        writer.start(profile=rec.profile or "ros2", library=rec.library or "consensus")
+                    elif writer is None:
+                        break
+                    elif isinstance(rec, Schema) and rec.id not in schemas:
+                        schemas[rec.id] = writer.register_schema(rec.name, rec.encoding, rec.data)
+                        schema_names[rec.id] = rec.name
+                    elif isinstance(rec, Channel) and rec.id not in channels:
+                        channels[rec.id] = writer.register_channel(rec.topic, rec.message_encoding,
+                                                                   schemas.get(rec.schema_id, 0), dict(rec.metadata))
+                        topics[rec.id] = {"name": rec.topic, "type": schema_names.get(rec.schema_id, ""),
+                                          "qos": _qos_of(rec.metadata), "count": 0,
+                                          "type_hash": rec.metadata.get("topic_type_hash", "")}
+                    elif isinstance(rec, Message):
+                        if rec.channel_id not in channels:
+                            dropped += 1
+                            continue
+                        writer.add_message(channels[rec.channel_id], log_time=rec.log_time, data=rec.data,
+                                           publish_time=rec.publish_time, sequence=rec.sequence)
+                        topics[rec.channel_id]["count"] += 1
+                        count += 1
+                        start_ns = rec.log_time if start_ns is None else min(start_ns, rec.log_time)
+                        end_ns = max(end_ns, rec.log_time)
+                    elif isinstance(rec, Metadata) and rec.name != "rosbag2":
+                        writer.add_metadata(rec.name, dict(rec.metadata))
+                if writer is None or header is None:
+                    raise ConfigError(f"{file}: not an MCAP file (no MCAP header); nothing to repair")
+                files = [{"path": file.name, "start_ns": start_ns or 0, "end_ns": end_ns, "count": count}]
+                meta = bag_metadata(files, list(topics.values()), ros_distro=os.environ.get("ROS_DISTRO", ""))
+                writer.add_metadata("rosbag2", {"serialized_metadata": yaml.safe_dump(
+                    meta["rosbag2_bagfile_information"], sort_keys=False)})
+                writer.finish()
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise ConfigError(f"{file}: cannot write the repaired copy {tmp.name} ({exc.strerror or exc})"
+                                  ) from None
+            return _repair_in_place(file, meta_path)      # a full disk: no room for a copy
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    os.replace(tmp, file)
+    _write_metadata(meta_path, meta)
+    return {"file": str(file), "repaired": True, "messages": count, "dropped": dropped}
+
+
+def _repair_in_place(file: Path, meta_path: Path) -> dict:
+    """The repair of a bag on a full disk: the cut tail (from the first record that is not whole and valid: a cut
+    chunk, or a chunk whose message indexes were not all written) is truncated away, which frees its bytes, and the
+    MCAP summary and footer are appended after the whole chunks (schemas, channels, statistics, chunk and metadata
+    indexes, as ``mcap``'s writer lays them out). Needs a few kB."""
+    from mcap.data_stream import ReadDataStream, RecordBuilder
+    from mcap.opcode import Opcode
+    from mcap.records import (Channel, Chunk, ChunkIndex, DataEnd, Footer, Metadata, MetadataIndex, Schema,
+                              Statistics)
+    from mcap.stream_reader import MAGIC_SIZE, breakup_chunk
+
+    size = file.stat().st_size
+    schemas: dict[int, Schema] = {}
+    channels: dict[int, Channel] = {}
+    counts: dict[int, int] = {}
+    chunks: list[ChunkIndex] = []
+    n_msgs, t_start, t_end = 0, None, 0
+    with file.open("r+b") as fh:
+        pos = good = MAGIC_SIZE
+        pending: tuple[ChunkIndex, list] | None = None       # a chunk waiting for its message indexes
+        fh.seek(pos)
+        while pos + 9 <= size:
+            op, length = struct.unpack("<BQ", fh.read(9))
+            if pos + 9 + length > size:
+                break
+            body = fh.read(length)
+            if op == Opcode.MESSAGE_INDEX and pending is not None:
+                cid = struct.unpack_from("<H", body)[0]
+                pending[0].message_index_offsets[cid] = pos
+                pending[0].message_index_length += 9 + length
+                pos += 9 + length
+                if set(pending[0].message_index_offsets) >= {m.channel_id for m in _messages(pending[1])}:
+                    index, inner = pending
+                    chunks.append(index)
+                    for rec in inner:
+                        if isinstance(rec, Schema):
+                            schemas.setdefault(rec.id, rec)
+                        elif isinstance(rec, Channel):
+                            channels.setdefault(rec.id, rec)
+                    for m in _messages(inner):
+                        counts[m.channel_id] = counts.get(m.channel_id, 0) + 1
+                        n_msgs += 1
+                        t_start = m.log_time if t_start is None else min(t_start, m.log_time)
+                        t_end = max(t_end, m.log_time)
+                    pending, good = None, pos
+                continue
+            if pending is not None or op in (Opcode.DATA_END, Opcode.FOOTER):
+                break                                           # a chunk without all its indexes: the cut
+            if op == Opcode.CHUNK:
+                try:
+                    chunk = Chunk.read(ReadDataStream(io.BytesIO(body)))
+                    inner = breakup_chunk(chunk, validate_crc=True)
+                except Exception:  # noqa: BLE001 - a chunk whose bytes were never all written
+                    break
+                index = ChunkIndex(message_start_time=chunk.message_start_time,
+                                   message_end_time=chunk.message_end_time, chunk_start_offset=pos,
+                                   chunk_length=9 + length, message_index_offsets={}, message_index_length=0,
+                                   compression=chunk.compression, compressed_size=len(chunk.data),
+                                   uncompressed_size=chunk.uncompressed_size)
+                pos += 9 + length
+                pending = (index, inner)
+                if not _messages(inner):
+                    chunks.append(index)
+                    pending, good = None, pos
+                continue
+            if op in (Opcode.SCHEMA, Opcode.CHANNEL):
+                rec = (Schema if op == Opcode.SCHEMA else Channel).read(ReadDataStream(io.BytesIO(body)))
+                (schemas if op == Opcode.SCHEMA else channels).setdefault(rec.id, rec)
+            pos += 9 + length
+            good = pos
+        fh.truncate(good)
+        topics = [{"name": ch.topic, "type": schemas[ch.schema_id].name if ch.schema_id in schemas else "",
+                   "qos": _qos_of(ch.metadata), "type_hash": ch.metadata.get("topic_type_hash", ""),
+                   "count": counts.get(cid, 0)} for cid, ch in channels.items()]
+        meta = bag_metadata([{"path": file.name, "start_ns": t_start or 0, "end_ns": t_end, "count": n_msgs}],
+                            topics, ros_distro=os.environ.get("ROS_DISTRO", ""))
+        b = RecordBuilder()
+        Metadata(name="rosbag2", metadata={"serialized_metadata": yaml.safe_dump(
+            meta["rosbag2_bagfile_information"], sort_keys=False)}).write(b)
+        meta_index = MetadataIndex(offset=good, length=b.count, name="rosbag2")
+        DataEnd(data_section_crc=0).write(b)
+        summary_start = good + b.count
+        for schema in schemas.values():
+            schema.write(b)
+        for channel in channels.values():
+            channel.write(b)
+        Statistics(message_count=n_msgs, schema_count=len(schemas), channel_count=len(channels),
+                   attachment_count=0, metadata_count=1, chunk_count=len(chunks), message_start_time=t_start or 0,
+                   message_end_time=t_end, channel_message_counts=dict(counts)).write(b)
+        for index in chunks:
+            index.write(b)
+        meta_index.write(b)
+        Footer(summary_start=summary_start, summary_offset_start=0, summary_crc=0).write(b)
+        fh.seek(good)
+        fh.write(b.end() + MCAP_MAGIC)
+        fh.flush()
+        os.fsync(fh.fileno())
+    _write_metadata(meta_path, meta)
+    return {"file": str(file), "repaired": True, "messages": n_msgs, "dropped": 0, "in_place": True}
+
+
+def _messages(records: list) -> list:
+    from mcap.records import Message
+
+    return [r for r in records if isinstance(r, Message)]
+
+
+def _write_metadata(path: Path, meta: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
+    os.replace(tmp, path)

@@ -159,19 +159,68 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+#: processes whose death does not end the run: they only write its record (the run's own summary and trajectories
+#: are the recorder's); what they wrote is repaired at the end and summary.json names them
+GOES_ON_WITHOUT = ("bag_recorder",)
+
+
+def _lost(p: _Proc, code: int | None, rule: str) -> dict:
+    name = f"{p.spec.namespace}/{p.spec.name}" if p.spec.namespace else p.spec.name
+    return {"process": name, "exit_code": code, "rule": rule, "log": str(p.log_path)}
+
+
+def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[[str], None] | None) -> None:
+    """After every process stopped: a bag whose writer died (or was killed at the end) is repaired; a summary.json
+    names the processes lost during the run (``end_reason: lost:<process>``), and is written from what the run left
+    (``consensus.runs.rundir.salvage_summary``) when the process that writes it died first."""
+    from consensus.runs.bag import BAG_DIR, repair_bag
+    from consensus.runs.rundir import note_lost_processes, salvage_summary
+
+    bag = out / BAG_DIR
+    if bag.is_dir() and any(bag.glob("*.mcap")):
+        try:
+            fixed = repair_bag(bag)
+            if fixed["repaired"] and echo:
+                echo(f"the bag writer died: repaired {fixed['file']} ({fixed['messages']} messages kept)")
+        except ConsensusError as exc:
+            if echo:
+                echo(f"warning: the bag could not be repaired: {exc}")
+    if not dead:
+        return
+    if (out / "summary.json").exists():
+        note_lost_processes(out, dead)
+        return
+    workspace = None
+    try:
+        import yaml
+
+        workspace = yaml.safe_load(params_file.read_text())["/**"]["ros__parameters"].get("workspace")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
+        pass
+    summary = salvage_summary(out, dead, workspace=workspace)
+    if echo:
+        echo(f"summary.json written from what the run left (end_reason {summary['end_reason']})")
+
+
 def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm_base_url: str = "",
                   echo: Callable[[str], None] | None = print) -> dict:
     """Start ``specs`` in order with ``params_file`` (waiting for an ``llm_server`` to answer), run until the
     process marked ``ends_run`` exits, stop every process, and return ``out/summary.json``'s content.
 
     A process that dies with an error stops the run with its log tail - except an ``expendable`` one (one robot's
-    own process): the run goes on without that robot; Ctrl-C or SIGTERM of the caller stops the
-    children too; one log per process in ``out/logs``."""
+    own process): the run goes on without that robot, and a writer of the record (``GOES_ON_WITHOUT``: the bag
+    recorder): the run goes on without a bag writer. Either way ``summary.json`` names every process lost
+    (``end_reason: lost:<process>``, the run's own reason in ``run_end_reason``, ``lost_processes``); when the
+    process that writes it (``ends_run``, the recorder) died, it is written here from the streamed trajectories and
+    plans (``salvaged: true``) and the run fails (exit 1). A bag cut by its writer's death is repaired
+    (``consensus.runs.bag.repair_bag``). Ctrl-C or SIGTERM of the caller stops the children too (``end_reason``
+    stays the recorder's ``interrupted``); one log per process in ``out/logs``."""
     if security.enabled():              # every process's enclave is in the keystore, before any starts
         security.check_keystore(os.environ.get("ROS_SECURITY_KEYSTORE", ""), specs)
     log_dir = out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[_Proc] = []
+    dead: list[dict] = []             # processes lost during the run (``_keep_record``)
     interrupted = False
     previous = None
     if threading.current_thread() is threading.main_thread():
@@ -192,7 +241,15 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
                 code = p.popen.poll()
                 if code is None or code == 0 or p.spec.ends_run or k in lost:
                     continue
+                if p.spec.executable in GOES_ON_WITHOUT:      # a writer of the record: the run goes on
+                    lost.add(k)
+                    dead.append(_lost(p, code, "the run went on"))
+                    if echo:
+                        echo(f"warning: '{p.spec.name}' died (exit code {code}); the run goes on and its record is "
+                             f"repaired at the end (log: {p.log_path})")
+                    continue
                 if not p.spec.expendable:
+                    dead.append(_lost(p, code, "the run ended"))
                     raise ConsensusError(f"process '{p.spec.namespace}/{p.spec.name}' exited with code {code}:\n"
                                          f"{p.tail()}")
                 lost.add(k)          # one robot of many: the others go on (the recorder notes the loss)
@@ -201,8 +258,10 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
                          f"the run goes on without it (log: {p.log_path})")
             time.sleep(0.2)
         if last.popen.returncode != 0:
-            raise ConsensusError(f"the {last.spec.name} process failed (code {last.popen.returncode}):\n"
-                                 f"{last.tail()}")
+            dead.append(_lost(last, last.popen.returncode, "the run ended"))
+            raise ConsensusError(f"the {last.spec.name} process failed (code {last.popen.returncode}); "
+                                 f"summary.json is written from what the run left (end_reason "
+                                 f"lost:{last.spec.name}):\n{last.tail()}")
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -212,6 +271,11 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
             p.log.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        try:
+            _keep_record(out, params_file, dead, echo)
+        except (OSError, ConsensusError) as exc:        # a full disk: the run's own error comes first
+            if echo:
+                echo(f"warning: the run's record could not be completed: {exc}")
     summary_path = out / "summary.json"
     if not summary_path.exists():
         if interrupted:          # every process is stopped; the caller decides what an interrupt means

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from consensus.errors import ConfigError
+from consensus.jsonl import AppendFile, RecordWriteError, free_space
 from consensus.metrics.convergence import convergence_summary
 
 _PACKAGES = ("consensus", "numpy", "matplotlib", "openai", "pyyaml", "ros-rclpy", "ros-rmw-fastrtps-cpp",
@@ -109,9 +110,16 @@ def _jsonable(obj: Any) -> Any:
 
 
 def write_json(path: Path, data: Any) -> Path:
+    """``path`` replaced whole by ``data`` as JSON (written beside it, then renamed): a full disk leaves the old file,
+    no cut one, and a ``RecordWriteError`` naming the path and the free space left."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_jsonable(data), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(_jsonable(data), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RecordWriteError(exc.errno or 0, f"{exc.strerror or exc}: not written ({free_space(path)})",
+                               str(path)) from None
     return path
 
 
@@ -139,24 +147,49 @@ def write_manifest(out_dir: str | Path, *, scenario: str, config: dict, seed: in
     return write_json(out / "manifest.json", manifest)
 
 
+TRAJECTORY_COLUMNS = ("t", "robot", "x", "y", "target_x", "target_y")
+
+
+def trajectory_rows(t: float, positions: np.ndarray, targets: np.ndarray) -> str:
+    """The CSV lines of one time step (one per robot) of ``(n, d)`` positions and targets (``d`` 1 or 2)."""
+    d = positions.shape[-1]
+    return "".join(f"{t:.3f},{i},{p[0]:.4f},{f'{p[1]:.4f}' if d > 1 else '0'},"
+                   f"{g[0]:.4f},{f'{g[1]:.4f}' if d > 1 else '0'}\n"
+                   for i, (p, g) in enumerate(zip(positions, targets)))
+
+
 def write_trajectories(path: str | Path, times: np.ndarray, positions: np.ndarray, targets: np.ndarray) -> Path:
     """Long-format CSV: one row per time step and robot."""
     path = Path(path)
-    T, n, d = positions.shape
     with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["t", "robot", "x", "y", "target_x", "target_y"])
-        for k in range(T):
-            for i in range(n):
-                p, g = positions[k, i], targets[k, i]
-                w.writerow([f"{times[k]:.3f}", i, f"{p[0]:.4f}", f"{p[1]:.4f}" if d > 1 else "0",
-                            f"{g[0]:.4f}", f"{g[1]:.4f}" if d > 1 else "0"])
+        fh.write(",".join(TRAJECTORY_COLUMNS) + "\n")
+        for k in range(positions.shape[0]):
+            fh.write(trajectory_rows(times[k], positions[k], targets[k]))
     return path
+
+
+class TrajectoryStream:
+    """``trajectories.csv`` written as the run goes: each time step's rows in one whole append
+    (``consensus.jsonl.AppendFile``), so a recorder killed at any moment leaves every sample it took up to then,
+    and a full disk leaves whole samples only. Same format as ``write_trajectories``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file = AppendFile(self.path, header=",".join(TRAJECTORY_COLUMNS))
+
+    def append(self, t: float, positions: np.ndarray, targets: np.ndarray) -> None:
+        self._file.append(trajectory_rows(t, np.asarray(positions, float), np.asarray(targets, float)))
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def read_trajectories(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inverse of write_trajectories: (times (T,), positions (T,n,2), targets (T,n,2))."""
-    rows = list(csv.DictReader(Path(path).open()))
+    with Path(path).open() as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows:
+        return np.zeros(0), np.zeros((0, 0, 2)), np.zeros((0, 0, 2))
     times = sorted({float(r["t"]) for r in rows})
     n = 1 + max(int(r["robot"]) for r in rows)
     index = {t: k for k, t in enumerate(times)}
@@ -169,10 +202,27 @@ def read_trajectories(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
     return np.asarray(times), pos, tgt
 
 
+def outside_geofence_m(positions: np.ndarray, workspace) -> float | None:
+    """How far any robot's centre went outside the workspace box ``[xmin, xmax(, ymin, ymax)]`` over ``(T, n, d)``
+    positions: 0.0 when nobody left it, None without a workspace or a position."""
+    if workspace is None:
+        return None
+    bounds = np.asarray(workspace, dtype=float).reshape(-1, 2)
+    p = np.asarray(positions, dtype=float)[..., : len(bounds)]
+    if p.size == 0 or not np.isfinite(p).any():
+        return None
+    with np.errstate(invalid="ignore"):
+        beyond = np.maximum(np.maximum(bounds[:, 0] - p, p - bounds[:, 1]), 0.0)
+        dist = np.sqrt((beyond ** 2).sum(axis=-1))
+    return float(np.nanmax(dist)) if np.isfinite(dist).any() else None
+
+
 def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, targets: np.ndarray,
              tol: float, counters: dict, title: str, workspace=None, extra: dict | None = None,
-             d_min: float | None = None, footprint_radius: float | None = None) -> dict:
-    """Write trajectories.csv, summary.json and both plots; return the summary.
+             d_min: float | None = None, footprint_radius: float | None = None,
+             trajectories_written: bool = False) -> dict:
+    """Write trajectories.csv (unless ``trajectories_written``: a ``TrajectoryStream`` wrote it during the run),
+    summary.json and both plots; return the summary.
 
     ``d_min`` (robots kept that far apart by collision avoidance): convergence is judged on the targets and a
     packing radius (``consensus.metrics.convergence.convergence_summary``); ``footprint_radius``: the footprints
@@ -187,7 +237,8 @@ def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, t
     if positions.shape[-1] == 1:                       # 1-D runs are drawn on the x axis
         positions = np.concatenate([positions, np.zeros_like(positions)], axis=-1)
         targets = np.concatenate([targets, np.zeros_like(targets)], axis=-1)
-    write_trajectories(out / "trajectories.csv", times, positions, targets)
+    if not trajectories_written:
+        write_trajectories(out / "trajectories.csv", times, positions, targets)
     summary: dict[str, Any] = {"samples": int(len(times))}
     if len(times):
         summary.update(convergence_summary(times, positions, tol, initial_positions=positions[0], targets=targets,
@@ -196,6 +247,7 @@ def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, t
         summary.update({"converged": False, "final_spread_m": None, "consensus_point": None,
                         "time_to_converge_s": None})
     summary["converge_tol_m"] = tol
+    summary["outside_geofence_m"] = outside_geofence_m(positions, workspace) if len(times) else None
     summary.update(counters)
     if extra:
         summary.update(extra)
@@ -205,5 +257,62 @@ def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, t
         plot_planned_vs_actual(times, positions, targets, out / "planned_vs_actual.png",
                                title=title)
         summary["plots"] = ["paths.png", "planned_vs_actual.png"]
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+# --------------------------------------------------------------------------- a run that lost one of its processes
+def lost_reason(lost: list[dict]) -> str:
+    """``end_reason`` of a run that lost ``lost`` (``{"process", "exit_code", "rule"}`` each, in order):
+    ``lost:<process>`` of the process whose death ended the run (``rule: "the run ended"``), else of the first."""
+    ended = [d for d in lost if d.get("rule") == "the run ended"]
+    return f"lost:{(ended or lost)[0]['process']}"
+
+
+def note_lost_processes(out_dir: str | Path, lost: list[dict]) -> dict | None:
+    """Mark ``summary.json`` (written by the process that ended the run) with the processes that died during it
+    (``lost``: ``{"process", "exit_code", "rule"}`` each): ``lost_processes`` lists them, ``end_reason`` becomes
+    ``lost_reason(lost)`` and the reason the run gave itself moves to ``run_end_reason``. Returns the summary, or None
+    when there is none."""
+    path = Path(out_dir) / "summary.json"
+    if not lost or not path.is_file():
+        return None
+    try:
+        summary = json.loads(path.read_text())
+    except ValueError:
+        return None
+    summary.setdefault("run_end_reason", summary.get("end_reason"))
+    summary["end_reason"] = lost_reason(lost)
+    summary["lost_processes"] = lost
+    write_json(path, summary)
+    return summary
+
+
+def salvage_summary(out_dir: str | Path, lost: list[dict], workspace=None) -> dict:
+    """``summary.json`` from what a run left when the process that writes it died: the streamed
+    ``trajectories.csv`` (samples, duration, closest pair, geofence, final spread) and the number of planning
+    records in ``plans.jsonl``. ``converged`` is None: nobody judged it. Returns the summary written."""
+    from consensus.metrics.convergence import min_pair_distance_series, spread
+
+    out = Path(out_dir)
+    summary: dict[str, Any] = {"end_reason": lost_reason(lost), "lost_processes": lost,
+                               "salvaged": True, "converged": None, "samples": 0}
+    traj = out / "trajectories.csv"
+    if traj.is_file():
+        try:
+            times, pos, tgt = read_trajectories(traj)
+        except (ValueError, KeyError, OSError) as exc:
+            summary["trajectories_error"] = str(exc)
+        else:
+            if len(times):
+                mins = min_pair_distance_series(pos)
+                last = pos[-1][np.isfinite(pos[-1]).all(axis=1)]
+                summary.update(samples=int(len(times)), duration_s=float(times[-1]),
+                               min_pair_distance_m=float(np.nanmin(mins)) if np.isfinite(mins).any() else None,
+                               outside_geofence_m=outside_geofence_m(pos, workspace),
+                               final_spread_m=float(spread(last)) if len(last) > 1 else None)
+    plans = out / "plans.jsonl"
+    if plans.is_file():
+        summary["plans"] = sum(1 for line in plans.read_text(errors="replace").split("\n") if line.strip())
     write_json(out / "summary.json", summary)
     return summary

@@ -3,10 +3,32 @@
 ``max_rounds`` one planning period after every robot has made its last planning round. ``summary.json`` says which
 (``end_reason``: converged_and_settled | duration | max_rounds | interrupted).
 
-Subscribes per robot ``state``, ``target``, ``planner/reasoning`` and ``planner/status``; samples trajectories at
-``state_rate_hz``; appends every planning record to ``plans.jsonl`` as it arrives; logs progress once per planning
-period; at the end (``duration_s`` on the node clock, so sim time works, or Ctrl-C) writes trajectories, summary and
-plots (``consensus.runs.rundir.finalize``) and exits with status 0. Launch files end the whole run when it exits.
+Subscribes per robot its pose source, ``state``, ``target``, ``planner/reasoning`` and ``planner/status``; samples
+trajectories at ``state_rate_hz``; logs progress once per planning period; at the end (``duration_s`` on the node
+clock, so sim time works, or Ctrl-C) writes the summary and plots (``consensus.runs.rundir.finalize``) and exits with
+status 0. Launch files end the whole run when it exits.
+
+Ground truth in the record: the positions of ``trajectories.csv``, of the summary's safety figures
+(``min_pair_distance_m``: the closest two robots came; ``outside_geofence_m``: how far a robot's centre went outside
+the workspace, 0.0 = never) and of the convergence judgement are each robot's *pose source*, never the ``state`` topic
+the robots broadcast to each other (anyone on the network can publish a ``state``): in a simulated run the
+simulator's ``/robot_<i>/odom`` (sim, turtlesim bridge, gz bridge: the simulator's own poses), on real robots the
+pose topic the robot node itself reads (``robots_file``: the entry's odometry or motion-capture pose, brought into
+the shared frame the same way, ``RobotEntry.to_shared``; a ``PoseStamped`` in another frame, a non-finite or absurd
+pose is a bad message). ``summary.json`` says so (``positions_from: "odom"``). The ``state`` topic still tells the
+recorder a robot is alive (a robot whose state stops for ``robot_timeout_s`` is lost) and is what the planners see.
+Sampling starts once every robot has sent a state and has a pose (or after ``START_WAIT_S``).
+
+Nothing written is lost when the recorder dies: each sample's rows go to ``trajectories.csv`` as it is taken, and
+every planning record to ``plans.jsonl`` as it arrives, each in one whole append (``consensus.jsonl.AppendFile``:
+no buffer in the process, a full disk truncates the record back and is logged once per file and counted as
+``write_errors``). When the recorder itself dies the run ends and ``consensus run`` writes ``summary.json`` from
+these files (``consensus.runs.ros_runner``: ``end_reason: lost:recorder``).
+
+Topology: the recorder follows the latched ``/topology/graph``; ``summary.json``'s ``topology_changes`` lists every
+graph the run had, in order, with its time: ``{"t_s", "topology", "directed", "links"}`` (``t_s`` on the run's
+clock, 0.0 for a graph published before sampling started; ``links``: the directed "i hears j" pairs). ``topology``
+stays the configured (start) graph.
 
 Health: the summary's ``callback_errors`` and ``bad_messages`` are the run's totals: the robots' (their
 ``planner/status``), the other root-namespace nodes' (sim, topology: the newest record of each on ``/health``) and
@@ -33,7 +55,8 @@ from pathlib import Path
 import numpy as np
 import rclpy
 import rclpy.task
-from geometry_msgs.msg import PointStamped
+from geometry_msgs.msg import PointStamped, PoseStamped
+from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
@@ -50,7 +73,13 @@ from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.ros import markers
 from consensus.ros.params import (node_main, HEALTH, Health, declare_config, guarded, publish_health, read_xy,
                                   sum_health)
-from consensus.runs.rundir import default_run_dir, finalize, write_manifest
+from consensus.runs.rundir import TrajectoryStream, default_run_dir, finalize, write_manifest
+from consensus.jsonl import AppendFile
+from consensus.robots.map import robot_entry
+from consensus.robots.presets import ODOMETRY
+from consensus.control.controller import yaw_from_quaternion
+from consensus.ros.cdr import odom_pose
+from consensus.ros.params import decode_or_count, sane
 from consensus import names
 
 START_WAIT_S = 10.0
@@ -70,7 +99,10 @@ class Recorder:
             write_manifest(self.out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
                            **cfg.manifest_llm(),
                            mode="ros")
-        self.pos = np.full((n, 2), np.nan)
+        self.pos = np.full((n, 2), np.nan)              # each robot's newest pose from its pose source (odom)
+        self.state_pos = np.full((n, 2), np.nan)        # what it broadcast on `state` (liveness only)
+        self.entries = [robot_entry(cfg, i) for i in range(n)]     # None each: our sims' /robot_<i>/odom
+        self._pose_raw: list[bytes | None] = [None] * n
         self.last_seen = np.full(n, np.nan)               # when each robot's state last arrived
         self.lost: dict[int, float] = {}                  # robot -> run time it was declared lost (lost robots)
         self.losses: list[dict] = []                      # every loss and return, in order
@@ -79,13 +111,21 @@ class Recorder:
         self.times: list[float] = []
         self.positions: list[np.ndarray] = []
         self.targets: list[np.ndarray] = []
-        self.plans = (self.out / "plans.jsonl").open("a", buffering=1)
         self.health = Health(parent=HEALTH, logger=node.get_logger())               # the recorder's own counters
+        self.write_errors: dict[str, int] = {}           # file -> records that could not be written (full disk)
+        self.plans = AppendFile(self.out / "plans.jsonl")
+        self.traj = TrajectoryStream(self.out / "trajectories.csv")
+        self.topology_changes: list[dict] = []
+        self._graph_seen: dict | None = None
         self.node_health: dict[str, dict] = {}            # newest /health record of every other node
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
         for i in range(n):
+            entry = self.entries[i]
+            node.create_subscription(PoseStamped if entry is not None and entry.pose_type != ODOMETRY else Odometry,
+                                     entry.pose_topic_name if entry is not None else names.ODOM.of(i),
+                                     g(self._pose_in(i), "recorder.odom"), qos.profile(names.ODOM), raw=True)
             node.create_subscription(PointStamped, names.STATE.of(i),
-                                     g(self._point(i, self.pos, "recorder.state", self.last_seen),
+                                     g(self._point(i, self.state_pos, "recorder.state", self.last_seen),
                                        "recorder.state"),
                                      qos.profile(names.STATE), raw=True)
             node.create_subscription(PointStamped, names.TARGET.of(i),
@@ -97,6 +137,8 @@ class Recorder:
                                      qos.profile(names.PLANNER_STATUS))
         node.create_subscription(String, names.HEALTH.name, g(self._on_health, "recorder.health"),
                                  qos.profile(names.HEALTH))
+        node.create_subscription(String, names.TOPOLOGY_GRAPH.name, g(self._on_graph, "recorder.graph"),
+                                 qos.profile(names.TOPOLOGY_GRAPH))
         self.t_created = self._now()
         self.t0: float | None = None
         self.done = rclpy.task.Future()
@@ -122,6 +164,62 @@ class Recorder:
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
+    def _pose_in(self, i: int):
+        """Robot ``i``'s pose source: the newest message is kept serialized and decoded when a sample is taken."""
+        def cb(raw: bytes) -> None:
+            self._pose_raw[i] = raw
+        return cb
+
+    def _decode_poses(self) -> None:
+        """Every robot's newest pose into ``self.pos`` (a bad one is counted and leaves the last good one)."""
+        for i, raw in enumerate(self._pose_raw):
+            if raw is None:
+                continue
+            self._pose_raw[i] = None
+            entry = self.entries[i]
+            if entry is not None and entry.pose_type != ODOMETRY:
+                msg = decode_or_count(raw, PoseStamped, self.health, "recorder.odom")
+                if msg is None:
+                    continue
+                if msg.header.frame_id.lstrip("/") != entry.frame:
+                    self.health.count_bad_message("recorder.odom")
+                    continue
+                p, q = msg.pose.position, msg.pose.orientation
+                pose = (p.x, p.y, q.x, q.y, q.z, q.w)
+            else:
+                fast = odom_pose(raw)
+                if fast is None:
+                    msg = decode_or_count(raw, Odometry, self.health, "recorder.odom")
+                    if msg is None:
+                        continue
+                    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+                    pose = (p.x, p.y, q.x, q.y, q.z, q.w)
+                else:
+                    pose = (fast[0], fast[1], *fast[3:])
+            x, y = pose[0], pose[1]
+            if not sane(x, y):
+                self.health.count_bad_message("recorder.odom")
+                continue
+            if entry is not None:
+                try:
+                    yaw = yaw_from_quaternion(*pose[2:])
+                except ValueError:
+                    self.health.count_bad_message("recorder.odom")
+                    continue
+                x, y, _ = entry.to_shared(x, y, yaw)
+            self.pos[i] = (x, y)
+
+    def _append(self, name: str, write) -> None:
+        """One whole record into one of the streamed files; a failure (a full disk: the file keeps its whole
+        records) is logged once per file and counted in the summary's ``write_errors``."""
+        try:
+            write()
+        except OSError as exc:
+            if name not in self.write_errors:
+                self.node.get_logger().error(f"{exc.filename}: {exc.strerror}; the run goes on, records of "
+                                             f"{name} are lost until it can be written")
+            self.write_errors[name] = self.write_errors.get(name, 0) + 1
+
     def _point(self, i: int, store: np.ndarray, what: str, seen: np.ndarray | None = None):
         """The callback of robot ``i``'s PointStamped input (serialized or a message): a sane position into
         ``store[i]``, the arrival time into ``seen[i]`` (a bad message counts as a sign of life too)."""
@@ -134,7 +232,7 @@ class Recorder:
         return cb
 
     def _on_plan(self, msg: String) -> None:
-        self.plans.write(msg.data.replace("\n", " ") + "\n")
+        self._append("plans.jsonl", lambda: self.plans.append(msg.data.replace("\n", " ") + "\n"))
         try:
             rec = json.loads(msg.data)
             robot, rnd = int(rec["robot"]), int(rec["round"])
@@ -177,8 +275,9 @@ class Recorder:
 
     def sample(self) -> None:
         now = self._now()
+        self._decode_poses()
         if self.t0 is None:
-            all_seen = not np.isnan(self.pos).any()
+            all_seen = not np.isnan(self.pos).any() and not np.isnan(self.last_seen).any()
             if not all_seen and now - self.t_created < START_WAIT_S:
                 return
             self.t0 = now
@@ -191,6 +290,8 @@ class Recorder:
         pos[list(self.lost)] = np.nan                     # a lost robot's last position is not part of the fleet
         self.positions.append(pos)
         self.targets.append(self.tgt.copy())
+        dim = 1 if self.cfg.dim == 1 else 2
+        self._append("trajectories.csv", lambda: self.traj.append(t, pos[:, :dim], self.tgt[:, :dim]))
         sp = self._spread(pos)
         settled = self.settle.update(t, sp if self.avoid is None else self._agreement(pos))
         if t - self.last_progress >= min(PROGRESS_PERIOD_S, self.cfg.planner_period_s) or settled:
@@ -289,8 +390,6 @@ class Recorder:
             self.marker_pub = node.create_publisher(MarkerArray, names.MARKERS.name, qos.profile(names.MARKERS))
             if markers.TFMessage:
                 self.tf_pub = node.create_publisher(markers.TFMessage, names.TF.name, qos.profile(names.TF))
-        node.create_subscription(String, names.TOPOLOGY_GRAPH.name, g(self._on_graph, "recorder.graph"),
-                                 qos.profile(names.TOPOLOGY_GRAPH))
         node.create_timer(VIZ_PERIOD_S, g(self.publish_viz, "recorder.viz"))
 
     def _note_reasoning(self, robot: int, rec: dict) -> None:
@@ -301,13 +400,25 @@ class Recorder:
 
     def _on_graph(self, msg: String) -> None:
         try:
-            edges = markers.graph_edges(json.loads(msg.data), self.cfg.num_robots)
+            rec = json.loads(msg.data)
+            edges = markers.graph_edges(rec, self.cfg.num_robots)
         except ValueError:
             edges = None
         if edges is None:
             self.health.count_bad_message("recorder.graph")
-        else:
-            self.edges = edges
+            return
+        self.edges = edges
+        adj = np.asarray(rec["adjacency"], dtype=float)
+        change = {"topology": str(rec.get("name", "")), "directed": bool(rec.get("directed", False)),
+                  "links": int((adj != 0).sum() - (np.diag(adj) != 0).sum())}
+        key = {**change, "adjacency": rec["adjacency"]}
+        if key == self._graph_seen:            # the same graph again (a latched re-delivery)
+            return
+        self._graph_seen = key
+        t = 0.0 if self.t0 is None else round(self._now() - self.t0, 3)
+        self.topology_changes.append({"t_s": t, **change})
+        if self.t0 is not None:
+            self.node.get_logger().info(f"topology changed at t={t:.1f} s: {change['topology']}")
 
     def publish_viz(self) -> None:
         now = self.node.get_clock().now()
@@ -334,6 +445,7 @@ class Recorder:
 
     def finish(self) -> dict:
         self.plans.close()
+        self.traj.close()
         if self.live is not None:
             self.live.close()
         n = self.cfg.num_robots
@@ -343,6 +455,7 @@ class Recorder:
         if self.cfg.dim == 1:
             pos, tgt = pos[..., :1], tgt[..., :1]
         summary = finalize(self.out, times=times, positions=pos, targets=tgt, tol=self.cfg.converge_tol_m,
+                           trajectories_written=True,
                            counters=self.counters(), title=f"Aggregation through ROS 2, planner={self.cfg.planner}",
                            workspace=self.cfg.workspace,
                            d_min=None if self.avoid is None else self.avoid.d_min_m,
@@ -353,7 +466,9 @@ class Recorder:
                                   "collision_avoidance": "none" if self.avoid is None else "cbf",
                                   **({} if self.avoid is None else {"clearance_m": self.avoid.clearance_m}),
                                   "per_robot": [self.status.get(i, {}) for i in range(n)],
-                                  "lost_robots": sorted(self.lost), "losses": self.losses})
+                                  "lost_robots": sorted(self.lost), "losses": self.losses,
+                                  "positions_from": "odom", "topology_changes": self.topology_changes,
+                                  "write_errors": dict(self.write_errors)})
         self.node.get_logger().info(
             f"done ({self.end_reason}): converged={summary['converged']} "
             f"final_spread={_fmt(summary['final_spread_m'])} m; results in {self.out}")
