@@ -17,8 +17,13 @@ The same YAML serves all three users. It is a ROS 2 parameters file with a singl
         num_robots: 4
         ...
 
-``FlatParams.validate`` runs each group's checks once (``_check_<group>`` of every class in the MRO), then the
-scenario's ``check``; the first bad field is one ``ConfigError``. Values are coerced by the fields' annotations
+``FlatParams.validate`` runs each group's checks once (``_check_<group>`` of every class in the MRO), then every
+field's own rule (``FlatParams.field_problem``: the field's ``RANGES`` entry; a float must be finite unless the field
+is in ``NONFINITE``; an int fits ROS's 64 bits), then the scenario's ``check``; the first bad field is one
+``ConfigError``. The ranges are the one source of the bounds: the CLI (``consensus run``, ``--set``, params files),
+the launch arguments, the studies and the nodes' parameter descriptors (``consensus.ros.params.declare_config``)
+all check a value through them, so a value one of them accepts no other refuses. Every duration (``*_s``) and rate
+(``*_hz``) field has a range with a finite upper bound. Values are coerced by the fields' annotations
 (``list[str]``, ``list[float]``, ``bool``, ...), never by their names. A scenario may redeclare a group field to
 change its default (e.g. a longer ``llm_timeout_s``); the group's bounds still apply.
 """
@@ -60,6 +65,15 @@ def need_positive(cfg: Any, *names: str) -> None:
         need(math.isfinite(value) and value > 0, f"{name} must be a positive number (got {value})")
 
 
+def need_in_range(cfg: Any, *names: str) -> None:
+    """Each named field passes its own rule (``FlatParams.field_problem``: its ``RANGES`` entry, finiteness); a
+    group check calls it for a field that its other checks rely on (``validate`` checks every field after the
+    groups' checks)."""
+    for name in names:
+        problem = type(cfg).field_problem(name, getattr(cfg, name))
+        need(problem is None, problem or "")
+
+
 def _field_comments(klass: type) -> dict[str, str]:
     """``name -> the comment after the field's declaration`` (and comment-only lines right below it) in ``klass``'s
     source: the one place a field's meaning is written down, read for the ROS parameter descriptions."""
@@ -86,17 +100,26 @@ def _field_comments(klass: type) -> dict[str, str]:
 
 
 _FIELD_TYPES: dict[type, dict[str, Any]] = {}       # FlatParams.field_types, per class
+_FIELD_RULES: dict[type, tuple] = {}                # FlatParams._field_rules, per class
+INT64 = (-2 ** 63, 2 ** 63 - 1)                     # what a ROS integer parameter holds
+
+
+def _bound(x: float) -> str:
+    """A range bound in a message: an int as written, a float in its shortest form."""
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 class FlatParams:
     """Base of every config dataclass whose fields are ROS parameters: the flat-mapping reader (unknown keys and
     wrong types are errors), validated copies, and the ``/**:`` parameters file.
 
-    A group may declare ``RANGES`` (field -> (low, high), the bounds its checks enforce, published in the ROS
-    parameter descriptors) and ``RUNTIME`` (the fields a running node applies when they change; every other
-    parameter is read-only once a node has started)."""
+    A group may declare ``RANGES`` (field -> (low, high), inclusive: the one source of the field's bounds, checked by
+    ``validate`` for every entry point and published in the ROS parameter descriptors), ``NONFINITE`` (the float
+    fields whose documented meaning includes .inf or .nan; every other float must be finite) and ``RUNTIME`` (the
+    fields a running node applies when they change; every other parameter is read-only once a node has started)."""
 
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {}
+    NONFINITE: ClassVar[tuple[str, ...]] = ()
     RUNTIME: ClassVar[tuple[str, ...]] = ()
     #: fields renamed so that a word means one thing in every scenario: old name -> new (the old one is refused
     #: with a message naming the new). A group may declare its own; ``renamed_fields`` gathers them.
@@ -122,6 +145,54 @@ class FlatParams:
         for klass in reversed(cls.__mro__):
             out.update(vars(klass).get("RANGES", {}))
         return {k: v for k, v in out.items() if k in set(cls.field_names())}
+
+    @classmethod
+    def _field_rules(cls) -> tuple:
+        """``(ranges, nonfinite, float_fields, float_list_fields, int_fields)`` of ``cls``, resolved once per class."""
+        rules = _FIELD_RULES.get(cls)
+        if rules is None:
+            nonfinite: set[str] = set()
+            for klass in cls.__mro__:
+                nonfinite.update(vars(klass).get("NONFINITE", ()))
+            floats, float_lists, ints = set(), set(), set()
+            for name, ann in cls.field_types().items():
+                args = [a for a in typing.get_args(ann) if a is not type(None)] \
+                    if typing.get_origin(ann) in (typing.Union, types.UnionType) else [ann]
+                if float in args:
+                    floats.add(name)
+                elif int in args:
+                    ints.add(name)
+                elif any(typing.get_origin(a) is list and typing.get_args(a) == (float,) for a in args):
+                    float_lists.add(name)
+            rules = _FIELD_RULES[cls] = (cls.field_ranges(), frozenset(nonfinite), frozenset(floats),
+                                         frozenset(float_lists), frozenset(ints))
+        return rules
+
+    @classmethod
+    def field_problem(cls, name: str, value: Any) -> str | None:
+        """What is wrong with ``value`` for field ``name`` by the field's own rule, or None: outside its ``RANGES``
+        entry, a non-finite float (unless in ``NONFINITE``), an int beyond ROS's 64 bits. The one per-field check of
+        every entry point (``validate``); a ROS node's descriptor (the same range) refuses no value this accepts."""
+        if value is None or isinstance(value, bool):
+            return None
+        ranges, nonfinite, floats, float_lists, ints = cls._field_rules()
+        if name in float_lists and isinstance(value, (list, tuple)) and name not in nonfinite:
+            bad = [v for v in value if isinstance(v, float) and not math.isfinite(v)]
+            return f"{name} must hold finite numbers (got {bad[0]})" if bad else None
+        if not isinstance(value, (int, float)):
+            return None
+        if isinstance(value, float) and not math.isfinite(value) and name in nonfinite:
+            return None
+        if name in ranges:
+            lo, hi = ranges[name]
+            if not lo <= value <= hi:          # also nan and ±inf
+                return f"{name} must be in [{_bound(lo)}, {_bound(hi)}] (got {value})"
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{name} must be a finite number (got {value})"
+        if isinstance(value, int) and name in ints and not INT64[0] <= value <= INT64[1]:
+            return f"{name} must be a 64-bit integer (got {value})"
+        return None
 
     @classmethod
     def renamed_fields(cls) -> dict[str, str]:
@@ -193,13 +264,15 @@ class FlatParams:
         return getattr(self, "planner", "") == "llm"
 
     def validate(self) -> None:
-        """Every group's ``_check_*`` once (base groups first), then the scenario's own ``check``."""
+        """Every group's ``_check_*`` once (base groups first), then every field's own rule (``field_problem``:
+        its range, finiteness), then the scenario's own ``check``."""
         done: set[str] = set()
         for klass in reversed(type(self).__mro__):
             for name, fn in vars(klass).items():
                 if name.startswith("_check_") and name not in done and callable(fn):
                     done.add(name)
                     getattr(self, name)()
+        need_in_range(self, *self.field_names())
         self.check()
 
     def check(self) -> None:
@@ -214,8 +287,7 @@ class RunParams:
     seed: int = 0                     # the run's seed (initial positions, roles, the LLM's seed where it takes one)
     output_dir: str = ""              # the run directory (empty: runs/<scenario>-<time>)
 
-    def _check_run(self) -> None:
-        need(0 <= self.seed < 2 ** 63, f"seed must be a non-negative integer (got {self.seed})")
+    RANGES: ClassVar[dict] = {"seed": (0, INT64[1])}
 
 
 @dataclass
@@ -236,24 +308,21 @@ class LLMParams:
     llm_port: int = 18080             # port of the embedded LLM server (llm_server node)
     prompt_style: str = "paper"       # paper (the paper's wording, free reasoning) | json (schema) | tools
 
+    #: the sweep spec's ``llm`` block (``consensus.experiments.spec``) checks its ``temperature``, ``max_tokens``,
+    #: ``timeout_s``, ``max_retries`` and ``concurrency`` through these too
     RANGES: ClassVar[dict] = {"llm_temperature": (0.0, 2.0), "llm_max_tokens": (1, 4096), "llm_max_retries": (0, 10),
-                              "llm_concurrency": (1, 256), "parse_retries": (0, 10), "llm_port": (1, 65535)}
+                              "llm_concurrency": (1, 256), "parse_retries": (0, 10), "llm_port": (1, 65535),
+                              "llm_timeout_s": (1e-3, 3600.0)}
 
     def _check_llm(self) -> None:
         need(self.prompt_style in PROMPT_STYLES,
              f"unknown prompt_style '{self.prompt_style}'; valid: {', '.join(PROMPT_STYLES)}")
         need(self.llm_backend in BACKENDS, f"unknown llm_backend '{self.llm_backend}'; valid: {', '.join(BACKENDS)}")
-        need(0.0 <= self.llm_temperature <= 2.0, f"llm_temperature must be in [0, 2] (got {self.llm_temperature})")
-        need(1 <= self.llm_max_tokens <= 4096, f"llm_max_tokens must be in [1, 4096] (got {self.llm_max_tokens})")
-        need(math.isfinite(self.llm_timeout_s) and self.llm_timeout_s > 0,
-             f"llm_timeout_s must be a positive number (got {self.llm_timeout_s})")
-        need(0 <= self.llm_max_retries <= 10, f"llm_max_retries must be in [0, 10] (got {self.llm_max_retries})")
-        need(1 <= self.llm_concurrency <= 256, f"llm_concurrency must be in [1, 256] (got {self.llm_concurrency})")
-        need(0 <= self.parse_retries <= 10, f"parse_retries must be in [0, 10] (got {self.parse_retries})")
-        need(1 <= self.llm_port <= 65535, f"llm_port must be in [1, 65535] (got {self.llm_port})")
         if self.llm_backend == "replay" and self.uses_llm():
             need(bool(self.replay_path), "llm_backend 'replay' needs replay_path (a transcripts.jsonl)")
-            need(Path(self.replay_path).expanduser().is_file(), f"transcript file not found: {self.replay_path}")
+            from consensus.llm.transcripts import check_replayable
+
+            check_replayable(Path(self.replay_path).expanduser())   # missing, or no valid record: refused now
 
     def manifest_llm(self) -> dict[str, str]:
         """The ``backend`` and ``model`` a run's manifest records ("none" and "" when the run calls no LLM; the
@@ -290,7 +359,9 @@ class ControlParams:
     deadlock_s: float = 3.0           # [s] kept from its slot this long: a counted deadlock (right-hand escape)
 
     RANGES: ClassVar[dict] = {"kp": (1e-6, 1e3), "v_max": (1e-6, 1e2), "w_max": (1e-6, 1e2), "deadband": (0.0, 10.0),
-                              "packing_gap_m": (1e-3, 10.0), "deadlock_s": (0.1, 600.0)}
+                              "packing_gap_m": (1e-3, 10.0), "deadlock_s": (0.1, 600.0),
+                              "control_period_s": (1e-3, 10.0), "odom_timeout_s": (1e-3, 3600.0),
+                              "target_timeout_s": (1e-3, 86400.0)}
     #: what a running robot applies when it changes (``ros2 param set /robot_<i>/agent v_max 0.3``, or on ``/fleet``
     #: for every robot of a fleet process); the e-stop is a topic (``estop_topic``), not a parameter
     RUNTIME: ClassVar[tuple[str, ...]] = ("kp", "v_max", "w_max", "deadband")
@@ -299,18 +370,11 @@ class ControlParams:
         need(self.kinematics in KINEMATICS, f"unknown kinematics '{self.kinematics}'; valid: {', '.join(KINEMATICS)}")
         need_positive(self, "control_period_s", "kp", "v_max", "w_max", "odom_timeout_s", "target_timeout_s",
                       "cbf_gamma", "footprint_radius_m")
-        need(math.isfinite(self.deadband) and self.deadband >= 0, f"deadband must be >= 0 (got {self.deadband})")
-        for name in ("kp", "v_max", "w_max", "deadband"):
-            lo, hi = ControlParams.RANGES[name]
-            need(getattr(self, name) <= hi, f"{name} must be at most {hi:g} (got {getattr(self, name)})")
         need(self.collision_avoidance in COLLISION_AVOIDANCE,
              f"unknown collision_avoidance '{self.collision_avoidance}'; valid: {', '.join(COLLISION_AVOIDANCE)}")
         need(math.isfinite(self.safety_margin_m) and self.safety_margin_m >= 0,
              f"safety_margin_m must be >= 0 (got {self.safety_margin_m})")
-        for name in ("packing_gap_m", "deadlock_s"):
-            lo, hi = ControlParams.RANGES[name]
-            value = getattr(self, name)
-            need(math.isfinite(value) and lo <= value <= hi, f"{name} must be in [{lo:g}, {hi:g}] (got {value})")
+        need_in_range(self, "control_period_s")        # the bound of the rate below
         need(self.cbf_gamma * self.control_period_s <= 1.0 + 1e-9,
              f"cbf_gamma must be at most 1 / control_period_s = {1.0 / self.control_period_s:g} (got "
              f"{self.cbf_gamma:g}): a larger rate lets a pair cross d_min between two control ticks")
@@ -332,8 +396,10 @@ class FleetParams:
     fleet: bool = True                # all robots in one process (scales to ~100); False = one process per robot
     executor: str = "events"          # "events" (rclpy EventsExecutor) or "single"
 
+    RANGES: ClassVar[dict] = {"num_robots": (1, 1000)}
+
     def _check_fleet(self) -> None:
-        need(1 <= self.num_robots <= 1000, f"num_robots must be in [1, 1000] (got {self.num_robots})")
+        need_in_range(self, "num_robots")               # the groups' checks after this one size arrays by it
         need(self.executor in EXECUTORS, f"unknown executor '{self.executor}'; valid: {', '.join(EXECUTORS)}")
 
 
@@ -400,6 +466,9 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
     robots_file: str = ""             # YAML `robots:` map (real robots: name, namespace, preset, pose, enabled)
     markers: bool = True              # publish visualization_msgs/MarkerArray (+ TF where tf2_msgs is installed)
     robot_timeout_s: float = 2.0      # a robot whose state is older than this is dropped (lost robot, stale link)
+
+    RANGES: ClassVar[dict] = {"planner_period_s": (1e-3, 3600.0), "robot_timeout_s": (1e-3, 86400.0),
+                              "sim_rate_hz": (1e-3, 1000.0), "state_rate_hz": (1e-3, 1000.0)}
 
     def _check_robot_base(self) -> None:
         need(self.dim in (1, 2), f"dim must be 1 or 2 (got {self.dim})")
@@ -485,15 +554,47 @@ def coerce(key: str, value: Any, annotation: Any, source: str = "config") -> Any
     raise ConfigError(f"{source}: parameter '{key}' has an invalid value {value!r} (expected {name})")
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping of a YAML file that holds the same key twice (``UniqueKeyLoader``)."""
+
+    def __init__(self, key: Any, lines: tuple[int, int]) -> None:
+        super().__init__(f"duplicate key {key!r} (lines {lines[0]} and {lines[1]})")
+        self.key, self.lines = key, lines
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a mapping that holds a key twice (PyYAML keeps the last value silently; a params
+    file with ``num_robots`` twice would run with whichever came last). Merge keys (``<<:``) may still override."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise DuplicateKeyError(key, (seen[key], line))
+                    seen[key] = line
+                except TypeError:          # an unhashable key: the base class says so
+                    continue
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: str | Path, what: str) -> Any:
     """The one YAML file reader of the package (parameters files, robots maps, sweep specs): the parsed document
     (safe loader), or one ``ConfigError`` naming the file and saying what is wrong: missing (``what`` not found),
-    not UTF-8, not YAML (with the line and column), unreadable."""
+    not UTF-8, not YAML (with the line and column), a key given twice in one mapping (naming the key and its
+    lines), unreadable."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{what} not found: {p}")
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        return yaml.load(p.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)   # noqa: S506 - a SafeLoader
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"{p}: key {exc.key!r} is given twice in one mapping (lines {exc.lines[0]} and "
+                          f"{exc.lines[1]}); keep one") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not UTF-8 text (a {what} is YAML)") from None
     except yaml.YAMLError as exc:

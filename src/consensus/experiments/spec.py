@@ -79,9 +79,21 @@ def _llm_defaults() -> dict[str, Any]:
 
 
 LLM_DEFAULTS: dict[str, Any] = _llm_defaults()
-#: (low, high) inclusive bounds of the numeric llm settings
-_LLM_RANGES = {"temperature": (0.0, 2.0), "max_tokens": (1, 4096), "timeout_s": (1e-3, 3600.0),
-               "max_retries": (0, 10), "concurrency": (1, 256), "n_ctx": (256, 131072), "n_parallel": (1, 64)}
+
+
+def _llm_ranges() -> dict[str, tuple]:
+    """(low, high) inclusive bounds of the numeric llm settings: the ranges of ``consensus.settings.LLMParams``'
+    fields (one source: ``consensus run``, the nodes and a sweep refuse the same values), plus the embedded server's
+    own ``n_ctx`` and ``n_parallel``."""
+    from consensus.settings import LLMParams
+
+    ranges = LLMParams.RANGES
+    return {**{key: ranges[f"llm_{key}"] for key in ("temperature", "max_tokens", "timeout_s", "max_retries",
+                                                      "concurrency")},
+            "n_ctx": (256, 131072), "n_parallel": (1, 64)}
+
+
+_LLM_RANGES = _llm_ranges()
 
 
 @dataclass(frozen=True)
@@ -337,7 +349,13 @@ def resolve_spec(raw: Mapping[str, Any], studies: Mapping[str, Study], *, source
                           f"{MAX_TRIALS:,} trials; split the sweep")
     points = grid(spec)
     _validate_points(study, points)
-    return replace(spec, llm=llm) if any(study.uses_llm(p) for p in points) else spec
+    if not any(study.uses_llm(p) for p in points):
+        return spec
+    if llm["backend"] == "replay":          # a missing transcript, or one with no valid record: refused now
+        from consensus.llm.transcripts import check_replayable
+
+        check_replayable(Path(llm["replay_path"]).expanduser())
+    return replace(spec, llm=llm)
 
 
 def _validate_points(study: Study, points: list[dict]) -> None:
@@ -397,13 +415,20 @@ def expand(spec: ExperimentSpec) -> list[Trial]:
 
 # ---------------------------------------------------------------------------------------------
 def parse_value(text: str, default: Any) -> Any:
-    """A CLI value: YAML (``4``, ``0.7``, ``true``, ``[1, 2]``), kept as the raw text for string parameters."""
+    """A CLI value: YAML (``4``, ``0.7``, ``true``, ``[1, 2]``), kept as the raw text for string parameters; a
+    number for a float parameter also where YAML 1.1 reads a string (``1e300``, ``inf``: then refused by range)."""
     if isinstance(default, str):
         return text
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+    if isinstance(value, str) and isinstance(default, float):     # YAML 1.1 reads 1e300 as a string
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    return value
 
 
 def _split_assignment(flag: str, item: str) -> tuple[str, str]:

@@ -141,11 +141,14 @@ class TranscriptStore:
     def load(self) -> list[dict]:
         """All well-formed records in file order; malformed lines are skipped with a warning.
 
-        A missing file is a ConfigError (replaying nothing is never what was meant).
+        A missing file, and one without a single valid record, is a ConfigError (replaying nothing is never what
+        was meant: every request would fall back).
         """
         if not self.path.is_file():
             raise ConfigError(f"transcript file not found: {self.path}")
-        records, bad = read_records(self.path, lambda rec: isinstance(rec, dict) and isinstance(rec.get("key"), str))
+        records, bad = read_records(self.path, is_record)
+        if not records:
+            raise ConfigError(_no_record(self.path, len(bad)))
         self.skipped = len(bad)
         if bad:
             where = f"lines {bad[:10]}"
@@ -188,6 +191,40 @@ class RecordingClient:
             self.inner.close()
         finally:
             self.store.close()
+
+
+def is_record(rec: object) -> bool:
+    """Is this parsed line a transcript record (a mapping with a string ``key``)?"""
+    return isinstance(rec, dict) and isinstance(rec.get("key"), str)
+
+
+def _no_record(path: Path, bad: int) -> str:
+    what = f"its {bad} non-empty line(s) are not records" if bad else "it is empty"
+    return f"transcript {path} has no valid record ({what}): nothing to replay"
+
+
+def check_replayable(path: str | os.PathLike) -> None:
+    """Refuse (ConfigError), before anything starts, a transcript that replay could not answer from: a missing
+    file, or one without a single valid record (what ``TranscriptStore.load`` would refuse). Reads only up to the
+    first valid record."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"transcript file not found: {p}")
+    bad = 0
+    try:
+        with open(p, "r", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                try:
+                    if is_record(json.loads(line)):
+                        return
+                except ValueError:
+                    pass
+                bad += 1
+    except OSError as exc:
+        raise ConfigError(f"transcript {p} cannot be read: {exc.strerror or exc}") from None
+    raise ConfigError(_no_record(p, bad))
 
 
 class ReplayClient:

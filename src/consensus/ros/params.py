@@ -72,6 +72,16 @@ def descriptor(name: str, doc: str, bounds: tuple | None, runtime: bool, kind: t
     return desc
 
 
+def config_descriptors(cls: type, runtime: Iterable[str] = ()) -> dict[str, ParameterDescriptor]:
+    """Every field of the config class ``cls`` -> its ROS descriptor (``descriptor``): the range is the field's
+    ``RANGES`` entry (``FlatParams.field_ranges``), the one source the CLI, launch arguments and studies check too,
+    so a node never refuses a value that ``consensus run`` accepted."""
+    types = cls.field_types()
+    docs, ranges, runtime = cls.field_docs(), cls.field_ranges(), set(runtime)
+    return {f.name: descriptor(f.name, docs.get(f.name, ""), ranges.get(f.name), f.name in runtime, types[f.name])
+            for f in dataclasses.fields(cls)}
+
+
 def declare_config(node: Node, cls: type, runtime: Iterable[str] = ()):
     """Declare every field of the config dataclass ``cls`` (a ``consensus.settings.FlatParams``) as a parameter
     of ``node``, defaults from the dataclass (an empty list typed by the field's annotation), descriptors from the
@@ -80,10 +90,10 @@ def declare_config(node: Node, cls: type, runtime: Iterable[str] = ()):
     return the validated config. ``ros2 param set`` of a read-only parameter is refused with the reason."""
     values: dict = {}
     types = cls.field_types()
-    docs, ranges, runtime = cls.field_docs(), cls.field_ranges(), set(runtime)
+    descriptors = config_descriptors(cls, runtime)
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        desc = descriptor(f.name, docs.get(f.name, ""), ranges.get(f.name), f.name in runtime, types[f.name])
+        desc = descriptors[f.name]
         if not node.has_parameter(f.name):
             try:
                 if isinstance(default, list) and not default:

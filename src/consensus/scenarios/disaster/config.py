@@ -24,7 +24,6 @@ A baseline always runs in implicit mode; asking for a baseline together with ``m
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -79,7 +78,8 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Fl
     flight_time_factor: float = 2.0   # [1, 100] covers the P controller's slow final approach and the filter's detours
     flight_slack_s: float = 20.0      # [s] start-up, packing into slots, drones standing off their cells' centres
 
-    RANGES: ClassVar[dict] = {"flight_time_factor": (1.0, 100.0), "flight_slack_s": (0.0, 3600.0)}
+    RANGES: ClassVar[dict] = {"flight_time_factor": (1.0, 100.0), "flight_slack_s": (0.0, 3600.0),
+                              "round_time_s": (1e-3, 3600.0), "round_timeout_s": (1e-3, 86400.0)}
 
     # ------------------------------------------------------------------
     def env_config(self):
@@ -92,10 +92,7 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Fl
     # ------------------------------------------------------------------
     def check(self) -> None:
         need(self.motion in MOTIONS, f"unknown motion '{self.motion}'; valid: {', '.join(MOTIONS)}")
-        need_positive(self, "cell_size_m", "round_time_s", "round_timeout_s")
-        for name, (lo, hi) in DisasterConfig.RANGES.items():
-            value = getattr(self, name)
-            need(math.isfinite(value) and lo <= value <= hi, f"{name} must be in [{lo:g}, {hi:g}] (got {value})")
+        need_positive(self, "cell_size_m")           # the ranges (RANGES) are checked before check()
         need(self.kinematics == "single_integrator", "the drones fly as single integrators (kinematics: "
              f"single_integrator; got '{self.kinematics}')")
         need(self.control_period_s <= self.round_time_s, "control_period_s must not exceed round_time_s")

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from consensus.scenarios.naming_game.config import NamingGameParams
 from consensus.scenarios.naming_game.game import memory_space
 from consensus.scenarios.naming_game.policy import Policy
 from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, RobotBaseConfig, RunParams, need,
-                                need_positive)
+                                need_in_range, need_positive)
 
 SCHEDULE_STREAM = 0          # spawn_key of the pair schedule's generator
 ROBOT_STREAM = 1             # spawn_key (ROBOT_STREAM, robot id) of each robot's generator
@@ -74,13 +74,12 @@ class RobotsParams(ControlParams):
                                         # avoidance: at least the packing radius, ros/matchmaker.py)
     arrival_timeout_s: float = 30.0     # after the game: wait at most this long for every robot to arrive
 
+    RANGES: ClassVar[dict] = {"interaction_period_s": (1e-3, MAX_PERIOD_S), "answer_timeout_s": (1e-3, MAX_PERIOD_S),
+                              "arrival_timeout_s": (1e-3, MAX_ARRIVAL_TIMEOUT_S)}
+
     def _check_robots(self) -> None:
         need_positive(self, "interaction_period_s", "answer_timeout_s", "arrival_tolerance_m", "arrival_timeout_s")
-        for name in ("interaction_period_s", "answer_timeout_s"):
-            need(getattr(self, name) <= MAX_PERIOD_S, f"{name} must be at most {MAX_PERIOD_S:g} s "
-                 f"(got {getattr(self, name)})")
-        need(self.arrival_timeout_s <= MAX_ARRIVAL_TIMEOUT_S,
-             f"arrival_timeout_s must be at most {MAX_ARRIVAL_TIMEOUT_S:g} s (got {self.arrival_timeout_s})")
+        need_in_range(self, "interaction_period_s", "answer_timeout_s", "arrival_timeout_s")
         need(self.arrival_tolerance_m > self.deadband,
              f"arrival_tolerance_m ({self.arrival_tolerance_m}) must exceed the controller's deadband "
              f"({self.deadband})")
