@@ -272,6 +272,59 @@ def test_a_cut_bag_on_a_full_disk_is_repaired_in_place(tmp_path, monkeypatch):
     assert path.stat().st_size < size + 8192                   # a summary, not a copy
 
 
+class FillingFile:
+    """The bag file as a filling disk sees it: writes pass until ``budget`` bytes, then one short write and
+    ENOSPC."""
+
+    def __init__(self, real, budget: int) -> None:
+        self.real, self.budget = real, budget
+
+    def write(self, data) -> int:
+        data = bytes(data)
+        if len(data) > self.budget:
+            self.real.write(data[: max(0, self.budget)])
+            self.budget = -1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.budget -= len(data)
+        return self.real.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_a_bag_writer_on_a_full_disk_stops_once_and_its_bag_is_repaired(tmp_path):
+    """The first failed write stops the writer with one error naming the file and the free space; later messages
+    are dropped and counted, close() leaves the cut file, and repair_bag makes the flushed part readable."""
+    rosbags = pytest.importorskip("rosbags.rosbag2")
+    rclpy_ser = pytest.importorskip("rclpy.serialization")
+    from geometry_msgs.msg import PointStamped
+
+    from consensus.runs.bag import BagWriter, qos_profile, read_messages, repair_bag
+
+    w = BagWriter(tmp_path / "bag", chunk_size=2048)
+    w.add_topic("/robot_0/state", "geometry_msgs/msg/PointStamped", [qos_profile(reliable=False)])
+    w._writer._Writer__stream = FillingFile(w._file, budget=6000)      # mcap's writer writes to this stream
+    errors = []
+    for k in range(400):
+        m = PointStamped()
+        m.point.x = float(k)
+        try:
+            w.write("/robot_0/state", rclpy_ser.serialize_message(m), 10**9 + k * 10**7)
+            if k % 20 == 0:
+                w.flush()
+        except RecordWriteError as exc:
+            errors.append(exc)
+    assert len(errors) == 1 and errors[0].filename == str(w.path) and "free" in errors[0].strerror
+    assert w.dropped > 0
+    w.close()                                                   # no summary: left for the repair
+    assert not (tmp_path / "bag" / "metadata.yaml").exists()
+    assert repair_bag(tmp_path / "bag")["repaired"]
+    xs = [m[3].point.x for m in read_messages(tmp_path / "bag")]
+    assert len(xs) >= 20 and xs == [float(k) for k in range(len(xs))]
+    with rosbags.Reader(tmp_path / "bag") as reader:
+        assert reader.message_count == len(xs)
+
+
 def test_bag_repair_of_what_is_not_a_bag_is_one_clear_error(tmp_path, capsys):
     from consensus.cli import main
     from consensus.runs.bag import repair_bag

@@ -12,7 +12,8 @@ message is stamped with its receive time on the node clock (``use_sim_time`` hon
 Reads ``output_dir`` (and ``seed``) from the run's parameters file. On SIGINT/SIGTERM (the end of every run) or any
 other exit it finishes the MCAP file and writes ``metadata.yaml``, so ``ros2 bag info RUN/bag`` and Foxglove open
 it. Every ``FLUSH_PERIOD_S`` (steady clock) it ends the chunk in progress and hands it to the operating system
-(``BagWriter.flush``): killed (``kill -9``) or stopped by a full disk, it leaves whole chunks up to the last second,
+(``BagWriter.flush``): killed (``kill -9``) or stopped by a full disk (the first failed write stops the writer,
+logged once with the free space left), it leaves whole chunks up to the last second,
 which ``consensus.runs.bag.repair_bag`` turns into a readable bag (``consensus run`` does so at the end of a run whose
 bag writer died; ``consensus bag repair RUN/bag`` does it by hand). Its callback errors go out on ``/health`` like
 every root-namespace node's.
@@ -132,7 +133,15 @@ class BagRecorder:
         return cb
 
     def close(self) -> None:
-        meta = self.writer.close()["rosbag2_bagfile_information"]
+        try:
+            meta = self.writer.close()["rosbag2_bagfile_information"]
+        except OSError as exc:                 # the summary did not fit on the disk
+            self.writer.failed = exc
+        if self.writer.failed is not None:
+            self.node.get_logger().error(f"bag: writing stopped ({self.writer.failed}); {self.writer.dropped} "
+                                         f"messages not recorded; `consensus bag repair {self.writer.dir}` (which "
+                                         f"`consensus run` does at the end) makes the rest readable")
+            return
         self.node.get_logger().info(f"bag: {meta['message_count']} messages on "
                                     f"{len(meta['topics_with_message_count'])} topics in {self.writer.dir}")
 

@@ -176,6 +176,17 @@ class BagWriter:
         self.start_ns: int | None = None
         self.end_ns = 0
         self.closed = False
+        self.failed: OSError | None = None         # the write that failed (a full disk): nothing is written after it
+        self.dropped = 0                           # messages not written since
+
+    def _failed(self, exc: OSError) -> OSError:
+        """The first failed write stops the writer (the file is left cut, for ``repair_bag``); one error naming
+        the file and the free space left."""
+        from consensus.jsonl import RecordWriteError, free_space
+
+        self.failed = exc
+        return RecordWriteError(exc.errno or 0, f"{exc.strerror or exc}: the bag stops here; `consensus bag repair "
+                                f"{self.dir}` makes what it holds readable ({free_space(self.path)})", str(self.path))
 
     def add_topic(self, name: str, type_name: str, qos: list[dict], *, definition: str | None = None,
                   prefixes: Sequence[Path] | None = None) -> None:
@@ -191,12 +202,16 @@ class BagWriter:
         self.topics[name] = {"type": type_name, "qos": list(qos), "type_hash": thash, "count": 0, "channel": channel}
 
     def write(self, topic: str, data: bytes, log_time_ns: int, publish_time_ns: int | None = None) -> None:
-        if self.closed:
+        if self.closed or self.failed is not None:
+            self.dropped += self.failed is not None
             return
         info = self.topics[topic]
-        self._writer.add_message(info["channel"], log_time=int(log_time_ns), data=bytes(data),
-                                 publish_time=int(log_time_ns if publish_time_ns is None else publish_time_ns),
-                                 sequence=info["count"])
+        try:
+            self._writer.add_message(info["channel"], log_time=int(log_time_ns), data=bytes(data),
+                                     publish_time=int(log_time_ns if publish_time_ns is None else publish_time_ns),
+                                     sequence=info["count"])
+        except OSError as exc:
+            raise self._failed(exc) from None
         info["count"] += 1
         self.start_ns = log_time_ns if self.start_ns is None else min(self.start_ns, log_time_ns)
         self.end_ns = max(self.end_ns, log_time_ns)
@@ -204,8 +219,11 @@ class BagWriter:
     def flush(self) -> None:
         """End the chunk in progress and hand everything written so far to the operating system (a writer killed
         after this loses nothing before it; ``repair_bag`` makes such a file readable)."""
-        if not self.closed:
-            self._writer.flush()
+        if not self.closed and self.failed is None:
+            try:
+                self._writer.flush()
+            except OSError as exc:
+                raise self._failed(exc) from None
 
     def metadata(self) -> dict:
         count = sum(t["count"] for t in self.topics.values())
@@ -217,6 +235,12 @@ class BagWriter:
     def close(self) -> dict:
         """Finish the MCAP file (summary, footer) and write ``metadata.yaml``; returns the metadata."""
         meta = self.metadata()
+        if not self.closed and self.failed is not None:      # cut by a full disk: left for repair_bag
+            self.closed = True
+            try:
+                self._file.close()
+            except OSError:
+                pass
         if not self.closed:
             self.closed = True
             info = meta["rosbag2_bagfile_information"]
