@@ -389,11 +389,12 @@ def _kill(pattern: str, log) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def _run_cli(tmp_path, name: str, events: list[tuple[float, Callable[[], None]]], duration: float = 30.0):
+def _run_cli(tmp_path, name: str, events: list[tuple[float, Callable[[], None]]], duration: float = 30.0,
+             log_dir=None):
     """``consensus run aggregation`` (3 robots, average planner) in a subprocess; each event runs once the
     recorder's streamed trajectories.csv reaches its time [s of the run]. Returns (exit code, output, run dir)."""
     out = tmp_path / name
-    log = tmp_path / f"{name}.log"
+    log = (log_dir or tmp_path) / f"{name}.log"
     cmd = [sys.executable, "-m", "consensus.cli", "run", "aggregation", "--robots", "3", "--planner", "average",
            "--duration", str(duration), "--seed", "5", "--out", str(out), "--set", "settle_s=0"]
     with log.open("w") as fh:
@@ -479,3 +480,54 @@ def test_a_lost_bag_writer_and_fleet_are_named_and_the_record_is_ground_truth(tm
         assert topics.get("/robot_0/odom", 0) > 20 and topics.get("/robot_0/state", 0) > 5, topics
     odom = odometry_in_bag(out)
     assert odom.robots == 3 and summary["min_pair_distance_m"] <= odom.closest + 0.5
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 600 kB tmpfs for a run's directory (the test needs the privilege to mount one; else it skips)."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(where)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); the full-disk run "
+                    f"needs the privilege (the unit tests above inject ENOSPC instead)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def _fill(disk) -> None:
+    """Another program fills the disk: write until there is no space left."""
+    with open(disk / "filler", "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"x" * 4096)
+        except OSError:
+            pass
+
+
+@pytest.mark.ros
+def test_a_run_whose_disk_fills_leaves_every_file_readable(tmp_path, small_disk):
+    """The disk of a running aggregation fills (another program takes the rest at t = 4 s): the run still ends
+    with its summary (the room set aside at the start), the streamed files hold whole records up to the fill, the
+    bag writer's cut file is repaired in place, and no figure is left half-written."""
+    rosbags = pytest.importorskip("rosbags.rosbag2")
+    from consensus.runs.rundir import read_trajectories
+
+    out = small_disk / "run"
+    code, output, out = _run_cli(small_disk, "run", [(4.0, lambda: _fill(small_disk))], duration=9.0,
+                                 log_dir=tmp_path)
+    assert code == 0, output[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["end_reason"] == "duration" and summary["write_errors"], summary
+    assert not (out / ".space_reserve").exists()
+    times, _, _ = read_trajectories(out / "trajectories.csv")
+    assert 4.0 <= times[-1] < 9.0 and summary["samples"] > len(times)      # whole samples, up to the fill
+    _valid_jsonl(out / "plans.jsonl")
+    for name in ("paths.png", "planned_vs_actual.png"):
+        assert not (out / name).exists() or (out / name).read_bytes().endswith(b"IEND\xaeB`\x82")
+    assert "the bag was cut" in output and summary["bag_repaired"]["in_place"] is True, output[-3000:]
+    with rosbags.Reader(out / "bag") as reader:
+        assert reader.message_count > 100 and reader.message_count == sum(1 for _ in reader.messages())

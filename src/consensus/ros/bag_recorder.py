@@ -12,11 +12,13 @@ message is stamped with its receive time on the node clock (``use_sim_time`` hon
 Reads ``output_dir`` (and ``seed``) from the run's parameters file. On SIGINT/SIGTERM (the end of every run) or any
 other exit it finishes the MCAP file and writes ``metadata.yaml``, so ``ros2 bag info RUN/bag`` and Foxglove open
 it. Every ``FLUSH_PERIOD_S`` (steady clock) it ends the chunk in progress and hands it to the operating system
-(``BagWriter.flush``): killed (``kill -9``) or stopped by a full disk (the first failed write stops the writer,
-logged once with the free space left), it leaves whole chunks up to the last second,
-which ``consensus.runs.bag.repair_bag`` turns into a readable bag (``consensus run`` does so at the end of a run whose
-bag writer died; ``consensus bag repair RUN/bag`` does it by hand). Its callback errors go out on ``/health`` like
-every root-namespace node's.
+(``BagWriter.flush``). Killed (``kill -9``), or stopped by a full disk (the first failed write stops the writer,
+logged once with the free space left), it leaves whole chunks up to the last second, which
+``consensus.runs.bag.repair_bag`` turns into a readable bag (``consensus run`` does so at the end of a run whose bag
+writer died; ``consensus bag repair RUN/bag`` does it by hand). It leaves room on the disk for the rest of the run's
+record: once the free space falls below ``consensus.runs.bag.reserve_bytes`` (16 MB, or a tenth of a smaller file
+system) it ends the bag properly there, logs it, and drops (and counts) the later messages. Its callback errors go
+out on ``/health`` like every root-namespace node's.
 """
 from __future__ import annotations
 
@@ -85,7 +87,7 @@ class BagRecorder:
         self.node = node
         self.cfg = declare_config(node, BagConfig)
         run = Path(self.cfg.output_dir) if self.cfg.output_dir else default_run_dir("bag")
-        self.writer = BagWriter(run / BAG_DIR)
+        self.writer = BagWriter(run / BAG_DIR, reserve=True)
         self.health = Health(parent=HEALTH, logger=node.get_logger())
         self.subs: dict[str, object] = {}
         self.skipped: set[str] = set()
@@ -93,7 +95,7 @@ class BagRecorder:
         self.clock = node.get_clock()
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         node.create_timer(DISCOVERY_PERIOD_S, guarded(self.discover, "bag.discover", self.health), clock=steady)
-        node.create_timer(FLUSH_PERIOD_S, guarded(self.writer.flush, "bag.flush", self.health), clock=steady)
+        node.create_timer(FLUSH_PERIOD_S, guarded(self.flush, "bag.flush", self.health), clock=steady)
         self.publish_health = publish_health(node, self.health)
         node.get_logger().info(f"recording every topic into {self.writer.path}")
         self.discover()
@@ -132,7 +134,17 @@ class BagRecorder:
             write(name, raw, clock.now().nanoseconds)
         return cb
 
+    def flush(self) -> None:
+        stopped = self.writer.stopped
+        self.writer.flush()
+        if self.writer.stopped and not stopped:
+            self.node.get_logger().error(f"bag: {self.writer.stopped}; the run goes on without it")
+
     def close(self) -> None:
+        if self.writer.stopped:
+            self.node.get_logger().warning(f"bag: ended early ({self.writer.stopped}); {self.writer.dropped} "
+                                           f"messages not recorded")
+            return
         try:
             meta = self.writer.close()["rosbag2_bagfile_information"]
         except OSError as exc:                 # the summary did not fit on the disk

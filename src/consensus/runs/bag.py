@@ -25,6 +25,7 @@ import io
 import json
 import os
 import re
+import shutil
 import struct
 import sys
 from pathlib import Path
@@ -41,6 +42,7 @@ PRIMITIVES = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "in
               "int64", "uint64", "string", "wstring"}
 _FIELD_TYPE = re.compile(r"(?:^|\n)\s*([a-zA-Z0-9_/]+)(?:\[[^\]]*\])?\s+")      # the type at a line's start
 _TYPE_NAME = re.compile(r"^([a-zA-Z0-9_]+)/(?:msg/)?([a-zA-Z0-9_]+)$")
+RESERVE_BYTES = 16_000_000             # what a bag leaves free on its disk (``BagWriter(reserve=True)``)
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 BAG_DIR = "bag"                        # a run's bag: RUN/bag/ (bag_0.mcap, metadata.yaml)
 #: a duration rosbag2 writes for "infinite" (RMW_DURATION_INFINITE)
@@ -159,7 +161,11 @@ class BagWriter:
     ``chunk_size`` bytes are zstd-compressed and flushed as they fill; ``close()`` (idempotent) writes the summary
     that makes the file seekable and the metadata, so call it on every way out."""
 
-    def __init__(self, directory: str | Path, *, chunk_size: int = 256 * 1024, ros_distro: str | None = None) -> None:
+    def __init__(self, directory: str | Path, *, chunk_size: int = 256 * 1024, ros_distro: str | None = None,
+                 reserve: bool = False) -> None:
+        """``reserve``: ``flush`` ends the bag properly (summary, footer, metadata.yaml) once the free space of its
+        file system falls below ``reserve_bytes(...)``, leaving room for the run's summary and figures; later
+        messages are dropped and counted (``stopped``)."""
         from mcap.writer import CompressionType, Writer
 
         self.dir = Path(directory)
@@ -177,7 +183,10 @@ class BagWriter:
         self.end_ns = 0
         self.closed = False
         self.failed: OSError | None = None         # the write that failed (a full disk): nothing is written after it
-        self.dropped = 0                           # messages not written since
+        self.dropped = 0                           # messages not written since (failed or stopped)
+        self.stopped = ""                          # why the bag was ended early (the disk's reserve reached)
+        self.reserve = reserve_bytes(self.dir) if reserve else 0
+        self._schema_bytes = 0
 
     def _failed(self, exc: OSError) -> OSError:
         """The first failed write stops the writer (the file is left cut, for ``repair_bag``); one error naming
@@ -195,6 +204,7 @@ class BagWriter:
         if type_name not in self._schemas:
             text = message_definition(type_name, prefixes) if definition is None else definition
             self._schemas[type_name] = self._writer.register_schema(type_name, "ros2msg", text.encode())
+            self._schema_bytes += len(text.encode())
         thash = type_hash(type_name, prefixes)
         channel = self._writer.register_channel(
             name, "cdr", self._schemas[type_name],
@@ -203,7 +213,7 @@ class BagWriter:
 
     def write(self, topic: str, data: bytes, log_time_ns: int, publish_time_ns: int | None = None) -> None:
         if self.closed or self.failed is not None:
-            self.dropped += self.failed is not None
+            self.dropped += bool(self.failed is not None or self.stopped)
             return
         info = self.topics[topic]
         try:
@@ -224,6 +234,20 @@ class BagWriter:
                 self._writer.flush()
             except OSError as exc:
                 raise self._failed(exc) from None
+            if self.reserve and shutil.disk_usage(self.dir).free < max(self.reserve, 2 * self._closing_bytes()):
+                from consensus.jsonl import free_space
+
+                self.stopped = (f"the disk's reserve for the run's record was reached ({free_space(self.dir)}, "
+                                f"reserve {self.reserve / 1e6:.2f} MB): the bag ends here")
+                try:
+                    self.close()
+                except OSError as exc:
+                    raise self._failed(exc) from None
+
+    def _closing_bytes(self) -> int:
+        """About what ``close`` writes: the summary repeats every schema, plus the rosbag2 record and
+        metadata.yaml (~600 bytes per topic each)."""
+        return self._schema_bytes + 1200 * len(self.topics) + 4096
 
     def metadata(self) -> dict:
         count = sum(t["count"] for t in self.topics.values())
@@ -248,8 +272,18 @@ class BagWriter:
             self._writer.add_metadata("rosbag2", {"serialized_metadata": yaml.safe_dump(info, sort_keys=False)})
             self._writer.finish()
             self._file.close()
-            (self.dir / "metadata.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
+            _write_metadata(self.dir / "metadata.yaml", meta)
         return meta
+
+
+def reserve_bytes(directory: str | Path) -> int:
+    """The free space a run's bag leaves on its file system for the rest of the record (summary, figures, logs):
+    ``RESERVE_BYTES``, or a quarter of a small file system."""
+    try:
+        total = shutil.disk_usage(directory).total
+    except OSError:
+        return RESERVE_BYTES
+    return int(min(RESERVE_BYTES, total / 4))
 
 
 # --------------------------------------------------------------------------- reading
@@ -433,6 +467,13 @@ def _metadata_from_summary(file: Path) -> dict:
     return bag_metadata(files, topics, ros_distro=os.environ.get("ROS_DISTRO", ""))
 
 
+def _metadata_ok(path: Path) -> bool:
+    try:
+        return isinstance(yaml.safe_load(path.read_text(encoding="utf-8"))["rosbag2_bagfile_information"], dict)
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return False
+
+
 def _qos_of(metadata: dict) -> list:
     try:
         qos = yaml.safe_load(metadata.get("offered_qos_profiles", "") or "[]")
@@ -453,7 +494,7 @@ def repair_bag(path: str | Path) -> dict:
     directory, file = _bag_parts(Path(path))
     meta_path = directory / "metadata.yaml"
     if _complete(file):
-        if not meta_path.is_file():
+        if not _metadata_ok(meta_path):
             _write_metadata(meta_path, _metadata_from_summary(file))
         return {"file": str(file), "repaired": False, "messages": None, "dropped": 0}
     size = file.stat().st_size
@@ -532,20 +573,18 @@ def repair_bag(path: str | Path) -> dict:
 def _repair_in_place(file: Path, meta_path: Path) -> dict:
     """The repair of a bag on a full disk: the cut tail (from the first record that is not whole and valid: a cut
     chunk, or a chunk whose message indexes were not all written) is truncated away, which frees its bytes, and the
-    MCAP summary and footer are appended after the whole chunks (schemas, channels, statistics, chunk and metadata
-    indexes, as ``mcap``'s writer lays them out). Needs a few kB."""
+    MCAP summary and footer are appended after the whole chunks (schemas, channels, statistics, chunk indexes, as
+    ``mcap``'s writer lays them out; the rosbag2 record is left to metadata.yaml). When even that does not fit,
+    the newest whole chunks are given up, one at a time, until it does."""
     from mcap.data_stream import ReadDataStream, RecordBuilder
     from mcap.opcode import Opcode
-    from mcap.records import (Channel, Chunk, ChunkIndex, DataEnd, Footer, Metadata, MetadataIndex, Schema,
-                              Statistics)
+    from mcap.records import Channel, Chunk, ChunkIndex, DataEnd, Footer, Schema, Statistics
     from mcap.stream_reader import MAGIC_SIZE, breakup_chunk
 
     size = file.stat().st_size
     schemas: dict[int, Schema] = {}
     channels: dict[int, Channel] = {}
-    counts: dict[int, int] = {}
-    chunks: list[ChunkIndex] = []
-    n_msgs, t_start, t_end = 0, None, 0
+    chunks: list[tuple[ChunkIndex, list]] = []          # whole chunks with their message indexes, in file order
     with file.open("r+b") as fh:
         pos = good = MAGIC_SIZE
         pending: tuple[ChunkIndex, list] | None = None       # a chunk waiting for its message indexes
@@ -561,18 +600,7 @@ def _repair_in_place(file: Path, meta_path: Path) -> dict:
                 pending[0].message_index_length += 9 + length
                 pos += 9 + length
                 if set(pending[0].message_index_offsets) >= {m.channel_id for m in _messages(pending[1])}:
-                    index, inner = pending
-                    chunks.append(index)
-                    for rec in inner:
-                        if isinstance(rec, Schema):
-                            schemas.setdefault(rec.id, rec)
-                        elif isinstance(rec, Channel):
-                            channels.setdefault(rec.id, rec)
-                    for m in _messages(inner):
-                        counts[m.channel_id] = counts.get(m.channel_id, 0) + 1
-                        n_msgs += 1
-                        t_start = m.log_time if t_start is None else min(t_start, m.log_time)
-                        t_end = max(t_end, m.log_time)
+                    chunks.append(pending)
                     pending, good = None, pos
                 continue
             if pending is not None or op in (Opcode.DATA_END, Opcode.FOOTER):
@@ -591,7 +619,7 @@ def _repair_in_place(file: Path, meta_path: Path) -> dict:
                 pos += 9 + length
                 pending = (index, inner)
                 if not _messages(inner):
-                    chunks.append(index)
+                    chunks.append(pending)
                     pending, good = None, pos
                 continue
             if op in (Opcode.SCHEMA, Opcode.CHANNEL):
@@ -599,35 +627,52 @@ def _repair_in_place(file: Path, meta_path: Path) -> dict:
                 (schemas if op == Opcode.SCHEMA else channels).setdefault(rec.id, rec)
             pos += 9 + length
             good = pos
-        fh.truncate(good)
-        topics = [{"name": ch.topic, "type": schemas[ch.schema_id].name if ch.schema_id in schemas else "",
-                   "qos": _qos_of(ch.metadata), "type_hash": ch.metadata.get("topic_type_hash", ""),
-                   "count": counts.get(cid, 0)} for cid, ch in channels.items()]
-        meta = bag_metadata([{"path": file.name, "start_ns": t_start or 0, "end_ns": t_end, "count": n_msgs}],
-                            topics, ros_distro=os.environ.get("ROS_DISTRO", ""))
-        b = RecordBuilder()
-        Metadata(name="rosbag2", metadata={"serialized_metadata": yaml.safe_dump(
-            meta["rosbag2_bagfile_information"], sort_keys=False)}).write(b)
-        meta_index = MetadataIndex(offset=good, length=b.count, name="rosbag2")
-        DataEnd(data_section_crc=0).write(b)
-        summary_start = good + b.count
-        for schema in schemas.values():
-            schema.write(b)
-        for channel in channels.values():
-            channel.write(b)
-        Statistics(message_count=n_msgs, schema_count=len(schemas), channel_count=len(channels),
-                   attachment_count=0, metadata_count=1, chunk_count=len(chunks), message_start_time=t_start or 0,
-                   message_end_time=t_end, channel_message_counts=dict(counts)).write(b)
-        for index in chunks:
-            index.write(b)
-        meta_index.write(b)
-        Footer(summary_start=summary_start, summary_offset_start=0, summary_crc=0).write(b)
-        fh.seek(good)
-        fh.write(b.end() + MCAP_MAGIC)
-        fh.flush()
-        os.fsync(fh.fileno())
-    _write_metadata(meta_path, meta)
-    return {"file": str(file), "repaired": True, "messages": n_msgs, "dropped": 0, "in_place": True}
+        for _, inner in chunks:
+            for rec in inner:
+                if isinstance(rec, Schema):
+                    schemas.setdefault(rec.id, rec)
+                elif isinstance(rec, Channel):
+                    channels.setdefault(rec.id, rec)
+        while True:
+            counts: dict[int, int] = {}
+            times = [m.log_time for _, inner in chunks for m in _messages(inner)]
+            for _, inner in chunks:
+                for m in _messages(inner):
+                    counts[m.channel_id] = counts.get(m.channel_id, 0) + 1
+            t_start, t_end = (min(times), max(times)) if times else (0, 0)
+            b = RecordBuilder()
+            DataEnd(data_section_crc=0).write(b)
+            summary_start = good + b.count
+            for schema in schemas.values():
+                schema.write(b)
+            for channel in channels.values():
+                channel.write(b)
+            Statistics(message_count=len(times), schema_count=len(schemas), channel_count=len(channels),
+                       attachment_count=0, metadata_count=0, chunk_count=len(chunks), message_start_time=t_start,
+                       message_end_time=t_end, channel_message_counts=dict(counts)).write(b)
+            for index, _ in chunks:
+                index.write(b)
+            Footer(summary_start=summary_start, summary_offset_start=0, summary_crc=0).write(b)
+            topics = [{"name": ch.topic, "type": schemas[ch.schema_id].name if ch.schema_id in schemas else "",
+                       "qos": _qos_of(ch.metadata), "type_hash": ch.metadata.get("topic_type_hash", ""),
+                       "count": counts.get(cid, 0)} for cid, ch in channels.items()]
+            meta = bag_metadata([{"path": file.name, "start_ns": t_start, "end_ns": t_end, "count": len(times)}],
+                                topics, ros_distro=os.environ.get("ROS_DISTRO", ""))
+            try:
+                fh.truncate(good)
+                fh.seek(good)
+                fh.write(b.end() + MCAP_MAGIC)
+                fh.flush()
+                os.fsync(fh.fileno())
+                _write_metadata(meta_path, meta)             # room for it too, or one chunk less
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) or not chunks:
+                    fh.truncate(good)
+                    raise ConfigError(f"{file}: the bag's summary does not fit on the disk ({exc.strerror}); "
+                                      f"free some space and run `consensus bag repair {file.parent}`") from None
+                good = chunks.pop()[0].chunk_start_offset           # give up the newest chunk and try again
+    return {"file": str(file), "repaired": True, "messages": len(times), "dropped": 0, "in_place": True}
 
 
 def _messages(records: list) -> list:
@@ -638,5 +683,9 @@ def _messages(records: list) -> list:
 
 def _write_metadata(path: Path, meta: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -105,15 +105,28 @@ class _Proc:
 
     def _pump(self) -> None:
         assert self.popen.stdout is not None
+        log_ok = True
         for line in self.popen.stdout:
-            self.log.write(line)
+            if log_ok:
+                try:
+                    self.log.write(line)
+                except OSError as exc:      # a full disk: keep draining the pipe (a full pipe would stop the node)
+                    log_ok = False
+                    if self.echo:
+                        self.echo(f"warning: {self.log_path}: {exc.strerror or exc}; the rest of this log is lost")
             if self.echo and ("progress" in line or "done" in line.split(": ", 1)[-1][:6] or "error" in line.lower()):
                 self.echo(_readable(line.rstrip()))
-        self.log.flush()
+        try:
+            self.log.flush()
+        except OSError:
+            pass
 
     def tail(self, n: int = 15) -> str:
         self.thread.join(timeout=2)
-        self.log.flush()
+        try:
+            self.log.flush()
+        except OSError:
+            pass
         return "".join(self.log_path.read_text().splitlines(keepends=True)[-n:])
 
     def signal(self, sig: int) -> None:
@@ -170,21 +183,29 @@ def _lost(p: _Proc, code: int | None, rule: str) -> dict:
 
 
 def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[[str], None] | None) -> None:
-    """After every process stopped: a bag whose writer died (or was killed at the end) is repaired; a summary.json
+    """After every process stopped: a bag cut by its writer's death or a full disk is repaired (``bag_repaired``
+    in the summary); a summary.json
     names the processes lost during the run (``end_reason: lost:<process>``), and is written from what the run left
     (``consensus.runs.rundir.salvage_summary``) when the process that writes it died first."""
     from consensus.runs.bag import BAG_DIR, repair_bag
-    from consensus.runs.rundir import note_lost_processes, salvage_summary
+    from consensus.runs.rundir import note_in_summary, note_lost_processes, release_space, salvage_summary
 
+    release_space(out)                  # the room set aside at the start: for what follows on a full disk
+    repaired: dict | None = None
     bag = out / BAG_DIR
     if bag.is_dir() and any(bag.glob("*.mcap")):
         try:
             fixed = repair_bag(bag)
-            if fixed["repaired"] and echo:
-                echo(f"the bag writer died: repaired {fixed['file']} ({fixed['messages']} messages kept)")
-        except ConsensusError as exc:
+            if fixed["repaired"]:
+                repaired = {"messages": fixed["messages"], "in_place": bool(fixed.get("in_place"))}
+                if echo:
+                    echo(f"the bag was cut (its writer died or the disk filled): repaired {fixed['file']} "
+                         f"({fixed['messages']} messages kept)")
+        except (ConsensusError, OSError) as exc:       # a full disk: the summary below still gets its chance
             if echo:
                 echo(f"warning: the bag could not be repaired: {exc}")
+    if repaired is not None and (out / "summary.json").exists():
+        note_in_summary(out, bag_repaired=repaired)
     if not dead:
         return
     if (out / "summary.json").exists():
@@ -217,8 +238,11 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
     stays the recorder's ``interrupted``); one log per process in ``out/logs``."""
     if security.enabled():              # every process's enclave is in the keystore, before any starts
         security.check_keystore(os.environ.get("ROS_SECURITY_KEYSTORE", ""), specs)
+    from consensus.runs.rundir import reserve_space
+
     log_dir = out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
+    reserve_space(out)                  # room for the summary if the disk fills during the run
     procs: list[_Proc] = []
     dead: list[dict] = []             # processes lost during the run (``_keep_record``)
     interrupted = False
@@ -268,7 +292,10 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
         stop_all(procs)
         for p in procs:
             p.thread.join(timeout=2)
-            p.log.close()
+            try:
+                p.log.close()
+            except OSError:            # a full disk: what the log holds stays
+                pass
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         try:

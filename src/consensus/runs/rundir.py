@@ -22,6 +22,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -222,7 +223,8 @@ def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, t
              d_min: float | None = None, footprint_radius: float | None = None,
              trajectories_written: bool = False) -> dict:
     """Write trajectories.csv (unless ``trajectories_written``: a ``TrajectoryStream`` wrote it during the run),
-    summary.json and both plots; return the summary.
+    summary.json and both plots; return the summary. The summary is written before the plots: a figure that does
+    not fit on the disk leaves it, with ``plots_error``.
 
     ``d_min`` (robots kept that far apart by collision avoidance): convergence is judged on the targets and a
     packing radius (``consensus.metrics.convergence.convergence_summary``); ``footprint_radius``: the footprints
@@ -251,14 +253,48 @@ def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, t
     summary.update(counters)
     if extra:
         summary.update(extra)
+    write_json(out / "summary.json", summary)           # first: the record, before the figures
     if len(times) >= 2:
-        plot_paths(times, positions, targets, out / "paths.png", title=title, workspace=workspace,
-                   footprint_radius=footprint_radius)
-        plot_planned_vs_actual(times, positions, targets, out / "planned_vs_actual.png",
-                               title=title)
-        summary["plots"] = ["paths.png", "planned_vs_actual.png"]
-    write_json(out / "summary.json", summary)
+        try:
+            plot_paths(times, positions, targets, out / "paths.png", title=title, workspace=workspace,
+                       footprint_radius=footprint_radius)
+            plot_planned_vs_actual(times, positions, targets, out / "planned_vs_actual.png",
+                                   title=title)
+            summary["plots"] = ["paths.png", "planned_vs_actual.png"]
+        except OSError as exc:          # a full disk: the summary stands; the figures are redrawn from the record
+            summary["plots_error"] = f"{exc.filename or out}: {exc.strerror or exc} ({free_space(out)})"
+            for name in ("paths.png", "paths.svg", "planned_vs_actual.png"):     # no cut figure is left
+                (out / name).unlink(missing_ok=True)
+        try:
+            write_json(out / "summary.json", summary)
+        except OSError:
+            pass
     return summary
+
+
+# --------------------------------------------------------------------------- room for the record on a full disk
+RESERVE_FILE = ".space_reserve"
+RESERVE_BYTES = 1_000_000
+
+
+def reserve_space(out_dir: str | Path) -> None:
+    """Set aside room for the end of a run's record (``RUN/.space_reserve``: 1 MB, or an eighth of a small file
+    system) while it runs: a disk that fills during the run still takes the summary, which ``release_space`` frees
+    the room for first. Best effort (a disk that is already full gets no reserve)."""
+    path = Path(out_dir) / RESERVE_FILE
+    try:
+        size = int(min(RESERVE_BYTES, shutil.disk_usage(out_dir).total / 8))
+        with path.open("wb") as fh:
+            fh.write(b"\0" * size)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError:
+        path.unlink(missing_ok=True)
+
+
+def release_space(out_dir: str | Path) -> None:
+    """Give the room ``reserve_space`` set aside back (before the summary is written)."""
+    Path(out_dir, RESERVE_FILE).unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- a run that lost one of its processes
@@ -286,6 +322,17 @@ def note_lost_processes(out_dir: str | Path, lost: list[dict]) -> dict | None:
     summary["lost_processes"] = lost
     write_json(path, summary)
     return summary
+
+
+def note_in_summary(out_dir: str | Path, **fields) -> None:
+    """Add ``fields`` to ``summary.json`` (replaced whole; nothing when there is none or it does not parse)."""
+    path = Path(out_dir) / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    summary.update(fields)
+    write_json(path, summary)
 
 
 def salvage_summary(out_dir: str | Path, lost: list[dict], workspace=None) -> dict:

@@ -73,7 +73,7 @@ from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.ros import markers
 from consensus.ros.params import (node_main, HEALTH, Health, declare_config, guarded, publish_health, read_xy,
                                   sum_health)
-from consensus.runs.rundir import TrajectoryStream, default_run_dir, finalize, write_manifest
+from consensus.runs.rundir import TrajectoryStream, default_run_dir, finalize, release_space, write_manifest
 from consensus.jsonl import AppendFile
 from consensus.robots.map import robot_entry
 from consensus.robots.presets import ODOMETRY
@@ -446,6 +446,7 @@ class Recorder:
     def finish(self) -> dict:
         self.plans.close()
         self.traj.close()
+        release_space(self.out)            # the room consensus run set aside for this summary (a full disk)
         if self.live is not None:
             self.live.close()
         n = self.cfg.num_robots
