@@ -150,6 +150,21 @@ def test_streamed_trajectories_are_the_written_ones_and_keep_whole_samples_on_a_
     stream.close()
     t, p, _ = read_trajectories(tmp_path / "streamed.csv")
     assert len(t) == 6 and np.allclose(p, np.round(pos, 4), atol=1e-4)
+    # written whole (headless runs, the disaster grid): a full disk midway leaves the old file, no cut one
+    from consensus.runs import rundir
+
+    before = (tmp_path / "whole.csv").read_text()
+    rows = rundir.trajectory_rows
+    calls = iter(range(100))
+
+    def rows_then_full(*a):
+        if next(calls) == 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return rows(*a)
+    monkeypatch.setattr(rundir, "trajectory_rows", rows_then_full)
+    with pytest.raises(RecordWriteError, match="free"):
+        write_trajectories(tmp_path / "whole.csv", times, pos * 2, tgt)
+    assert (tmp_path / "whole.csv").read_text() == before and not list(tmp_path.glob("*.tmp"))
 
 
 def test_outside_geofence_and_a_summary_salvaged_from_what_a_run_left(tmp_path):

@@ -160,12 +160,20 @@ def trajectory_rows(t: float, positions: np.ndarray, targets: np.ndarray) -> str
 
 
 def write_trajectories(path: str | Path, times: np.ndarray, positions: np.ndarray, targets: np.ndarray) -> Path:
-    """Long-format CSV: one row per time step and robot."""
+    """Long-format CSV: one row per time step and robot; written beside ``path`` and renamed, so a full disk leaves
+    no cut file (a ``RecordWriteError`` names the path and the free space)."""
     path = Path(path)
-    with path.open("w", newline="") as fh:
-        fh.write(",".join(TRAJECTORY_COLUMNS) + "\n")
-        for k in range(positions.shape[0]):
-            fh.write(trajectory_rows(times[k], positions[k], targets[k]))
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("w", newline="") as fh:
+            fh.write(",".join(TRAJECTORY_COLUMNS) + "\n")
+            for k in range(positions.shape[0]):
+                fh.write(trajectory_rows(times[k], positions[k], targets[k]))
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RecordWriteError(exc.errno or 0, f"{exc.strerror or exc}: not written ({free_space(path)})",
+                               str(path)) from None
     return path
 
 
