@@ -3,8 +3,8 @@ whole or not at all (``consensus.jsonl.AppendFile``: one write per record, trunc
 naming the path and the free space left), trajectories are streamed, and a bag cut by its writer's death is made
 readable by ``consensus bag repair`` (checked with ``rosbags``, a reader that is not ours).
 
-A full disk is injected: ``os.write`` of the module under test writes part of a record and then raises ENOSPC, as
-a file system does when it fills mid-write."""
+A full disk is injected: ``os.write`` as ``consensus.jsonl`` sees it writes part of a record and then raises ENOSPC,
+as a file system does when it fills mid-write; the ROS runs fill a real (tmpfs) disk where the test may mount one."""
 from __future__ import annotations
 
 import errno
@@ -48,6 +48,17 @@ class DiskFills:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))   # ... then no space
 
 
+class OsWith:
+    """``os`` as ``consensus.jsonl`` sees it, with another ``write`` (only that module is patched: pytest and its
+    workers keep the real one)."""
+
+    def __init__(self, write) -> None:
+        self.write = write
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+
 def _valid_jsonl(path) -> list[dict]:
     text = path.read_text()
     assert text == "" or text.endswith("\n"), "the file ends in a cut record"
@@ -59,7 +70,7 @@ def test_a_full_disk_leaves_only_whole_records_and_names_the_path_and_free_space
     fh = AppendFile(path)
     fh.append(json.dumps({"i": 0}))
     fill = DiskFills(budget=len(json.dumps({"i": 1})) + 1)
-    monkeypatch.setattr(jsonl.os, "write", fill)
+    monkeypatch.setattr(jsonl, "os", OsWith(fill))
     fh.append(json.dumps({"i": 1}))
     with pytest.raises(RecordWriteError) as err:
         fh.append(json.dumps({"i": 2, "pad": "x" * 100}))
@@ -94,7 +105,7 @@ def test_a_sweep_on_a_full_disk_leaves_valid_results_and_one_clear_error(tmp_pat
     out = tmp_path / "sweep"
 
     line = 200                                           # a toy record is ~150 bytes: two fit, the third is cut
-    monkeypatch.setattr(jsonl.os, "write", DiskFills(budget=2 * line))
+    monkeypatch.setattr(jsonl, "os", OsWith(DiskFills(budget=2 * line)))
     with pytest.raises(RecordWriteError) as err:
         run_experiment(spec, fx.STUDIES["toy"], out, progress=False)
     monkeypatch.undo()
@@ -120,7 +131,7 @@ def test_a_transcript_on_a_full_disk_keeps_whole_records(tmp_path, monkeypatch):
     store = TranscriptStore(tmp_path / "transcripts.jsonl")
     req = ChatRequest(messages=[{"role": "user", "content": "hi"}], model="m", tag="t")
     store.record_reply(req, ChatResponse(text="one", model="m", latency_s=0.1))
-    monkeypatch.setattr(jsonl.os, "write", DiskFills(budget=0))
+    monkeypatch.setattr(jsonl, "os", OsWith(DiskFills(budget=0)))
     with pytest.raises(RecordWriteError) as err:
         store.record_reply(req, ChatResponse(text="two " * 200, model="m", latency_s=0.1))
     monkeypatch.undo()
@@ -143,7 +154,7 @@ def test_streamed_trajectories_are_the_written_ones_and_keep_whole_samples_on_a_
     for k in range(6):
         stream.append(times[k], pos[k], tgt[k])
     assert (tmp_path / "streamed.csv").read_text() == (tmp_path / "whole.csv").read_text()
-    monkeypatch.setattr(jsonl.os, "write", DiskFills(budget=0))
+    monkeypatch.setattr(jsonl, "os", OsWith(DiskFills(budget=0)))
     with pytest.raises(RecordWriteError):
         stream.append(1.2, pos[0], tgt[0])
     monkeypatch.undo()
