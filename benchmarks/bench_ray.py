@@ -15,8 +15,13 @@ and stopped at the end.
    ``concurrency`` C: a sweep of trials that each send ``--rounds`` requests one after another, on both executors.
    The ideal is calls x latency / (2 C); printed: the request phase (first request sent -> last reply, from the
    transcript) and end to end, as a share of the ideal (target >= 80 %).
+4. **A flaky endpoint** (``--flaky``, only this part): 8 trials of ``consensus-1d`` (3 agents, 3 rounds, LLM planner)
+   against one endpoint (tests/flaky_openai_server.py, its own process) that rotates through a good reply, an HTTP
+   500, garbage and a slow good reply (``--slow`` s), local executor then Ray; printed: each one's wall time, its
+   ok / failed records, and Ray's time as a multiple of the local one (target <= 2).
 
     python benchmarks/bench_ray.py [--quick]
+    python benchmarks/bench_ray.py --flaky [--slow 1.0] [--repeat 1]
 """
 from __future__ import annotations
 
@@ -116,6 +121,48 @@ def _llm_sweep(args, executor, urls: list[str], tmp: Path) -> tuple[float, float
     return phase, wall, len(exchanges)
 
 
+def _start_flaky(slow_s: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "flaky_openai_server.py"), "--slow", str(slow_s)],
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if "http" not in line:
+        proc.kill()
+        raise RuntimeError(f"flaky server did not start: {line!r}")
+    return proc, line.split(" on ")[1].split()[0]
+
+
+def _flaky(args, cluster, tmp: Path) -> None:
+    """Part 4 (module docstring): the same sweep on both executors against one flaky endpoint."""
+    from consensus.experiments.ray_executor import RayExecutor
+    from consensus.experiments.runner import LocalExecutor
+    from consensus.registry import all_studies
+
+    studies = all_studies()
+    print(f"8 trials of consensus-1d (3 agents, 3 rounds, LLM planner) against one endpoint rotating good / HTTP 500 / "
+          f"garbage / slow ({args.slow:g} s); default llm settings (concurrency 4, max_retries 2, timeout 60 s), "
+          f"workers 2; Ray: a two-node cluster of 1 CPU each on this machine ({os.cpu_count()} cores)")
+    print("| run | local | Ray | Ray / local |")
+    print("|---|---|---|---|")
+    for run in range(args.repeat):
+        times = {}
+        for name, ex in (("local", LocalExecutor()), ("Ray", RayExecutor(cluster.address))):
+            proc, url = _start_flaky(args.slow)          # a fresh rotation for each executor
+            try:
+                spec = resolve_spec({"study": "consensus-1d", "trials": 8, "workers": 2, "sweep": {},
+                                     "params": {"num_agents": 3, "rounds": 3, "planner": "llm"},
+                                     "llm": {"backend": "openai", "model": "fake", "base_url": url}}, studies)
+                t0 = time.perf_counter()
+                result = run_experiment(spec, studies["consensus-1d"], Path(tempfile.mkdtemp(dir=tmp)),
+                                        progress=False, executor=ex)
+                times[name] = (time.perf_counter() - t0, result.ok, result.failed)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=10)
+        (lt, lok, lfail), (rt, rok, rfail) = times["local"], times["Ray"]
+        print(f"| {run + 1} | {lt:.1f} s ({lok} ok, {lfail} failed) | {rt:.1f} s ({rok} ok, {rfail} failed) | "
+              f"{rt / lt:.2f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer trials and sizes")
@@ -123,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=8, help="per endpoint (2 endpoints)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--llm-trials", type=int, default=256)
+    ap.add_argument("--flaky", action="store_true", help="only part 4: local vs Ray against a flaky endpoint")
+    ap.add_argument("--slow", type=float, default=1.0, help="--flaky: seconds of a slow reply")
+    ap.add_argument("--repeat", type=int, default=1, help="--flaky: runs of each")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))
     from ray_cluster import RayCluster
@@ -136,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         cluster = RayCluster(nodes=2).start()
         os.environ.update(cluster.auth_env)
         try:
+            if args.flaky:
+                _flaky(args, cluster, tmp)
+                return 0
             ray_ex, local_ex = RayExecutor(cluster.address), LocalExecutor()
             print(f"Ray {__import__('ray').__version__}: 2 nodes x 1 CPU on this machine ({os.cpu_count()} cores); "
                   "local: fork pool of 2 processes")

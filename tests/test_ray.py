@@ -5,6 +5,12 @@ A Ray run and a local run of the same spec give the same records (``elapsed_s`` 
 and the real ``theory-model`` preset) and an LLM study against fake endpoints; a worker killed mid-sweep costs the
 trial it was running a failed record with the reason, which ``--retry-failed`` runs again; Ctrl-C keeps every
 finished record and the resume (on Ray) completes the sweep; an endpoint pool survives one endpoint dying.
+
+Flaky endpoints and dying helpers (tests/flaky_openai_server.py): a sweep against an endpoint that rotates good
+replies, 500s, garbage and slow replies records every trial; a trial worker killed while it holds the endpoint's
+only slot costs its own trials only (the slot goes back to the pool); the broker actor killed while asks wait at it
+is restarted and the sweep, then ``--retry-failed``, completes. The kills land while a request is held at the
+endpoint (a gate the test opens), never racing the clock.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import pytest
 
 import experiment_fixtures as fx
 from fake_openai_server import FakeOpenAIServer, Reply
+from flaky_openai_server import flaky_server
 
 from consensus.experiments.runner import RESULTS_FILE, TRANSCRIPTS_FILE, read_results, replay_spec, run_experiment
 from consensus.experiments.spec import load_spec_file, resolve_spec
@@ -197,6 +204,103 @@ def test_a_killed_worker_fails_its_trial_with_the_reason_and_retry_failed_reruns
     assert without_time(records(out)) == without_time(records(local.out_dir))
 
 
+def test_a_flaky_endpoint_sweep_on_ray_records_every_trial(cluster, tmp_path):
+    # 4 trials at a time x 4 agents asking at once for 2 slots of an endpoint that backs off: many asks wait at
+    # the broker while the slots' holders give them back
+    server, script = flaky_server(slow_s=0.3)
+    with server:
+        spec = resolve_spec({"study": "toy-llm", "trials": 6, "workers": 2, "sweep": {"agents": [4]},
+                             "llm": {"backend": "openai", "model": "fake", "base_url": server.base_url,
+                                     "concurrency": 2, "max_retries": 1}}, fx.STUDIES)
+        thread, box = _run_in_thread(spec, tmp_path / "ray", cluster)
+        thread.join(300)                              # a bound for a broken runner (a stalled broker) only
+        assert not thread.is_alive(), "the sweep against the flaky endpoint stalled"
+    got = records(tmp_path / "ray")
+    assert len(got) == 6 and box[0].ok + box[0].failed == 6
+    assert all(script.counts[k] > 0 for k in ("good", "500", "garbage", "slow")) and server.max_in_flight <= 2
+    # a trial fails only for its LLM (a garbage reply is a fallback), never for a lost or stalled worker
+    assert all(r["reason"].startswith(("LLM fallback", "LLM request failed")) for r in got.values()
+               if r["status"] == "failed")
+
+
+def _held_spec(url: str):
+    """8 toy-llm trials on one endpoint with ONE slot: a slot that never came back would stall every other trial (a
+    worker runs at most 4 of them at once: some are always left for the others)."""
+    return resolve_spec({"study": "toy-llm", "trials": 8, "workers": 2, "sweep": {"agents": [2]},
+                         "llm": {"backend": "openai", "model": "fake", "base_url": url, "concurrency": 1,
+                                 "max_retries": 0, "timeout_s": 600}}, fx.STUDIES)   # its leases outlive the test
+
+
+def _run_in_thread(spec, out, cluster, **kw) -> tuple[threading.Thread, list]:
+    box: list = []
+    thread = threading.Thread(target=lambda: box.append(run(spec, out, executor=ray_executor(cluster), **kw)),
+                              daemon=True)                    # a stalled one must not hold pytest at exit
+    thread.start()
+    return thread, box
+
+
+def _holder(cluster, port: int) -> int:
+    """The TrialWorker process connected to the endpoint (the one whose request is held there)."""
+    import psutil
+
+    pids = [pid for pid in cluster.worker_pids()
+            if any(c.raddr and c.raddr.port == port for c in psutil.Process(pid).net_connections("tcp"))]
+    assert len(pids) == 1, f"expected one TrialWorker connected to the endpoint, found {pids}"
+    return pids[0]
+
+
+def test_a_worker_killed_holding_the_only_endpoint_slot_loses_only_its_own_trials(cluster, tmp_path):
+    server, script = flaky_server(cycle=("good",))
+    script.hold("")                                   # every request waits at the endpoint until the gate opens
+    out = tmp_path / "ray"
+    with server:
+        spec = _held_spec(server.base_url)
+        thread, box = _run_in_thread(spec, out, cluster)
+        try:
+            assert script.held.wait(120), "no request reached the endpoint"   # a bound for a broken runner only
+            holder = _holder(cluster, server.port)
+            os.kill(holder, signal.SIGKILL)           # a process of the test's own cluster, by its id
+        finally:
+            script.open_gate()
+            thread.join(180)                          # a bound for a broken runner (a slot never given back)
+        assert not thread.is_alive(), "the sweep stalled after a worker holding the endpoint slot was killed"
+        got = records(out)
+        lost = [r for r in got.values() if r["status"] == "failed"]
+        assert len(got) == 8 and 1 <= box[0].failed == len(lost) <= 4                 # the others completed
+        assert all(r["reason"].startswith("Ray worker lost (") for r in lost)
+        again = run(spec, out, retry_failed=True, executor=ray_executor(cluster))
+        assert (again.ok, again.failed) == (len(lost), 0)
+        local = run(spec, tmp_path / "local")
+    assert without_time(records(out)) == without_time(records(local.out_dir))
+
+
+def test_a_killed_broker_is_replaced_and_retry_failed_completes(cluster, tmp_path):
+    server, script = flaky_server(cycle=("good",))
+    script.hold("")
+    out = tmp_path / "ray"
+    with server:
+        spec = _held_spec(server.base_url)
+        thread, box = _run_in_thread(spec, out, cluster)
+        killed: list[int] = []
+        try:
+            assert script.held.wait(120), "no request reached the endpoint"   # one slot held, other asks waiting
+            for pid in cluster.worker_pids("ray::SlotBrokerActor"):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        finally:
+            script.open_gate()
+            thread.join(180)
+        assert killed and not thread.is_alive(), "the sweep stalled after its broker was killed"
+        first = records(out)
+        # every trial recorded: ok (its asks went to the restarted broker), or failed with the one broker error
+        assert len(first) == 8
+        assert all(r["status"] == "ok" or "endpoint broker" in r["reason"] for r in first.values())
+        again = run(spec, out, retry_failed=True, executor=ray_executor(cluster))
+        assert again.failed == 0 and again.ok == box[0].failed
+        local = run(spec, tmp_path / "local")
+    assert without_time(records(out)) == without_time(records(local.out_dir))
+
+
 def _cli(args: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
            "RAY_USAGE_STATS_ENABLED": "0"}
@@ -232,6 +336,50 @@ def test_ctrl_c_keeps_finished_records_and_the_resume_on_ray_completes_the_sweep
     assert f"{len(done)} already recorded" in stdout and "(ray)" in stdout
     local = run(resolve_spec(load_spec_file(spec_file), fx.STUDIES), tmp_path / "local")
     assert without_time(records(out)) == without_time(records(local.out_dir))
+
+
+def test_broker_leases_come_back_from_a_dead_holder_and_when_they_expire():
+    from consensus.llm.pool import SlotBroker
+
+    now = [0.0]
+    broker = SlotBroker([1, 1], lease_s=10.0, clock=lambda: now[0])
+    (a, lease_a), (b, lease_b) = broker.try_acquire(owner="w0"), broker.try_acquire(owner="w1")
+    assert {a, b} == {0, 1} and broker.try_acquire(owner="w2") is None          # full: refused at once
+    assert broker.release_owner("w0") == 1 and broker.in_flight[a] == 0          # w0 died: its slot is back
+    assert broker.try_acquire(owner="w0") is None                                # and it gets no new one
+    broker.release(a, ok=True, lease=lease_a)                                    # its late release: no change
+    assert broker.in_flight[a] == 0
+    now[0] = 10.0                                                                # w1 never gave its lease back
+    assert broker.status()[b]["in_flight"] == 0 and broker.expired == 1
+    broker.release(b, ok=False, error="HTTP 500", lease=lease_b)                 # too late: the failure counts
+    assert broker.in_flight == [0, 0] and broker.status()[b]["failed"] == 1
+
+
+def test_the_broker_actor_serves_releases_while_many_asks_wait():
+    import asyncio
+
+    from consensus.experiments.ray_executor import SlotBrokerActor
+
+    async def scenario():
+        actor = SlotBrokerActor([1], lease_s=600.0, backoff_s=0.0)
+        held = await actor.acquire([], "w0", 60.0)
+        waiting = [asyncio.ensure_future(actor.acquire([], f"w{k % 3}", 60.0)) for k in range(30)]
+        await asyncio.sleep(0)
+        granted, most = 0, 0
+        while waiting:
+            await actor.release(held[0], True, "", held[1])       # never queued behind the 30 waiting asks
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            assert len(done) == 1
+            waiting = [w for w in waiting if w not in done]
+            held = done.pop().result()
+            granted += held is not None
+            most = max(most, actor.core.in_flight[0])
+        dead = asyncio.ensure_future(actor.acquire([], "w1", 60.0))
+        await asyncio.sleep(0)
+        await actor.release_owner("w1")                           # its worker died: its waiting ask gives up
+        return granted, most, await dead
+
+    assert asyncio.run(scenario()) == (30, 1, None)
 
 
 def test_the_embedded_model_of_the_driver_is_refused_before_anything_is_written(tmp_path):

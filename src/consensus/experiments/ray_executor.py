@@ -11,11 +11,21 @@ process) keeps the run directory: it alone writes ``results.jsonl`` and ``transc
   LLM sweeps: ``max(workers, llm.concurrency)`` trials plus one per worker (it waits at the broker, so no request
   slot idles while the driver hands out the next trial), as threads of the workers (the first worker up may run
   them all; later ones take their share as trials finish), each worker with one ``PooledClient`` on the sweep's
-  endpoint(s) (``consensus.llm.pool``) whose per-endpoint limits and back-off are held by one ``SlotBroker`` actor
-  for the whole sweep. A worker sends the transcript records of a trial with its record; the driver appends them.
+  endpoint(s) (``consensus.llm.pool``) whose per-endpoint limits and back-off are held by one broker actor
+  (``SlotBrokerActor``) for the whole sweep (one ``--base-url``: the broker holds the sweep's in-flight limit with
+  no endpoint-wide back-off, and each request backs off on its own between retries, as the local executor's client
+  does). A worker sends the transcript records of a trial with its record; the driver appends them.
   Replay: the driver reads ``transcripts.jsonl`` and sends each trial its own exchanges, so no worker needs the
   file. ``Study.parallel_trial`` studies get ``NUMBA_NUM_THREADS=1`` per worker (the workers are the parallelism;
   their results do not depend on the thread count).
+* **The broker.** An async actor around a ``SlotBroker``: an ask for a slot waits on the actor's event loop, not in
+  one of its call slots, so a release is never queued behind waiting asks; each ask waits at most
+  ``BROKER_WAIT_S`` and the worker asks again. Slots are leases of their worker: when the driver learns that a
+  worker died it gives back every slot the worker held (``release_owner``), and a lease nobody gives back expires
+  after ``2 * llm.timeout_s + 30`` s. A broker whose process dies is restarted by Ray (empty: the releases of
+  leases it granted before are ignored); a worker that gets no answer from it for ``BROKER_LOST_S`` fails its
+  requests with one ``LLMError`` naming the broker (the trials are recorded as failed; ``--retry-failed`` runs
+  them again).
 * **Code.** The study's code reaches the workers through the job's runtime environment (``py_modules`` of
   ``ray.init``; Ray takes local code at the job level only): the ``consensus`` package of the driver, and the
   top-level package or module that defines the study's ``run_trial`` when it lives outside ``consensus`` (a study
@@ -26,6 +36,7 @@ process) keeps the run directory: it alone writes ``results.jsonl`` and ``transc
 * **Lost workers.** A trial whose worker process dies (killed, out of memory, its node lost) is recorded as
   failed with the reason ``"Ray worker lost (<error>): <detail>"`` — never dropped; ``--retry-failed`` runs it
   again — and the actor is replaced; a replacement that cannot be placed leaves its trials to the others.
+* **Timeouts.** Every ``ray.get`` has a timeout, in the driver and in the workers.
 * **Ctrl-C.** The records of finished trials are written, the actors are killed (their running trials are
   dropped, to be run by the next resume), and the interrupt is re-raised.
 * **Connection.** ``address`` None: a Ray instance on this machine for this sweep (started and stopped here,
@@ -34,8 +45,10 @@ process) keeps the run directory: it alone writes ``results.jsonl`` and ``transc
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import secrets
 import sys
 import threading
 import time
@@ -48,6 +61,7 @@ from consensus.experiments.runner import (TRANSCRIPTS_FILE, Outcome, TrialClient
                                           trial_log)
 from consensus.experiments.spec import ExperimentSpec
 from consensus.experiments.study import Study, Trial, TrialContext
+from consensus.llm.base import LLMError
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +70,17 @@ RAY_MISSING = ("the Ray executor needs the ray package: pip install -r requireme
 #: how long the sweep waits for a worker when every worker is gone and none can be placed
 NO_WORKER_TIMEOUT_S = 120.0
 POLL_S = 0.25
+#: the longest one ask for an endpoint slot waits at the broker before the worker asks again
+BROKER_WAIT_S = 1.0
+#: how long past that a worker waits for the broker's answer to one call
+BROKER_CALL_S = 10.0
+#: a worker whose broker has not answered (dead, restarting, unreachable) for this long fails its LLM requests
+BROKER_LOST_S = 30.0
+#: one endpoint (``--base-url``, no ``llm.endpoints``): no endpoint-wide back-off (nowhere to fail over to; the local
+#: executor has none either) but each request's own, as the local ``OpenAIChatClient`` retries
+SINGLE_RETRY_BACKOFF_S = 0.5
+#: ``ray.get`` of a result that ``ray.wait`` reported ready (it may still have to travel from another node)
+RESULT_TIMEOUT_S = 120.0
 
 
 def ray_available() -> bool:
@@ -102,30 +127,126 @@ def lost_reason(exc: BaseException) -> str:
     return reason[:400]
 
 
+class SlotBrokerActor:
+    """The sweep's ``SlotBroker`` as an async Ray actor (module docstring): asks wait on its event loop."""
+
+    def __init__(self, concurrency: list[int], lease_s: float, backoff_s: float = 1.0) -> None:
+        from consensus.llm.pool import SlotBroker
+
+        self.core = SlotBroker(concurrency, backoff_s=backoff_s, lease_s=lease_s)
+        self.token = secrets.token_hex(8)          # a restarted broker knows nothing of its predecessor's leases
+        self._changed: asyncio.Condition | None = None
+
+    def _cond(self) -> asyncio.Condition:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        return self._changed
+
+    async def _notify(self) -> None:
+        async with self._cond():
+            self._cond().notify_all()
+
+    async def acquire(self, avoid: list[int], owner: str, wait_s: float) -> tuple[int, str] | None:
+        """``(endpoint, lease)``, or None after ``wait_s`` without a free slot (the caller asks again)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            got = self.core.try_acquire(avoid, owner)
+            if got is not None:
+                return got[0], f"{self.token}:{got[1]}"
+            left = deadline - loop.time()
+            if left <= 0 or owner in self.core.dead:
+                return None
+            hint = self.core.retry_in(avoid)
+            async with self._cond():
+                try:
+                    await asyncio.wait_for(self._cond().wait(), min(left, hint) if hint is not None else left)
+                except asyncio.TimeoutError:
+                    pass
+
+    async def release(self, index: int, ok: bool, error: str = "", lease: str = "") -> None:
+        token, _, number = str(lease).partition(":")
+        self.core.release(index, ok, error, int(number) if token == self.token and number.isdigit() else -1)
+        await self._notify()
+
+    async def release_owner(self, owner: str) -> int:
+        n = self.core.release_owner(owner)
+        await self._notify()
+        return n
+
+    async def status(self) -> list[dict]:
+        return self.core.status()
+
+
 class _RemoteBroker:
-    """A ``consensus.llm.pool.Broker`` that is a ``SlotBroker`` actor shared by every worker of the sweep."""
+    """A ``consensus.llm.pool.Broker`` on the sweep's ``SlotBrokerActor``, for one worker (``owner``)."""
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, owner: str, endpoints: int) -> None:
         self.handle = handle
+        self.owner = owner
+        self.endpoints = endpoints
+        self._lock = threading.Lock()
+        self._trouble_since: float | None = None    # the broker has not answered since then
+        self._trouble = ""
+        self._lost = ""                             # set once it failed to answer for BROKER_LOST_S
 
-    def acquire(self, avoid=()) -> int:
+    def _failed(self, what: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            self._trouble_since = self._trouble_since or now
+            self._trouble = what
+            if now - self._trouble_since > BROKER_LOST_S:
+                self._lost = (f"the sweep's endpoint broker (a Ray actor) did not answer for {BROKER_LOST_S:.0f} s "
+                              f"({what}); --retry-failed runs the failed trials again")
+            if self._lost:
+                raise LLMError(self._lost)
+
+    def lease(self, avoid=()) -> tuple[int, str]:
         import ray
 
-        return ray.get(self.handle.acquire.remote(list(avoid)))
+        while True:
+            if self._lost:
+                raise LLMError(self._lost)
+            ref = None
+            try:
+                ref = self.handle.acquire.remote(list(avoid), self.owner, BROKER_WAIT_S)
+                got = ray.get(ref, timeout=BROKER_WAIT_S + BROKER_CALL_S)
+            except ray.exceptions.GetTimeoutError:
+                try:
+                    ray.cancel(ref)
+                except Exception:
+                    pass
+                self._failed(f"no answer in {BROKER_WAIT_S + BROKER_CALL_S:.0f} s")
+                continue
+            except ray.exceptions.RayError as exc:         # dead or restarting: ask again, within the bound
+                self._failed(lost_reason(exc))
+                time.sleep(0.2)
+                continue
+            with self._lock:
+                self._trouble_since, self._trouble = None, ""
+            if got is not None:
+                return got[0], got[1]
 
-    def release(self, index: int, ok: bool, error: str = "") -> None:
-        self.handle.release.remote(index, ok, error)
+    def release(self, index: int, ok: bool, error: str = "", lease: Any = None) -> None:
+        try:
+            self.handle.release.remote(index, ok, error, lease or "")
+        except Exception:            # the broker is gone; its successor ignores this lease anyway
+            pass
 
     def status(self) -> list[dict]:
         import ray
 
-        return ray.get(self.handle.status.remote())
+        try:
+            return ray.get(self.handle.status.remote(), timeout=BROKER_CALL_S)
+        except ray.exceptions.RayError as exc:
+            return [{"in_flight": 0, "concurrency": 0, "sent": 0, "failed": 0, "state": "unknown",
+                     "last_error": f"broker: {lost_reason(exc)}"}] * self.endpoints
 
 
 class TrialWorker:
     """A Ray actor (``ray.remote(TrialWorker)``) running trials of one study: ``run(trial) -> (outcome, exchanges)``."""
 
-    def __init__(self, study: Study, llm: dict, broker: Any = None) -> None:
+    def __init__(self, study: Study, llm: dict, broker: Any = None, owner: str = "") -> None:
         self.study = study
         self.llm = dict(llm)
         self.stop = threading.Event()
@@ -133,9 +254,11 @@ class TrialWorker:
         if self.llm and self.llm["backend"] != "replay":
             from consensus.llm.pool import PooledClient, endpoints_of
 
-            self.client = PooledClient(endpoints_of(self.llm), _RemoteBroker(broker), model=self.llm["model"],
+            endpoints = endpoints_of(self.llm)
+            self.client = PooledClient(endpoints, _RemoteBroker(broker, owner, len(endpoints)), model=self.llm["model"],
                                        api_key_env=self.llm["api_key_env"], timeout_s=self.llm["timeout_s"],
-                                       max_retries=self.llm["max_retries"])
+                                       max_retries=self.llm["max_retries"],
+                                       retry_backoff_s=0.0 if self.llm.get("endpoints") else SINGLE_RETRY_BACKOFF_S)
 
     def where(self) -> dict:
         """Where this worker runs and which consensus it imports (logged by the driver)."""
@@ -229,10 +352,13 @@ class RayExecutor:
                 n_actors = min(cpus, len(todo))
                 budget, threads = n_actors, 1
             if llm and llm["backend"] != "replay":
-                from consensus.llm.pool import SlotBroker, endpoints_of
+                from consensus.llm.pool import endpoints_of
 
-                broker = ray.remote(SlotBroker).options(num_cpus=0, max_concurrency=budget + 8).remote(
-                    [e.concurrency for e in endpoints_of(llm)])
+                # async: its waiting asks hold no call slot; restarted by Ray if its process dies
+                broker = ray.remote(SlotBrokerActor).options(num_cpus=0, max_concurrency=10_000, max_restarts=-1,
+                                                             max_task_retries=0).remote(
+                    [e.concurrency for e in endpoints_of(llm)], 2 * float(llm["timeout_s"]) + 30.0,
+                    1.0 if llm.get("endpoints") else 0.0)        # one --base-url: the local client's retries
             exchanges = self._replay_exchanges(llm, todo)
             transcripts = None
             if llm and llm["backend"] != "replay":
@@ -284,7 +410,7 @@ class RayExecutor:
 
         def start_actor() -> None:
             nonlocal next_id
-            actors[next_id] = worker_cls.remote(study_ref, llm, broker)
+            actors[next_id] = worker_cls.remote(study_ref, llm, broker, str(next_id))
             pings[actors[next_id].where.remote()] = next_id
             next_id += 1
 
@@ -295,10 +421,16 @@ class RayExecutor:
             sink(outcome)
 
         def lose(actor_id: int) -> None:
-            """The actor died: forget it (its other running calls fail too) and start one replacement."""
+            """The actor died: forget it (its other running calls fail too), give its endpoint slots back to the
+            pool, and start one replacement."""
             busy.pop(actor_id, None)
             if actor_id not in actors:
                 return
+            if broker is not None:
+                try:
+                    broker.release_owner.remote(str(actor_id))
+                except Exception:       # the broker is gone too: its leases expire with it
+                    pass
             try:
                 ray.kill(actors.pop(actor_id))
             except Exception:
@@ -335,7 +467,7 @@ class RayExecutor:
                     if ref in pings:
                         actor_id = pings.pop(ref)
                         try:
-                            where = ray.get(ref)
+                            where = ray.get(ref, timeout=RESULT_TIMEOUT_S)
                         except Exception as exc:
                             if not generation_ok:
                                 lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
@@ -352,7 +484,7 @@ class RayExecutor:
                         continue
                     actor_id, trial, t0 = calls.pop(ref)
                     try:
-                        outcome, records = ray.get(ref)
+                        outcome, records = ray.get(ref, timeout=RESULT_TIMEOUT_S)
                     except ray.exceptions.RayActorError as exc:
                         deliver(lost_outcome(trial, lost_reason(exc), time.monotonic() - t0), [])
                         lose(actor_id)
