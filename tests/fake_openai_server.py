@@ -329,9 +329,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     srv = FakeOpenAIServer(default=Reply(args.reply, delay_s=args.latency), port=args.port).start()
     print(f"fake OpenAI server on {srv.base_url} (latency {args.latency}s)", flush=True)
+    return serve(srv, args.seconds)
+
+
+def serve(srv: "FakeOpenAIServer", seconds: float = 0.0) -> int:
+    """Keep a started server up for ``seconds`` (0: until Ctrl-C), then stop it; the exit status of a script."""
     try:
-        if args.seconds > 0:
-            time.sleep(args.seconds)
+        if seconds > 0:
+            time.sleep(seconds)
         else:
             while True:
                 time.sleep(3600)

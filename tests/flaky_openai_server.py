@@ -19,9 +19,8 @@ import argparse
 import hashlib
 import json
 import threading
-import time
 
-from fake_openai_server import Action, FakeOpenAIServer, Reply, Status
+from fake_openai_server import Action, FakeOpenAIServer, Reply, Status, serve
 
 GARBAGE = "I would rather not say where to go today."
 CYCLE = ("good", "500", "garbage", "slow")
@@ -83,14 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     script = FlakyScript(args.slow, tuple(args.cycle.split(",")))
     srv = FakeOpenAIServer(script, port=args.port).start()
     print(f"flaky OpenAI server on {srv.base_url} (cycle {','.join(script.cycle)}, slow {args.slow}s)", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        srv.stop()
-    return 0
+    return serve(srv)
 
 
 if __name__ == "__main__":

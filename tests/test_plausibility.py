@@ -157,8 +157,8 @@ def wall_core(cfg, i, target):
 
 def test_a_robot_pushed_towards_a_wall_by_others_stays_inside_the_geofence():
     """Robot 0 holds its target at the wall (9.6, 0); three robots that do not filter (people, or robots without the
-    filter) walk straight at it from inside and stop only 0.3 m from it. Robot 0's filter gives way towards the wall, never
-    through it (squeezed, it stops: an infeasible step)."""
+    filter) walk straight at it from inside and stop only 0.3 m from it. Robot 0's filter gives way towards the wall,
+    never through it (squeezed, it stops: an infeasible step)."""
     cfg = config(num_robots=4, target_timeout_s=1e3)
     fence = Geofence.from_bounds(cfg.workspace)
     core = wall_core(cfg, 0, [9.6, 0.0])
