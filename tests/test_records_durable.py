@@ -554,6 +554,9 @@ def test_a_run_whose_disk_fills_leaves_every_file_readable(tmp_path, small_disk)
     _valid_jsonl(out / "plans.jsonl")
     for name in ("paths.png", "planned_vs_actual.png"):
         assert not (out / name).exists() or (out / name).read_bytes().endswith(b"IEND\xaeB`\x82")
-    assert "the bag was cut" in output and summary["bag_repaired"]["in_place"] is True, output[-3000:]
+    assert "the bag was cut" in output, output[-3000:]
+    # said before the repair; its figures too unless the repair took the last bytes the summary's rewrite needed
+    assert summary["bag_repaired"].get("in_place", True) is True, summary["bag_repaired"]
+    assert "messages" in summary["bag_repaired"] or "summary.json could not take" in output, output[-3000:]
     with rosbags.Reader(out / "bag") as reader:
         assert reader.message_count > 100 and reader.message_count == sum(1 for _ in reader.messages())

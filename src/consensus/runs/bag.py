@@ -436,6 +436,13 @@ def _bag_parts(path: Path) -> tuple[Path, Path]:
         return path, found[0]
 
 
+def bag_is_cut(path: str | Path) -> bool:
+    """Whether the bag at ``path`` (its directory or .mcap file) has an MCAP file without its summary and footer."""
+    path = Path(path)
+    files = sorted(path.glob("*.mcap")) if path.is_dir() else [path]
+    return any(not _complete(f) for f in files)
+
+
 def _complete(file: Path) -> bool:
     """The MCAP file has its summary and footer (a reader can open it)."""
     from mcap.exceptions import McapError

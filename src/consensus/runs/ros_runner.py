@@ -182,18 +182,32 @@ def _lost(p: _Proc, code: int | None, rule: str) -> dict:
     return {"process": name, "exit_code": code, "rule": rule, "log": str(p.log_path)}
 
 
+def _note_quietly(out: Path, echo: Callable[[str], None] | None, **fields) -> None:
+    """``note_in_summary``; on a full disk the summary keeps what it had and the reason is printed."""
+    from consensus.runs.rundir import note_in_summary
+
+    try:
+        note_in_summary(out, **fields)
+    except OSError as exc:
+        if echo:
+            echo(f"warning: summary.json could not take {', '.join(fields)}: {exc}")
+
+
 def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[[str], None] | None) -> None:
     """After every process stopped: a bag cut by its writer's death or a full disk is repaired (``bag_repaired``
     in the summary); a summary.json
     names the processes lost during the run (``end_reason: lost:<process>``), and is written from what the run left
     (``consensus.runs.rundir.salvage_summary``) when the process that writes it died first."""
-    from consensus.runs.bag import BAG_DIR, repair_bag
-    from consensus.runs.rundir import note_in_summary, note_lost_processes, release_space, salvage_summary
+    from consensus.runs.bag import BAG_DIR, bag_is_cut, repair_bag
+    from consensus.runs.rundir import note_lost_processes, release_space, salvage_summary
 
     release_space(out)                  # the room set aside at the start: for what follows on a full disk
     repaired: dict | None = None
     bag = out / BAG_DIR
     if bag.is_dir() and any(bag.glob("*.mcap")):
+        if (out / "summary.json").exists() and bag_is_cut(bag):
+            # said before the repair, which may take the last free bytes of a full disk (then this stays)
+            _note_quietly(out, echo, bag_repaired={"pending": True})
         try:
             fixed = repair_bag(bag)
             if fixed["repaired"]:
@@ -205,7 +219,7 @@ def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[
             if echo:
                 echo(f"warning: the bag could not be repaired: {exc}")
     if repaired is not None and (out / "summary.json").exists():
-        note_in_summary(out, bag_repaired=repaired)
+        _note_quietly(out, echo, bag_repaired=repaired)
     if not dead:
         return
     if (out / "summary.json").exists():
