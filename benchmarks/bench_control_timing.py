@@ -1,8 +1,11 @@
 """Control timing under LLM load: 20 robots in fleet mode, LLM planner against a local OpenAI-protocol server
-answering after 1.5 s, so planning calls are in flight most of the time. Target: >= 99.9 % of controller ticks
-within 10 ms of their slot and no tick more than 50 ms late.
+answering after 1.5 s, so planning calls are in flight most of the time. Target: >= 99.9 % of commands published
+within 10 ms of their control slot (the step included) and none more than 50 ms late.
 
     python benchmarks/bench_control_timing.py [--robots 20] [--latency 1.5] [--duration 30]
+
+Prints the publish delay of ``cmd_vel`` from the slot (and, as before, the timer callbacks' start), CPU per process
+(sim, fleet, topology, recorder, bag_recorder) and per robot-second, and the messages the recorder and the bag lost.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ChildCPU, isolate_ros, timing
+from _common import ChildCPU, ProcessCPU, cpu_line, isolate_ros, lost_line, lost_messages, timing
 
 
 def averaging_reply(body: dict) -> str:
@@ -41,17 +44,27 @@ def main() -> int:
         cfg = load_config(None, num_robots=args.robots, planner="llm", llm_backend="openai", llm_model="fake",
                           llm_base_url=srv.base_url, llm_concurrency=args.concurrency, duration_s=args.duration,
                           **dict(item.split("=", 1) for item in args.set))
-        with tempfile.TemporaryDirectory() as tmp, ChildCPU() as cpu:
-            summary = run_ros(cfg, Path(tmp) / "run", echo=None)
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Path(tmp) / "run"
+            with ChildCPU() as cpu, ProcessCPU() as procs:
+                summary = run_ros(cfg, run, echo=procs.echo)
+            lost = lost_messages(run, summary)
         in_flight = srv.max_in_flight
-    t = timing(summary)
+    t, rep = timing(summary), procs.report(args.robots)
+    pub = t["publish"]
     print(f"robots={args.robots} llm_latency={args.latency}s llm_calls={summary['llm_calls']} "
           f"max_in_flight={in_flight} fallbacks={summary['llm_fallbacks']}")
-    print(f"controller ticks on time (<= 10 ms late): {t['on_time_share']:.2%} of {t['ticks']}  "
-          f"min rate {t['min_rate_hz']:.2f} Hz  max late {t['max_late_ms']:.1f} ms  CPU {cpu.share:.2f} cores  "
-          f"converged={summary['converged']} spread={summary['final_spread_m']:.3f} m")
-    met = t["on_time_share"] >= 0.999 and t["max_late_ms"] <= 50.0
-    print("target >= 99.9 % on time and max late <= 50 ms (issue 20):", "met" if met else "NOT met")
+    within = "  ".join(f"<={e} ms {s:.2%}" for e, s in pub["within_ms"].items())
+    print(f"cmd_vel published within 10 ms of its slot: {pub['share']:.2%} of {pub['published']} ({pub['robots']} "
+          f"robots)  max {pub['max_late_ms']:.1f} ms;  {within}")
+    print(f"timer callbacks started within 10 ms: {t['on_time_share']:.2%} of {t['ticks']}  "
+          f"min rate {t['min_rate_hz']:.2f} Hz  max late {t['max_late_ms']:.1f} ms  CPU {cpu.share:.2f} cores (whole "
+          f"run)  converged={summary['converged']} spread={summary['final_spread_m']:.3f} m")
+    print(cpu_line(rep))
+    print(lost_line(lost))
+    met = pub["share"] >= 0.999 and pub["max_late_ms"] <= 50.0 and pub["robots"] == args.robots
+    print("target >= 99.9 % of commands published within 10 ms and none later than 50 ms (issue 29):",
+          "met" if met else "NOT met")
     return 0
 
 

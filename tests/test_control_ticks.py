@@ -35,3 +35,82 @@ def test_a_skipped_slot_is_not_mistaken_for_lateness_of_later_ticks(monkeypatch)
     times = [k * 0.1 for k in range(60)] + [k * 0.1 + 0.001 for k in range(61, 150)]   # slot 60 skipped
     d = run(monkeypatch, times)
     assert d["on_time"] == len(times)
+
+
+# ---------------------------------------------------------------------------------------------- publish delay
+def feel(starts, works, period=0.1):
+    """A TickTimer fed ticks starting at ``starts`` whose command is published ``works`` later (None: never)."""
+    t = TickTimer(period)
+    for s, w in zip(starts, works):
+        t.tick(s)
+        if w is not None:
+            t.published(s + w)
+    return t
+
+
+def test_a_tick_that_starts_on_time_but_publishes_late_is_late_for_the_robot():
+    starts = [k * 0.1 for k in range(300)]
+    works = [0.0015] * 300
+    works[150] = 0.030            # a slow step: the tick started on its slot, the command went out 30 ms later
+    starts[200] += 0.008          # started 8 ms late (on time) and published 4 ms later: 12 ms after the slot
+    works[200] = 0.004
+    d = feel(starts, works).as_dict()
+    assert d["ticks"] == 300 and d["on_time"] == 300               # every tick *started* within 10 ms
+    assert d["published"] == 300 and d["publish_on_time"] == 298    # but two commands went out later than 10 ms
+    assert d["publish_late_ms"]["max"] == pytest.approx(30.0, abs=0.01)
+    assert d["publish_late_ms"]["p50"] == pytest.approx(1.5, abs=0.11)
+    assert d["publish_late_hist"] == [0, 298, 0, 0, 1, 1, 0, 0]    # <=1 <=2 <=5 <=10 <=20 <=50 <=100 >100 ms
+
+
+def test_publish_percentiles_follow_the_delays():
+    starts = [k * 0.1 for k in range(1000)]
+    works = [0.00105 + 0.0001 * (k % 100) for k in range(1000)]    # 1.05 ... 10.95 ms, ten of each
+    works[500] = 0.2                                               # one 200 ms stall
+    d = feel(starts, works).as_dict()
+    late = d["publish_late_ms"]
+    assert late["p50"] == pytest.approx(6.05, abs=0.1)
+    assert late["p99"] == pytest.approx(10.95, abs=0.1)
+    assert late["max"] == pytest.approx(200.0, abs=0.01) and late["p999"] <= late["max"]
+    assert d["publish_on_time"] == 1000 - 100 - 1                  # 10.05 ... 10.95 ms are late, and the stall
+
+
+def test_only_the_first_publish_of_a_tick_counts_and_a_tick_that_never_publishes_shows():
+    starts = [k * 0.1 for k in range(200)]
+    works = [0.001] * 200
+    works[120] = None                                              # the step raised: nothing published
+    t = feel(starts, works)
+    t.published(starts[-1] + 0.5)                                  # a second publish of the last tick: not counted
+    d = t.as_dict()
+    assert d["ticks"] == 200 and d["published"] == 199
+    assert d["publish_on_time"] == 199 and d["publish_late_ms"]["max"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_publish_figures_during_the_warm_up_are_judged_against_the_ticks_so_far():
+    starts = [k * 0.1 for k in range(20)]
+    works = [0.001] * 20
+    works[10] = 0.025
+    d = feel(starts, works).as_dict()
+    assert d["published"] == 20 and d["publish_on_time"] == 19
+    assert d["publish_late_ms"]["max"] == pytest.approx(25.0, abs=0.01)
+    assert TickTimer(0.1).as_dict()["publish_late_ms"] is None      # nothing published yet
+
+
+def test_a_late_start_before_the_phase_is_known_counts_once_it_is():
+    starts = [k * 0.1 for k in range(150)]
+    starts[50] += 0.040                                           # 40 ms late during the warm-up
+    d = feel(starts, [0.001] * 150).as_dict()
+    assert d["published"] == 150 and d["publish_on_time"] == 149
+    assert d["publish_late_ms"]["max"] == pytest.approx(41.0, abs=0.01)
+
+
+def test_merge_adds_robots_up():
+    a = feel([k * 0.1 for k in range(150)], [0.001] * 150).as_dict()
+    works = [0.001] * 150
+    works[140] = 0.060
+    b = feel([k * 0.1 for k in range(150)], works).as_dict()
+    m = ticks.merge([a, b, {"ticks": 3, "on_time": 3, "max_late_ms": 0.0, "rate_hz": 10.0}])   # an older record
+    assert m["robots"] == 2 and m["published"] == 300 and m["publish_on_time"] == 299
+    assert m["share"] == pytest.approx(299 / 300)
+    assert m["max_late_ms"] == pytest.approx(60.0, abs=0.01)
+    assert m["within_ms"][10] == pytest.approx(299 / 300) and m["within_ms"][100] == 1.0
+    assert m["within_ms"][50] == pytest.approx(299 / 300)

@@ -211,6 +211,9 @@ def test_controller_rate_holds_while_planner_waits_on_a_slow_endpoint(tmp_path):
         # never blocked by the 3 s LLM wait: no tick came anywhere near that late (how many ticks are within 10 ms
         # is a speed target: benchmarks/bench_control_timing.py, not a test on a shared machine)
         assert st["control"]["max_late_ms"] < 1500, st
+        # nor any command's publish (the step included), and every tick published its command
+        assert st["control"]["publish_late_ms"]["max"] < 1500, st
+        assert st["control"]["published"] >= st["control"]["ticks"] - 1, st
         assert st["overruns"] >= 1            # the 3 s LLM outlasted the 2 s planning period: slots were skipped
     # the run lasted >= 12 s of recording: >= 9 Hz per robot over the recording window (a blocked loop: ~0.3 Hz)
     assert min(st["control"]["ticks"] for st in per_robot) >= 9.0 * summary["duration_s"]

@@ -1,23 +1,38 @@
-"""Control-loop timing: how late periodic ticks start relative to their ideal slots (no ROS needed).
+"""Control-loop timing: how late periodic ticks start, and how late their commands go out, relative to their ideal
+slots (no ROS needed).
 
-The robot base (``consensus.ros.robot``) feeds its 10 Hz control ticks into a ``TickTimer`` and reports
-``as_dict()`` in ``planner/status``; the benchmarks read the same figures.
+The robot base (``consensus.ros.robot``) feeds its 10 Hz control ticks into a ``TickTimer`` (``tick()`` when the tick
+starts, ``published()`` once its ``cmd_vel`` is published) and reports ``as_dict()`` in ``planner/status``'s
+``control`` record; the benchmarks read the same figures, over all robots with ``merge``.
 """
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
+from itertools import accumulate
 
 import numpy as np
 
-ON_TIME_S = 0.010   # a control tick is on time when it starts at most 10 ms after its slot
+ON_TIME_S = 0.010   # a control tick is on time when it starts (its command is published) at most 10 ms after its slot
+
+#: ``publish_late_hist``: how many commands went out at most this late [ms] after their slot, bin by bin (the last
+#: bin: later than the last edge). Coarse and mergeable: the benchmarks add the robots' histograms up.
+LATE_EDGES_MS = (1, 2, 5, 10, 20, 50, 100)
+
+_BIN_S = 1e-4            # the fine histogram behind the percentiles: 0.1 ms bins ...
+_BINS = 5000             # ... up to 500 ms (later ones fall into the last bin; the maximum is kept exactly)
 
 
 class TickTimer:
-    """How late periodic callbacks start relative to their ideal slots (wall clock), in O(1) per tick.
+    """How late periodic callbacks start, and publish, relative to their ideal slots (wall clock), in O(1) per tick.
 
     The slots are ``phase + k * period``. The phase is the 1st percentile of the offsets of the first
     ``WARMUP`` ticks (so one early tick before start-up load does not shift the grid for all others); from then
     on each tick is counted on time when it starts at most ``ON_TIME_S`` after its slot.
+
+    ``published()`` marks the publish of the current tick's command: its delay from the tick's slot (the tick's
+    lateness plus the work of the tick up to the publish) is what a robot feels. Only the first call after a
+    ``tick()`` counts; a tick that never publishes (an exception in the step) shows as ``ticks - published``.
     """
 
     WARMUP = 100
@@ -32,9 +47,18 @@ class TickTimer:
         self.max_late = 0.0
         self.phase: float | None = None
         self._warmup: list[float] = []
+        # publish delays
+        self.published_n = 0
+        self.publish_on_time = 0
+        self.publish_max_late = 0.0
+        self._offset = 0.0                  # the current tick's offset from t0's grid
+        self._pending = False               # the current tick has not published yet
+        self._warmup_pub: list[float] = []  # publish offsets (tick offset + work) before the phase is known
+        self._hist = [0] * (_BINS + 1)
+        self._coarse = [0] * (len(LATE_EDGES_MS) + 1)
 
-    def tick(self) -> None:
-        now = time.monotonic()
+    def tick(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
         if self.t0 is None:
             self.t0 = now
         self.last = now
@@ -45,15 +69,30 @@ class TickTimer:
         self.k = k
         self.ticks += 1
         offset = now - self.t0 - k * self.period
+        self._offset, self._pending = offset, True
         if self.phase is None:
             self._warmup.append(offset)
             if len(self._warmup) >= self.WARMUP:
                 self.phase = float(np.percentile(self._warmup, 1))
                 for o in self._warmup:
                     self._count(o)
-                self._warmup = []
+                for o in self._warmup_pub:
+                    self._count_publish(o)
+                self._warmup, self._warmup_pub = [], []
         else:
             self._count(offset)
+
+    def published(self, now: float | None = None) -> None:
+        """The current tick's command was published (now)."""
+        if not self._pending:
+            return
+        now = time.monotonic() if now is None else now
+        self._pending = False
+        offset = self._offset + max(now - self.last, 0.0)
+        if self.phase is None:
+            self._warmup_pub.append(offset)
+        else:
+            self._count_publish(offset)
 
     def _count(self, offset: float) -> None:
         late = max(offset - self.phase, 0.0)
@@ -61,11 +100,68 @@ class TickTimer:
         if late <= ON_TIME_S:
             self.on_time += 1
 
+    def _count_publish(self, offset: float) -> None:
+        late = max(offset - self.phase, 0.0)
+        self.published_n += 1
+        self.publish_max_late = max(self.publish_max_late, late)
+        if late <= ON_TIME_S:
+            self.publish_on_time += 1
+        self._hist[min(int(late / _BIN_S), _BINS)] += 1
+        self._coarse[bisect_left(LATE_EDGES_MS, late * 1e3)] += 1         # the first edge >= the delay
+
+    def _publish_figures(self) -> dict:
+        if self.phase is None and self._warmup_pub:        # still warming up: judge against the ticks so far
+            scratch = TickTimer(self.period)
+            scratch.phase = float(np.percentile(self._warmup, 1))
+            for o in self._warmup_pub:
+                scratch._count_publish(o)
+            return scratch._publish_figures()
+        n = self.published_n
+        late = None
+        if n:
+            cum = list(accumulate(self._hist))
+            late = {key: _percentile_ms(cum, q * n, self.publish_max_late)
+                    for key, q in (("p50", 0.50), ("p99", 0.99), ("p999", 0.999))}
+            late["max"] = round(self.publish_max_late * 1e3, 2)
+        return {"published": n, "publish_on_time": self.publish_on_time, "publish_late_ms": late,
+                "publish_late_hist": list(self._coarse)}
+
     def as_dict(self) -> dict:
+        """``ticks``, ``on_time``, ``max_late_ms``, ``rate_hz`` (the ticks' start) and ``published``,
+        ``publish_on_time`` (within ``ON_TIME_S`` of the slot), ``publish_late_ms`` (``p50``, ``p99``, ``p999``:
+        upper bounds to 0.1 ms, and ``max``; None before the first publish) and ``publish_late_hist`` (counts by
+        ``LATE_EDGES_MS``) of the commands' publish."""
         on_time, max_late = self.on_time, self.max_late
         if self.phase is None and self._warmup:            # still warming up: judge against the ticks so far
             late = np.maximum(np.asarray(self._warmup) - np.percentile(self._warmup, 1), 0.0)
             on_time, max_late = int((late <= ON_TIME_S).sum()), float(late.max())
         span = self.last - self.t0 if self.t0 is not None else 0.0
         return {"ticks": self.ticks, "on_time": on_time, "max_late_ms": round(max_late * 1e3, 2),
-                "rate_hz": round((self.ticks - 1) / span, 3) if span > 0 else None}
+                "rate_hz": round((self.ticks - 1) / span, 3) if span > 0 else None, **self._publish_figures()}
+
+
+def _percentile_ms(cum: list[int], rank: float, max_late: float) -> float:
+    """The delay of the ``rank``-th command by the fine histogram's cumulative counts: the upper edge of its bin
+    [ms] (never above the maximum)."""
+    b = bisect_left(cum, rank)
+    return round(min((b + 1) * _BIN_S, max_late) * 1e3, 2)
+
+
+def merge(records: list[dict]) -> dict:
+    """The publish figures of several robots' ``control`` records (``as_dict()``) together: ``published``,
+    ``publish_on_time`` and its ``share``, ``max_late_ms`` (of the publish), the summed ``hist`` and the share of
+    commands within each edge of ``LATE_EDGES_MS`` (``within_ms``). Records without the publish figures (an older
+    robot) are left out; ``robots`` says how many were merged."""
+    recs = [r for r in records if isinstance(r, dict) and "publish_late_hist" in r]
+    published = sum(int(r.get("published", 0)) for r in recs)
+    on_time = sum(int(r.get("publish_on_time", 0)) for r in recs)
+    hist = [0] * (len(LATE_EDGES_MS) + 1)
+    for r in recs:
+        for b, c in enumerate(r["publish_late_hist"][: len(hist)]):
+            hist[b] += int(c)
+    cum = np.cumsum(hist)
+    return {"robots": len(recs), "published": published, "publish_on_time": on_time,
+            "share": on_time / published if published else 0.0,
+            "max_late_ms": max(((r.get("publish_late_ms") or {}).get("max", 0.0) for r in recs), default=0.0),
+            "hist": hist,
+            "within_ms": {e: (float(cum[b]) / published if published else 0.0) for b, e in enumerate(LATE_EDGES_MS)}}

@@ -34,8 +34,10 @@ topic                     type                                   meaning
 ``planner/status`` JSON: ``RobotCore.status()`` (``robot``, ``round``, ``state``: "ok"|"waiting"|"degraded"|
 "stopped"|"estopped", the counters ``llm_calls``, ``llm_fallbacks``, ``clamped``, ``overruns``, ``planner_errors``,
 ``stale_stops``, ``estops``, ``deadlocks``, ``meeting_point``, ``goal``, ``agreed``, ``slot``, ``collision``) plus
-``callback_errors``, ``bad_messages``, ``control`` (``{"ticks", "on_time", "max_late_ms", "rate_hz"}``) and ``llm``
-(with an LLM client).
+``callback_errors``, ``bad_messages``, ``control`` (``consensus.control.ticks.TickTimer.as_dict``: the control ticks'
+start, ``{"ticks", "on_time", "max_late_ms", "rate_hz"}``, and the publish of their ``cmd_vel``, the delay a robot
+feels from its slot, ``{"published", "publish_on_time", "publish_late_ms": {"p50", "p99", "p999", "max"},
+"publish_late_hist"}``) and ``llm`` (with an LLM client).
 
 Health (``consensus.ros.params.Health``, one per robot, counting into the process's ``HEALTH`` too):
 ``callback_errors`` = exceptions of the robot's control and planning ticks (caught, logged, counted; the robot goes
@@ -369,6 +371,7 @@ class RobotAgent:
             c, s = math.cos(self.core.yaw), math.sin(self.core.yaw)    # world-frame velocity -> the body frame
             vx, vy = c * vx + s * vy, -s * vx + c * vy
         self.send(vx, vy, wz, now)
+        self.timing.published()               # the delay from the slot to this publish is what the robot feels
         pos = self.core.pos
         if pos is not None and self.timing.ticks % self.state_every == 0:
             y = float(pos[1]) if self.cfg.dim > 1 else 0.0
