@@ -201,3 +201,17 @@ def test_a_spoofed_neighbour_cannot_push_a_robot_out_of_the_geofence():
     lo, hi = cores[1].avoid.bounds
     assert np.all(track[:, 1] <= hi + 1e-6)
     assert np.linalg.norm(track[:, 0] - track[:, 1], axis=1).min() >= cores[0].avoid.clearance_m - 1e-6
+
+
+def test_checking_many_positions_at_once_gives_what_checking_each_gives():
+    """check_many (a whole nearby message per tick) decides, counts and remembers as check does one by one."""
+    rng = np.random.default_rng(4)
+    one, many = checker(12), checker(12)
+    for step in range(30):
+        ids = rng.permutation(12)[: rng.integers(1, 12)]
+        t = step * 0.1 - rng.uniform(0, 0.3, len(ids))
+        xy = rng.uniform(-13, 13, (len(ids), 2))
+        kinds = many.check_many(ids, t, xy)
+        assert [one.check(int(j), float(tj), p) or "" for j, tj, p in zip(ids, t, xy)] == list(kinds)
+    assert one.counts == many.counts and np.array_equal(one.by_source, many.by_source)
+    assert np.array_equal(one.last_t, many.last_t) and np.allclose(one.last, many.last, equal_nan=True)

@@ -92,6 +92,32 @@ class Plausibility:
             self.count(kind, j, now)
         return kind
 
+    def check_many(self, ids, times, xy) -> np.ndarray:
+        """``check`` for many positions at once (one per source: ``ids`` (k,) distinct, ``times`` (k,) when each was
+        sent, ``xy`` (k, d)), vectorised (a robot checks its whole ``nearby`` message every control tick). Returns the
+        kind of each row: ``""`` plausible (it becomes that source's last accepted position), else its kind
+        (counted). Rows whose id is not a source here are only checked for ``outside``."""
+        ids = np.asarray(ids, dtype=int)
+        t = np.asarray(times, dtype=float)
+        p = np.asarray(xy, dtype=float).reshape(-1, self.dim)
+        kinds = np.full(len(ids), "", dtype=object)
+        out = self.outside(p)
+        known = (ids >= 0) & (ids < self.n)
+        j = np.where(known, ids, 0)
+        last_t = np.where(known, self.last_t[j], -np.inf)
+        seen = np.isfinite(last_t)
+        with np.errstate(invalid="ignore"):
+            dist = np.linalg.norm(p - self.last[j], axis=1)
+            allowed = self.v_max * np.maximum(t - last_t, 0.0) + self.slack
+            jump = seen & ~out & (dist > allowed)
+        kinds[out] = "outside"
+        kinds[jump] = "jump"
+        ok = known & ~out & ~jump
+        self.last[ids[ok]], self.last_t[ids[ok]] = p[ok], t[ok]
+        for k in np.flatnonzero(out | jump):          # rare: the per-source suspect bookkeeping
+            self.count(kinds[k], int(ids[k]) if known[k] else None, float(t[k]))
+        return kinds
+
     def count(self, kind: str, j: int | None = None, now: float = 0.0, n: int = 1) -> None:
         """Count ``n`` implausible positions of ``kind`` (from source ``j``, when known)."""
         if n <= 0:

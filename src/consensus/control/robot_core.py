@@ -167,7 +167,10 @@ class RobotCore:
         # what the robot hears from the wire (its odometry: source ``id``; nearby robots: their ids)
         self.plausible = Plausibility.for_workspace(max(self.n_slots, self.id + 1), cfg.workspace,
                                                     max(float(cfg.v_max), self.v_max), self.dim)
-        self._nearby_last: dict[int, tuple[np.ndarray, float, float, float]] = {}   # id -> (pos, t, age, speed)
+        # each nearby robot's last plausible position, when it was accepted, its age then and its speed
+        n_src = self.plausible.n
+        self._nb_pos, self._nb_at = np.full((n_src, self.dim), np.nan), np.full(n_src, -np.inf)
+        self._nb_age, self._nb_speed = np.zeros(n_src), np.zeros(n_src)
 
     # ------------------------------------------------------------------ inputs
     def observe(self, now: float, pos, yaw: float = 0.0) -> None:
@@ -211,27 +214,25 @@ class RobotCore:
         pos = np.array(nearby.positions, dtype=float).reshape(-1, self.dim)
         ages, speeds, ids = (np.array(nearby.ages, dtype=float), np.array(nearby.speeds, dtype=float),
                              np.array(nearby.ids, dtype=int))
-        keep = np.ones(len(pos), dtype=bool)
-        n_bad = 0
-        for k, j in enumerate(ids.tolist()):
-            if not 0 <= j < self.plausible.n or j == self.id:
-                if self.plausible.outside(pos[k])[0]:
-                    self.plausible.count("outside", None, now)
-                    keep[k], n_bad = False, n_bad + 1
-                continue
-            # the position as it was when sent: a delivery's age is part of the elapsed time
-            kind = self.plausible.check(j, now - ages[k], pos[k])
-            if kind is None:
-                self._nearby_last[j] = (pos[k].copy(), now, ages[k], speeds[k])
-                continue
-            n_bad += 1
-            last = self._nearby_last.get(j)
-            if last is None:
-                keep[k] = False
-            else:
-                pos[k], ages[k], speeds[k] = last[0], last[2] + (now - last[1]), max(last[3], speeds[k])
+        # each position as it was when sent: a delivery's age is part of the elapsed time (own id: outside only)
+        check_ids = np.where(ids == self.id, -1, ids)
+        kinds = self.plausible.check_many(check_ids, now - ages, pos)
+        good = kinds == ""
+        known = (check_ids >= 0) & (check_ids < self.plausible.n)
+        acc = good & known
+        if acc.any():
+            j = ids[acc]
+            self._nb_pos[j], self._nb_at[j], self._nb_age[j], self._nb_speed[j] = pos[acc], now, ages[acc], speeds[acc]
+        bad = ~good
+        n_bad = int(bad.sum())
         if not n_bad:
             return nearby, 0
+        keep = good.copy()
+        for k in np.flatnonzero(bad & known):             # a known body stays where it last plausibly was, ageing
+            j = ids[k]
+            if np.isfinite(self._nb_at[j]):
+                pos[k], ages[k] = self._nb_pos[j], self._nb_age[j] + (now - self._nb_at[j])
+                speeds[k], keep[k] = max(self._nb_speed[j], speeds[k]), True
         return Nearby(pos[keep], ages[keep], speeds[keep], ids[keep]), n_bad
 
     def alive(self, now: float) -> None:
