@@ -1,8 +1,7 @@
-"""The ``nearby`` relay: to each robot the positions of the robots its collision filter can meet.
+"""The ``nearby`` relay: every robot's position to every other robot, for collision avoidance.
 
 ``NearbyRelay(node, cfg)`` subscribes ``/robot_<j>/state`` of every robot and publishes, every control period, to
-each robot i ``/robot_<i>/nearby``: the positions of the other robots within its filter's reach (below), whatever
-the communication graph. Why not
+each robot i ``/robot_<i>/nearby``: the positions of all the other robots, whatever the communication graph. Why not
 ``neighbors``: the planning graph says whom a robot *listens to*; collision avoidance needs every robot it can
 physically meet (a ring's robot i meets robot i + 3 at the meeting point), so this set is the proximity set of the
 whole fleet, independent of the graph (docs/real-robots.md). It goes through the same link model as the planning
@@ -24,17 +23,6 @@ since the header stamp to each ``age``: the filter then widens its distance to e
 times the pair's closing speed (``consensus.control.robot_core``), instead of a fixed worst case.
 PointCloud2 is the standard message for points that carry named fields; RViz and Foxglove draw it.
 
-**Only the robots in reach.** Robot i's message holds only the robots whose row could bind its collision filter
-before the next message replaces this one (``consensus.control.reach``: the distance at which a row binds, with
-``d_min`` widened as the robot core widens it, by each position's age and the pair's speeds, plus robot i's own
-motion since the relay last heard it, its near-identity offset and a localisation slack). Its filtered command is
-then exactly the one it would compute with every robot, and the relay's traffic grows with the neighbours in reach,
-not with n². A robot whose position the relay does not have, or that sent an implausible state within
-``plausibility.CLEAR_S``, gets every robot. Every robot still gets its message every control period, empty when
-nobody is in reach (a robot's core never moves its body before its first ``nearby``). The robots' filter
-parameters are the ones ``consensus.ros.robot`` builds from the config (a robots file's presets included); a
-``v_max`` or ``w_max`` raised at run time on the robots and not on the relay's host is not covered.
-
 Hosted by a node that runs in every run whose robots move (the aggregation's ``topology``, the disaster grid, the
 naming game's matchmaker); vectorised over the n × n links. A state with a non-finite or absurd position, or
 undecodable, is dropped and counted in the host's ``Health``.
@@ -48,8 +36,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import PointCloud2, PointField
 
 from consensus import names
-from consensus.control.plausibility import CLEAR_S, JUMP_SLACK_M, Plausibility
-from consensus.control.reach import HORIZON_PERIODS, FilterReach
+from consensus.control.plausibility import Plausibility
 from consensus.control.robot_core import Nearby
 from consensus.graphs.links import LinkModel
 from consensus.ros import qos
@@ -105,32 +92,11 @@ def read_nearby(raw: bytes, now_s: float, dim: int) -> tuple[Nearby, int] | None
     return Nearby(xy[good], age[good], speed[good], pts["id"].astype(int)[good]), int(len(xy) - good.sum())
 
 
-def filter_reach(cfg) -> FilterReach:
-    """The reach of every robot's collision filter (``consensus.control.reach``), each robot's filter built as its
-    node builds it (``consensus.ros.robot``: a robots file's preset limits, footprint and kinematics), with the
-    horizon ``HORIZON_PERIODS`` control periods and the localisation slack ``JUMP_SLACK_M``."""
-    from consensus.control.avoidance import avoidance_from_config
-    from consensus.robots.map import fleet_footprint, robot_entry
-
-    fleet_radius = fleet_footprint(cfg)
-    avoids = []
-    for i in range(cfg.num_robots):
-        entry = robot_entry(cfg, i)
-        kinematics = entry.kinematics(cfg.kinematics) if entry else cfg.kinematics
-        v_max, w_max = entry.limits(cfg.v_max, cfg.w_max) if entry else (cfg.v_max, cfg.w_max)
-        avoids.append(avoidance_from_config(cfg, ros=True, kinematics=kinematics, v_max=v_max, w_max=w_max,
-                                            radius=entry.preset.footprint_radius_m if entry else None,
-                                            fleet_radius=fleet_radius))
-    return FilterReach.of(avoids, horizon_s=HORIZON_PERIODS * float(cfg.control_period_s), slack_m=JUMP_SLACK_M)
-
-
 class NearbyRelay:
     """The relay on ``node``. ``subscribe=False``: the host subscribes the states itself and hands each one to
-    ``accept`` (the topology node, which relays the same states for planning). ``reach=False``: every robot gets
-    every other robot (no reach rule)."""
+    ``accept`` (the topology node, which relays the same states for planning)."""
 
-    def __init__(self, node: Node, cfg, health: Health, *, seed_offset: int = 104729, subscribe: bool = True,
-                 reach: bool = True) -> None:
+    def __init__(self, node: Node, cfg, health: Health, *, seed_offset: int = 104729, subscribe: bool = True) -> None:
         self.node, self.cfg, self.health = node, cfg, health
         n = self.n = cfg.num_robots
         delay = float(getattr(cfg, "link_delay_s", 0.0))
@@ -139,10 +105,6 @@ class NearbyRelay:
                                max_age_s=cfg.robot_timeout_s + delay, seed=cfg.seed + seed_offset,
                                rate_hz=cfg.state_rate_hz)
         self.last = np.full((n, 3), np.nan)           # stamp, x, y of every robot's previous state
-        self.heard = np.full(n, np.nan)               # when that state was taken: min(its stamp, its arrival)
-        self.distrust_until = np.full(n, -np.inf)     # an implausible state: the robot gets everyone until then
-        self.reach = filter_reach(cfg) if reach else None
-        self.points = 0                               # points sent, all messages together
         self.v_max = float(cfg.v_max)
         self.plausible = Plausibility.for_workspace(n, cfg.workspace, self.v_max)
         health.extra = lambda: self.plausible.record(self._now())
@@ -175,7 +137,6 @@ class NearbyRelay:
         kind = self.plausible.check(j, now, p[: self.plausible.dim], stamp_ns * 1e-9 if stamp_ns else None)
         if kind is not None:
             self.health.count_bad_message(f"state.{kind}")
-            self.distrust_until[j] = now + CLEAR_S
             return None
         # the speed between the robot's last two accepted states, timed by their own stamps (two states that arrive
         # in one burst are still a state period apart), at most the fleet's speed limit
@@ -184,7 +145,6 @@ class NearbyRelay:
         dt = t - t0
         speed = float(np.hypot(p[0] - x0, p[1] - y0) / dt) if np.isfinite(t0) and dt > 1e-3 else 0.0
         self.last[j] = (t, p[0], p[1])
-        self.heard[j] = min(t, now)
         self.links.record(j, now, (p[0], p[1], min(speed, self.v_max)))
         return p
 
@@ -192,21 +152,7 @@ class NearbyRelay:
         now_ns = self.node.get_clock().now().nanoseconds
         now = now_ns * 1e-9
         values, times = self.links.deliver(now)
-        send = self.in_reach(now, values, times)
         for i, pub in enumerate(self.pubs):
-            known = np.flatnonzero(send[i])
+            known = np.flatnonzero(np.isfinite(times[i]))
             pub.publish(nearby_cloud(now_ns, values[i, known, :2], now - times[i, known], values[i, known, 2], known))
-        self.points += int(np.count_nonzero(send))
         self.published += 1
-
-    def in_reach(self, now: float, values: np.ndarray, times: np.ndarray) -> np.ndarray:
-        """``(n, n)`` bool: the robots each robot's message holds (module docstring), of the link model's delivery
-        ``values (n, n, 3)``, ``times (n, n)``."""
-        known = np.isfinite(times)
-        if self.reach is None:
-            return known
-        with np.errstate(invalid="ignore"):
-            mask = self.reach.mask(self.last[:, 1:3], now - self.heard, values[:, :, :2], now - times,
-                                   values[:, :, 2])
-        mask[self.distrust_until > now] = True
-        return known & mask
