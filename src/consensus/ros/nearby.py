@@ -92,6 +92,22 @@ def read_nearby(raw: bytes, now_s: float, dim: int) -> tuple[Nearby, int] | None
     return Nearby(xy[good], age[good], speed[good], pts["id"].astype(int)[good]), int(len(xy) - good.sum())
 
 
+def checked_state(raw, j: int, plausible: Plausibility, health: Health, now: float,
+                  what: str) -> tuple[tuple[float, float], int | None] | None:
+    """Robot ``j``'s ``state`` (serialized, or a message): ``(position, header stamp [ns] or None)`` when it decodes
+    and is plausible (``consensus.control.plausibility``), else None, counted in ``health`` (``what`` when
+    undecodable or absurd, ``state.<kind>`` when implausible). The one check of the relays that read states."""
+    p = read_xy(raw, PointStamped, health, what)
+    if p is None:
+        return None
+    stamp_ns = header_stamp_ns(raw) if isinstance(raw, bytes) else None
+    kind = plausible.check(j, now, p[: plausible.dim], stamp_ns * 1e-9 if stamp_ns else None)
+    if kind is not None:
+        health.count_bad_message(f"state.{kind}")
+        return None
+    return p, stamp_ns
+
+
 class NearbyRelay:
     """The relay on ``node``. ``subscribe=False``: the host subscribes the states itself and hands each one to
     ``accept`` (the topology node, which relays the same states for planning)."""
@@ -125,19 +141,14 @@ class NearbyRelay:
             self.accept(j, raw)
         return cb
 
-    def accept(self, j: int, raw, what: str = "nearby.state") -> np.ndarray | None:
-        """Robot ``j``'s serialized ``state``: decoded, checked and recorded; returns its position, or None when it
-        was dropped (counted in the host's health: ``what`` when undecodable or absurd, ``state.<kind>`` when
-        implausible)."""
-        p = read_xy(raw, PointStamped, self.health, what)
-        if p is None:
-            return None
+    def accept(self, j: int, raw, what: str = "nearby.state") -> tuple[float, float] | None:
+        """Robot ``j``'s serialized ``state``: decoded, checked (``checked_state``) and recorded; returns its
+        position, or None when it was dropped (counted)."""
         now = self._now()
-        stamp_ns = header_stamp_ns(raw) if isinstance(raw, bytes) else None
-        kind = self.plausible.check(j, now, p[: self.plausible.dim], stamp_ns * 1e-9 if stamp_ns else None)
-        if kind is not None:
-            self.health.count_bad_message(f"state.{kind}")
+        got = checked_state(raw, j, self.plausible, self.health, now, what)
+        if got is None:
             return None
+        p, stamp_ns = got
         # the speed between the robot's last two accepted states, timed by their own stamps (two states that arrive
         # in one burst are still a state period apart), at most the fleet's speed limit
         t = stamp_ns * 1e-9 if stamp_ns else now

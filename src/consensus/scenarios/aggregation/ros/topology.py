@@ -49,9 +49,9 @@ from consensus.control.plausibility import Plausibility
 from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
-from consensus.ros.cdr import header_stamp_ns, pose_array_bytes
+from consensus.ros.cdr import pose_array_bytes
 from consensus.graphs.links import LinkModel
-from consensus.ros.nearby import NearbyRelay
+from consensus.ros.nearby import NearbyRelay, checked_state
 from consensus.ros.params import HEALTH, Health, declare_config, guarded, node_main, publish_health, read_xy
 from consensus import names
 
@@ -124,15 +124,8 @@ class TopologyRelay:
         """Robot ``j``'s state, decoded and checked (module docstring), or None (counted)."""
         if self.nearby is not None:
             return self.nearby.accept(j, raw, "topology.state")
-        p = read_xy(raw, PointStamped, self.health, "topology.state")
-        if p is None:
-            return None
-        stamp_ns = header_stamp_ns(raw) if isinstance(raw, bytes) else None
-        kind = self.plausible.check(j, self._now(), p[: self.plausible.dim], stamp_ns * 1e-9 if stamp_ns else None)
-        if kind is not None:
-            self.health.count_bad_message(f"state.{kind}")
-            return None
-        return p
+        got = checked_state(raw, j, self.plausible, self.health, self._now(), "topology.state")
+        return None if got is None else got[0]
 
     def _suspect(self, j: int, now: float) -> bool:
         """Whether robot ``j`` is suspect now; logs when it becomes suspect and when it is trusted again."""
