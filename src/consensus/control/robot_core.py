@@ -167,10 +167,9 @@ class RobotCore:
         # what the robot hears from the wire (its odometry: source ``id``; nearby robots: their ids)
         self.plausible = Plausibility.for_workspace(max(self.n_slots, self.id + 1), cfg.workspace,
                                                     max(float(cfg.v_max), self.v_max), self.dim)
-        # each nearby robot's last plausible position, when it was accepted, its age then and its speed
-        n_src = self.plausible.n
-        self._nb_pos, self._nb_at = np.full((n_src, self.dim), np.nan), np.full(n_src, -np.inf)
-        self._nb_age, self._nb_speed = np.zeros(n_src), np.zeros(n_src)
+        # each nearby robot's speed with its last plausible position (the position and when it was sent are the
+        # plausibility check's ``last`` and ``last_t``)
+        self._nb_speed = np.zeros(self.plausible.n)
 
     # ------------------------------------------------------------------ inputs
     def observe(self, now: float, pos, yaw: float = 0.0) -> None:
@@ -220,18 +219,17 @@ class RobotCore:
         good = kinds == ""
         known = (check_ids >= 0) & (check_ids < self.plausible.n)
         acc = good & known
-        if acc.any():
-            j = ids[acc]
-            self._nb_pos[j], self._nb_at[j], self._nb_age[j], self._nb_speed[j] = pos[acc], now, ages[acc], speeds[acc]
+        self._nb_speed[ids[acc]] = speeds[acc]
         bad = ~good
         n_bad = int(bad.sum())
         if not n_bad:
             return nearby, 0
         keep = good.copy()
+        last, sent = self.plausible.last, self.plausible.last_t
         for k in np.flatnonzero(bad & known):             # a known body stays where it last plausibly was, ageing
             j = ids[k]
-            if np.isfinite(self._nb_at[j]):
-                pos[k], ages[k] = self._nb_pos[j], self._nb_age[j] + (now - self._nb_at[j])
+            if np.isfinite(sent[j]):
+                pos[k], ages[k] = last[j], now - sent[j]
                 speeds[k], keep[k] = max(self._nb_speed[j], speeds[k]), True
         return Nearby(pos[keep], ages[keep], speeds[keep], ids[keep]), n_bad
 
