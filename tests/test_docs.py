@@ -20,8 +20,14 @@ unlabelled fence) fail ``test_commands_sit_in_shell_fences``.
 Figures the docs quote from a preset's output are checked against that output: the heuristic disaster batch's
 per-condition table in docs/disaster.md sits between ``<!-- generated: disaster-conditions -->`` and
 ``<!-- end generated -->`` and must equal the one ``consensus experiment disaster`` writes; the inline
-"implicit CR ... vs explicit CR ..." figures in README.md and docs/disaster.md must match its Overall row.
+"implicit CR ... vs explicit CR ..." figures in README.md, docs/disaster.md and docs/scenarios.md must match its
+Overall row.
 ``python tests/test_docs.py --write`` runs the preset and rewrites those regions.
+
+README.md is the front door: at most ``README_MAX_LINES`` lines; every relative link in it and in the pages that
+took what moved out of it (``FRONT_DOOR_PAGES``) points to a file that exists (and, with ``#anchor`` into a Markdown
+file, to a heading of it). README holds no map of the code of its own: it links docs/architecture.md, whose map
+tests/test_architecture.py checks.
 
 ROS commands (a 6-robot ring, ~45 s of wall time but little CPU) start in the background first and are checked
 last; the rest take ~30 s on a quiet 2-core machine. Tests that need a tool a machine may lack skip with the reason.
@@ -298,7 +304,7 @@ RUN: dict[str, Run] = {
 GENERATED = re.compile(r"<!-- generated: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
 QUOTE = re.compile(r"implicit CR (?P<icr>[\d.]+) / MP (?P<imp>[\d.]+) / RD (?P<ird>[\d.]+) vs explicit CR "
                    r"(?P<ecr>[\d.]+) / MP (?P<emp>[\d.]+) / RD (?P<erd>[\d.]+)".replace(" ", r"\s+"))
-QUOTED_IN = ("README.md", "docs/disaster.md")
+QUOTED_IN = ("README.md", "docs/disaster.md", "docs/scenarios.md")
 
 
 def disaster_conditions(report: str) -> str:
@@ -395,6 +401,75 @@ def test_the_tag_parser_sees_comments_and_continuations(tmp_path, monkeypatch):
     assert got == [("consensus a --b --c", "endpoint"), ('consensus d "e#f"', "GPU"), ("consensus g", None)]
     assert reason_problem("long, ~47 s") is None and reason_problem("lazy") is not None
     assert reason_problem("in tests/nope.py") == "tests/nope.py does not exist"
+
+
+README_MAX_LINES = 200
+#: the pages that took what moved out of README.md (issue 30)
+FRONT_DOOR_PAGES = ("docs/install.md", "docs/aggregation.md", "docs/nodes.md", "docs/scenarios.md", "docs/testing.md")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^()\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def _anchors(doc: Path) -> set[str]:
+    inside, out = False, set()
+    for ln in doc.read_text().splitlines():
+        if FENCE.match(ln):
+            inside = not inside
+        elif not inside and (m := re.match(r"^#{1,6}\s+(.*)$", ln)):
+            out.add(_slug(m.group(1)))
+    return out
+
+
+def broken_links(doc: Path) -> list[str]:
+    """The relative links of ``doc`` (outside code fences) whose file, or heading, does not exist."""
+    problems, inside = [], False
+    for i, ln in enumerate(doc.read_text().splitlines(), 1):
+        if FENCE.match(ln):
+            inside = not inside
+            continue
+        if inside:
+            continue
+        for target in LINK.findall(ln):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):           # http:, https:, mailto:, ...
+                continue
+            path, _, anchor = target.partition("#")
+            file = (doc.parent / path).resolve() if path else doc
+            if not file.exists():
+                problems.append(f"{_rel(doc)}:{i}: {target}: no such file")
+            elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+                problems.append(f"{_rel(doc)}:{i}: {target}: no heading '#{anchor}' in {_rel(file)}")
+    return problems
+
+
+def test_readme_is_a_short_front_door():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines (at most {README_MAX_LINES}): move " \
+                                           f"detail into docs/"
+    text = "\n".join(lines)
+    assert "](docs/architecture.md)" in text, "README.md must link the map of the code, docs/architecture.md"
+    assert "\nsrc/consensus/" not in text, "README.md holds a map of the code: link docs/architecture.md instead"
+
+
+@pytest.mark.parametrize("name", ["README.md", *FRONT_DOOR_PAGES])
+def test_relative_links_point_to_existing_files(name):
+    assert (ROOT / name).is_file(), f"{name} is gone: update FRONT_DOOR_PAGES"
+    problems = broken_links(ROOT / name)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_link_checker_finds_a_broken_link(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "there.md").write_text("# A `code` heading, with commas\n")
+    doc = tmp_path / "x.md"
+    doc.write_text("[ok](there.md) [ok](there.md#a-code-heading-with-commas) [web](https://example.org/none)\n"
+                   "![missing](figures/none.png) [bad](there.md#nope)\n```\n[in code](nowhere.md)\n```\n")
+    assert broken_links(doc) == ["x.md:2: figures/none.png: no such file",
+                                 "x.md:2: there.md#nope: no heading '#nope' in there.md"]
 
 
 @pytest.fixture(scope="module")
