@@ -28,7 +28,8 @@ result never exceeds ``v_max``; then the robot may lose up to 1.9 % of its top s
 rounding. In 1-D the interval ``[-v_max, v_max]`` is exact.
 
 **Solver and fast paths.** The QP is solved by DAQP (a dense dual active-set solver: exact active-set solutions in
-10 to 50 µs for these two-variable problems). Before it, three exact shortcuts:
+10 to 50 µs for these two-variable problems; ``filter_velocity_many`` and ``filter_velocities`` solve the QPs of
+all their robots together with an exact batched dual active-set instead). Before it, three exact shortcuts:
 
 1. a row whose half-plane contains the whole speed disc (``2 |p_ij| v_max <= γ h_ij / 2``) can never bind and is
    dropped (far neighbours cost one distance each);
@@ -376,14 +377,296 @@ def filter_velocities(positions, u_nom, d_min, v_max: float, gamma: float = 1.0,
     method = np.full(n, NOMINAL)
     method[~valid] = INVALID
     out[~valid] = 0.0
-    for i in np.flatnonzero(valid & ~nominal):
-        sel = bind[i]
-        out[i], method[i] = _safe_command(-2.0 * dp[i, sel], b[i, sel], u0[i], v_max)
+    rest = np.flatnonzero(valid & ~nominal)
+    if rest.size:                                   # their QPs together (filter_velocity_many)
+        ii, jj, slot, m = _compact(bind[rest])
+        a_rows = np.zeros((rest.size, m, dim))
+        a_rows[ii, slot] = -2.0 * dp[rest[ii], jj]
+        b_rows = np.full((rest.size, m), np.inf)
+        b_rows[ii, slot] = b[rest[ii], jj]
+        out[rest], method[rest] = _safe_commands(a_rows, b_rows, u0[rest], np.full(rest.size, v_max))
     intervened = ~finite_nom | np.any(np.abs(out - u0) > INTERVENTION_TOL, axis=1)
     info = BatchInfo(method, intervened, np.count_nonzero(has, axis=1), np.count_nonzero(bind, axis=1),
                      np.min(dist, axis=1))
     if counters is not None:
         counters.record(info)
+    return out, info
+
+
+# -- the filter of many robots at once (issue 29) ----------------------------------------------------------------
+
+#: GI's primal step ``z`` is zero (the new row's normal lies in the span of the active normals) when
+#: ``|z|² <= _SPAN_TOL |a_p|²``
+_SPAN_TOL = 1e-20
+#: a row counts as satisfied by the batched active-set when ``aᵀ u - b <= _QP_PRIMAL_TOL`` (DAQP's primal_tol)
+_QP_PRIMAL_TOL = 1e-10
+#: iterations of the batched active-set before the unfinished robots go to DAQP one by one (a guard)
+_QP_MAX_ITER = 100
+
+
+def _compact(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The rows ``mask (n, k)`` selects, each robot's first: ``(i, j, slot, m)``, row ``(i, j)`` goes to
+    ``(i, slot)`` of an ``(n, m)`` array."""
+    counts = np.count_nonzero(mask, axis=1)
+    ii, jj = np.nonzero(mask)
+    slot = np.arange(ii.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return ii, jj, slot, int(counts.max()) if counts.size else 0
+
+
+def _batch_active_set(a: np.ndarray, b: np.ndarray, u0: np.ndarray, start=None):
+    """``argmin |u - u0|² s.t. a u <= b`` for q problems at once, ``a (q, m, 2)``, ``b (q, m)`` (padding rows:
+    ``a = 0, b = inf``), ``u0 (q, 2)``: the dual active-set method of Goldfarb and Idnani with ``H = I``.
+
+    From the unconstrained optimum ``u0`` (or ``start = (u, active, multipliers)``, an earlier call's optimum for
+    a subset of the rows), add a violated row ``p`` (the farthest from its half-plane): the primal step is along
+    ``z = P a_p`` (``P`` projects onto the null space of the active normals), the active multipliers move by
+    ``-t r`` with ``N r = a_p - z``; a full step (``a_pᵀ u = b_p``) makes ``p`` active, a partial one (an active
+    multiplier reaches zero first) drops that row and tries ``p`` again. In 2-D at most two (independent) rows
+    are active. No step possible (``z = 0`` and no ``r_j > 0``) with ``p`` violated: infeasible (so a violated
+    zero row, ``0ᵀ u <= b < 0``, is infeasible, as DAQP decides it). Every unfinished robot takes one step per
+    iteration. Returns ``(u, feasible, done, active, multipliers)``; robots not done after ``_QP_MAX_ITER``
+    iterations are left to the caller."""
+    q, m, _ = a.shape
+    aa = np.einsum("qmd,qmd->qm", a, a)
+    with np.errstate(divide="ignore"):
+        scale = np.where(aa > 0, 1.0 / np.sqrt(aa), 1e150)   # a violated zero row is tried first
+    if start is None:
+        u, act, lam = u0.copy(), np.full((q, 2), -1), np.zeros((q, 2))
+    else:
+        u, act, lam = (np.array(x) for x in start)
+    is_act = np.zeros((q, m), bool)
+    for slot in (0, 1):
+        has = np.flatnonzero(act[:, slot] >= 0)
+        is_act[has, act[has, slot]] = True
+    pend, lam_p = np.full(q, -1), np.zeros(q)
+    done, feasible = np.zeros(q, bool), np.ones(q, bool)
+    for _ in range(_QP_MAX_ITER):
+        need = np.flatnonzero((pend < 0) & ~done)
+        if need.size:                                   # optimal, or the next row to add
+            s = np.einsum("qmd,qd->qm", a[need], u[need]) - b[need]
+            viol = (s > _QP_PRIMAL_TOL) & ~is_act[need]
+            some = viol.any(axis=1)
+            done[need[~some]] = True
+            pick = need[some]
+            if pick.size:
+                pend[pick] = np.argmax(np.where(viol[some], s[some] * scale[pick], -np.inf), axis=1)
+                lam_p[pick] = 0.0
+        run = np.flatnonzero(~done)
+        if run.size == 0:
+            break
+        p = pend[run]
+        ap = a[run, p]
+        has = act[run] >= 0
+        nrm = a[run[:, None], np.maximum(act[run], 0)]  # (r, 2, 2): the active normals
+        a0, a1 = nrm[:, 0], nrm[:, 1]
+        two = has[:, 1]
+        one = has[:, 0] & ~two
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = np.where(one, np.einsum("rd,rd->r", a0, ap) / np.einsum("rd,rd->r", a0, a0), 0.0)
+            det = a0[:, 0] * a1[:, 1] - a0[:, 1] * a1[:, 0]
+            r = np.column_stack([np.where(two, (ap[:, 0] * a1[:, 1] - ap[:, 1] * a1[:, 0]) / det, c),
+                                 np.where(two, (a0[:, 0] * ap[:, 1] - a0[:, 1] * ap[:, 0]) / det, 0.0)])
+        z = np.where(two[:, None], 0.0, ap - c[:, None] * a0)
+        zz = np.einsum("rd,rd->r", z, z)                # = a_pᵀ z
+        step = zz > _SPAN_TOL * aa[run, p]
+        s_p = np.einsum("rd,rd->r", ap, u[run]) - b[run, p]
+        t1 = np.where(step, s_p / np.where(step, zz, 1.0), np.inf)
+        shrink = has & (r > 0)
+        ratio = np.where(shrink, lam[run] / np.where(shrink, r, 1.0), np.inf)
+        k = (ratio[:, 1] < ratio[:, 0]).astype(int)
+        t2 = ratio[np.arange(run.size), k]
+        stuck = ~step & np.isinf(t2)
+        if stuck.any():
+            done[run[stuck]] = True
+            feasible[run[stuck]] = False
+        full = step & (t1 <= t2)
+        t = np.where(stuck, 0.0, np.where(full, t1, t2))
+        u[run] -= np.where(step, t, 0.0)[:, None] * z
+        lam[run] = np.where(has, lam[run] - t[:, None] * r, 0.0)
+        lam_p[run] += t
+        f = run[full]                                   # full step: p joins the active set
+        if f.size:
+            slot = has[full, 0].astype(int)
+            act[f, slot], lam[f, slot] = pend[f], lam_p[f]
+            is_act[f, pend[f]] = True
+            pend[f] = -1
+        part = ~full & ~stuck                           # partial step: the row whose multiplier reached 0 leaves
+        if part.any():
+            g, kk = run[part], k[part]
+            is_act[g, act[g, kk]] = False
+            low = g[kk == 0]                            # slot 1 moves down to slot 0
+            act[low, 0], lam[low, 0] = act[low, 1], lam[low, 1]
+            act[g, 1], lam[g, 1] = -1, 0.0
+    return u, feasible, done, act, lam
+
+
+def _batch_qp(a: np.ndarray, b: np.ndarray, u0: np.ndarray, v_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_solve_qp`` for q robots at once: rows ``a (q, m, d)``, ``b (q, m)`` (padding: ``a = 0, b = inf``),
+    ``u0 (q, d)``, ``v_max (q,)``. Returns ``(x (q, d), ok (q,))`` (``ok`` False: infeasible, ``x`` zero)."""
+    q, m, dim = a.shape
+    if dim == 1:                                        # 1-D as 2-D with u_y = 0 (its optimum)
+        a2 = np.concatenate([a, np.zeros_like(a)], axis=2)
+        u2 = np.column_stack([u0[:, 0], np.zeros(q)])
+    else:
+        a2, u2 = a, u0
+    poly_a, poly_b = _UNIT_POLYGONS[dim]
+    if dim == 1:
+        poly_a = np.column_stack([poly_a[:, 0], np.zeros(len(poly_a))])
+
+    x, ok, fin, act, lam = _batch_active_set(a2, b, u2)
+    fallback = ~fin
+    speed = np.sqrt(np.einsum("qd,qd->q", x, x))
+    again = np.flatnonzero(fin & ok & (speed > v_max))
+    if again.size:      # again with the polygon inscribed in the speed disc, from the optimum without it
+        x2, ok2, fin2, _, _ = _batch_active_set(
+            np.concatenate([a2[again], np.broadcast_to(poly_a, (again.size,) + poly_a.shape)], axis=1),
+            np.concatenate([b[again], v_max[again, None] * poly_b[None, :]], axis=1), u2[again],
+            start=(x[again], act[again], lam[again]))
+        x[again], ok[again] = x2, ok2
+        fallback[again[~fin2]] = True
+        sp = np.sqrt(np.einsum("qd,qd->q", x2, x2))
+        clamp = again[fin2 & ok2 & (sp > v_max[again])]   # rounding only: the polygon lies inside the disc
+        if clamp.size:
+            x[clamp] *= (v_max[clamp] / np.sqrt(np.einsum("qd,qd->q", x[clamp], x[clamp])))[:, None]
+    x = x[:, :dim].copy()
+    ok &= np.all(np.isfinite(x), axis=1)
+    if m:
+        ok &= ~(np.max(np.einsum("qmd,qd->qm", a, x) - b, axis=1) > QP_CHECK_TOL)
+    for i in np.flatnonzero(fallback):                  # never seen: the iteration cap
+        rows = np.isfinite(b[i])
+        xi = _solve_qp(a[i, rows], b[i, rows], u0[i], float(v_max[i]))
+        x[i], ok[i] = (np.zeros(dim), False) if xi is None else (xi, True)
+    x[~ok] = 0.0
+    return x, ok
+
+
+def _safe_commands(a: np.ndarray, b: np.ndarray, u0: np.ndarray, v_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_safe_command`` for n robots at once: each robot's rows ``a (n, m, d)``, ``b (n, m)`` (padding rows:
+    ``a = 0, b = inf``), finite ``u0 (n, d)``, ``v_max (n,)``. The same fast paths with the same tests, then the
+    remaining robots' QPs together (``_batch_qp``). Returns ``(u (n, d), method (n,))``."""
+    n = u0.shape[0]
+    speed = np.sqrt(np.einsum("nd,nd->n", u0, u0))
+    out = u0.copy()
+    method = np.full(n, QP)
+    excess = np.einsum("nmd,nd->nm", a, u0) - b
+    n_viol = np.count_nonzero(excess > 0, axis=1)
+    slow = speed <= v_max
+    method[(n_viol == 0) & slow] = NOMINAL
+    sc = np.flatnonzero((n_viol == 0) & ~slow)          # scaled onto the disc, if that satisfies every row
+    if sc.size:
+        us = u0[sc] * (v_max[sc] / speed[sc])[:, None]
+        good = np.all(np.einsum("nmd,nd->nm", a[sc], us) <= b[sc] + FEASIBILITY_TOL, axis=1)
+        out[sc[good]], method[sc[good]] = us[good], SCALED
+    cf = np.flatnonzero(n_viol == 1)                    # the projection onto the one violated half-plane
+    if cf.size:
+        j = np.argmax(excess[cf], axis=1)
+        aj = a[cf, j]
+        aa = np.einsum("nd,nd->n", aj, aj)
+        cf, j, aj, aa = cf[aa > 0], j[aa > 0], aj[aa > 0], aa[aa > 0]
+        uc = u0[cf] - aj * (excess[cf, j] / aa)[:, None]
+        good = (np.einsum("nd,nd->n", uc, uc) <= v_max[cf] * v_max[cf]) \
+            & np.all(np.einsum("nmd,nd->nm", a[cf], uc) <= b[cf] + FEASIBILITY_TOL, axis=1)
+        out[cf[good]], method[cf[good]] = uc[good], CLOSED_FORM
+    qp = np.flatnonzero(method == QP)
+    if qp.size:
+        x, ok = _batch_qp(a[qp], b[qp], u0[qp], v_max[qp])
+        out[qp] = x
+        method[qp[~ok]] = INFEASIBLE
+    return out, method
+
+
+def _per_robot(name: str, value, n: int) -> np.ndarray:
+    """A number or one per robot (n,), each finite and > 0 -> (n,)."""
+    if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
+        arr = np.full(n, float(value))
+    else:
+        arr = np.asarray(value, dtype=float)
+        if arr.shape != (n,):
+            raise ValueError(f"collision filter: '{name}' must be a number or have shape ({n},), got {arr.shape}")
+    if not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
+        raise ConfigError(f"collision filter: '{name}' must be finite numbers > 0, got {value!r}")
+    return arr
+
+
+def filter_velocity_many(points, u_nom, neighbours, d_min, v_max, gamma=1.0, *, bounds=None
+                         ) -> tuple[np.ndarray, BatchInfo]:
+    """``filter_velocity`` of n robots in one vectorised call, each with its own neighbours (issue 29).
+
+    ``points (n, d)`` the robots' own positions, ``u_nom (n, d)``, d 1 or 2; ``neighbours (n, k, d)``: where
+    robot i believes others are (NaN rows: unknown or padding, ignored); ``d_min`` a number or ``(n, k)``
+    (entries of unknown rows are ignored); ``v_max`` and ``gamma`` a number or ``(n,)``; ``bounds`` None or
+    ``(lo (n, d), hi (n, d))`` (a robot with a NaN in its ``lo`` or ``hi`` row has no bounds). Robot i's command
+    is ``filter_velocity(points[i], u_nom[i], its known neighbours, their d_min, v_max[i], gamma[i],
+    bounds=(lo[i], hi[i]) or None)`` (to rounding): the same rows, the same fast paths, and the robots that need
+    the QP solved together by an exact batched dual active-set (``_batch_active_set``) with ``_solve_qp``'s
+    speed-limit pass. A neighbour at exactly the robot's own position gives a zero row ``0ᵀ u <= b < 0``:
+    infeasible, as DAQP decides it (zero command, ``infeasible``). Returns ``(u (n, d), BatchInfo)``.
+    """
+    pos = np.asarray(points, dtype=float)
+    u = np.asarray(u_nom, dtype=float)
+    if pos.ndim != 2 or pos.shape[1] not in (1, 2) or u.shape != pos.shape:
+        raise ValueError(f"collision filter: points and u_nom must both have shape (n, d) with d 1 or 2, "
+                         f"got {pos.shape} and {u.shape}")
+    n, dim = pos.shape
+    nb = np.asarray(neighbours, dtype=float)
+    if nb.ndim != 3 or nb.shape[0] != n or nb.shape[2] != dim:
+        raise ValueError(f"collision filter: neighbours must have shape ({n}, k, {dim}), got {nb.shape}")
+    k = nb.shape[1]
+    vm, gm = _per_robot("v_max", v_max, n), _per_robot("gamma", gamma, n)
+    if isinstance(d_min, (int, float, np.floating, np.integer)) and not isinstance(d_min, bool):
+        if not (math.isfinite(d_min) and d_min > 0):
+            raise ConfigError(f"collision filter: 'd_min' must be a finite number > 0, got {d_min!r}")
+        dm2 = float(d_min) ** 2
+    else:
+        dm = np.asarray(d_min, dtype=float)
+        if dm.shape != (n, k):
+            raise ValueError(f"collision filter: d_min must be a number or have shape {(n, k)}, got {dm.shape}")
+        with np.errstate(invalid="ignore"):
+            bad = np.all(np.isfinite(nb), axis=2) & ~(np.isfinite(dm) & (dm > 0))
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise ConfigError(f"collision filter: 'd_min' must be finite numbers > 0 for every known neighbour, "
+                              f"got {dm[i, j]!r} for robot {i}, neighbour {j}")
+        dm2 = dm * dm
+    valid = np.all(np.isfinite(pos), axis=1)
+    finite_nom = np.all(np.isfinite(u), axis=1)
+    u0 = np.where(finite_nom[:, None], u, 0.0)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        dp = pos[:, None, :] - nb
+        dist2 = np.einsum("nkd,nkd->nk", dp, dp)
+        has = np.isfinite(dist2)                        # (an invalid robot's are all NaN)
+        dist2[~has] = np.inf
+        dist = np.sqrt(dist2)
+        b = (0.5 * gm)[:, None] * (dist2 - dm2)
+        bind = has & (2.0 * vm[:, None] * dist > b)
+    ii, jj, slot, m = _compact(bind)
+    a_rows = np.zeros((n, m, dim))
+    a_rows[ii, slot] = -2.0 * dp[ii, jj]
+    b_rows = np.full((n, m), np.inf)
+    b_rows[ii, slot] = b[ii, jj]
+    n_rows = np.count_nonzero(bind, axis=1)
+    if bounds is not None:
+        lo, hi = (np.asarray(x, dtype=float) for x in bounds)
+        if lo.shape != (n, dim) or hi.shape != (n, dim):
+            raise ValueError(f"collision filter: bounds must be (lo, hi) of shape {(n, dim)} each, "
+                             f"got {lo.shape} and {hi.shape}")
+        eye = np.eye(dim)
+        with np.errstate(invalid="ignore"):
+            fb = gm[:, None] * np.concatenate([hi - pos, pos - lo], axis=1)
+            walled = valid & ~np.any(np.isnan(lo) | np.isnan(hi), axis=1)   # a NaN in a robot's row: no bounds
+            near = walled[:, None] & (fb < vm[:, None])
+        a_rows = np.concatenate([a_rows, np.broadcast_to(np.vstack([eye, -eye]), (n, 2 * dim, dim))], axis=1)
+        b_rows = np.concatenate([b_rows, np.where(near, fb, np.inf)], axis=1)
+        n_rows += np.count_nonzero(near, axis=1)
+
+    out = np.zeros_like(u0)
+    method = np.full(n, INVALID)
+    ok = np.flatnonzero(valid)
+    if ok.size:
+        out[ok], method[ok] = _safe_commands(a_rows[ok], b_rows[ok], u0[ok], vm[ok])
+    intervened = ~finite_nom | np.any(np.abs(out - u0) > INTERVENTION_TOL, axis=1)
+    info = BatchInfo(method, intervened, np.count_nonzero(has, axis=1), n_rows, np.min(dist, axis=1, initial=np.inf))
     return out, info
 
 
