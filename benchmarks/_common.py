@@ -335,3 +335,16 @@ def lost_line(lost: dict) -> str:
         return line + f"bag not read ({bag['error']})"
     return line + (f"bag cmd_vel {bag['cmd_vel_missing']} of {bag['cmd_vel_expected']} (+{bag['cmd_vel_extra']} "
                    f"at window ends, {bag['robots_with_status']} robots), reasoning {bag['reasoning_missing']}")
+
+
+def clock_line(summary: dict) -> str:
+    """Where a fleet clock's tick went (``consensus.ros.fleet.FleetClock.stats``, from the first robot's status):
+    mean and largest wall time of each phase [ms]."""
+    clocks = [(st.get("control") or {}).get("clock") for st in summary.get("per_robot", [])]
+    clocks = [c for c in clocks if isinstance(c, dict)]
+    if not clocks:
+        return "clock: no fleet clock figures"
+    c = max(clocks, key=lambda c: c.get("robots", 0))
+    parts = "  ".join(f"{k} {c[f'{k}_ms']['mean']:.2f} (max {c[f'{k}_ms']['max']:.1f})"
+                      for k in ("prepare", "step", "publish", "after") if f"{k}_ms" in c)
+    return f"clock [ms per tick, mean (max)], {c['robots']} robots, {c['ticks']} ticks: {parts}"

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ChildCPU, ProcessCPU, cpu_line, isolate_ros, lost_line, lost_messages, timing
+from _common import ChildCPU, ProcessCPU, clock_line, cpu_line, isolate_ros, lost_line, lost_messages, timing
 
 
 def averaging_reply(body: dict) -> str:
@@ -61,6 +61,7 @@ def main() -> int:
           f"min rate {t['min_rate_hz']:.2f} Hz  max late {t['max_late_ms']:.1f} ms  CPU {cpu.share:.2f} cores (whole "
           f"run)  converged={summary['converged']} spread={summary['final_spread_m']:.3f} m")
     print(cpu_line(rep))
+    print(clock_line(summary))
     print(lost_line(lost))
     met = pub["share"] >= 0.999 and pub["max_late_ms"] <= 50.0 and pub["robots"] == args.robots
     print("target >= 99.9 % of commands published within 10 ms and none later than 50 ms (issue 29):",

@@ -8,7 +8,8 @@ One row per fleet size: the publish delay of ``cmd_vel`` from each robot's contr
 ``control.publish_*`` of the robots' status; share within 10 ms, 99th percentile of the worst robot, maximum), the
 timer callbacks' start as before (``start``), the lowest control rate, CPU (steady window and whole run, cores) and
 convergence. Under each row: CPU per process (sim, fleet, topology with its relay, recorder, bag_recorder; from
-/proc/<pid>/stat) and per robot-second, and the messages the recorder and the bag lost (``_common.lost_messages``).
+/proc/<pid>/stat) and per robot-second, where the fleet clock's tick went (prepare, step, publish, after: mean and
+largest wall time, ``FleetClock.stats``) and the messages the recorder and the bag lost (``_common.lost_messages``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from _common import ChildCPU, ProcessCPU, cpu_line, isolate_ros, lost_line, lost_messages, timing
+from _common import ChildCPU, ProcessCPU, clock_line, cpu_line, isolate_ros, lost_line, lost_messages, timing
 
 MAX_CORES = 1.0
 
@@ -57,6 +58,7 @@ def main() -> int:
         within = "  ".join(f"<={e} ms {s:.2%}" for e, s in pub["within_ms"].items())
         print(f"       publish delay: {pub['published']} commands of {pub['robots']} robots; {within}")
         print(f"       {cpu_line(rep)}")
+        print(f"       {clock_line(summary)}")
         print(f"       {lost_line(lost)}", flush=True)
     print(f"largest N meeting >= 99.9 % published within 10 ms, max <= 50 ms, >= 9.5 Hz, converged and "
           f"<= {MAX_CORES:g} cores: {best or 'none'}")

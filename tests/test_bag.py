@@ -176,13 +176,14 @@ def test_bag_exclude_is_a_checked_regex_whose_default_leaves_out_the_nearby_rela
 
 
 def test_the_bag_leaves_out_what_bag_exclude_matches(tmp_path):
-    """A ROS run with the collision filter (the nearby relay on): robot_0's relay is left out by the pattern,
-    robot_1's is recorded, and so is every robot's state."""
+    """A ROS run with the collision filter and one process per robot (the nearby relay on; a fleet process computes
+    the sets itself): robot_0's relay is left out by the pattern, robot_1's is recorded, and so is every robot's
+    state."""
     from consensus.scenarios.aggregation.config import load_config
     from consensus.scenarios.aggregation.runner import run_ros
 
     cfg = load_config(None, num_robots=2, planner="average", duration_s=6.0, collision_avoidance="cbf",
-                      bag_exclude="^/robot_0/nearby$", seed=3)
+                      bag_exclude="^/robot_0/nearby$", seed=3, fleet=False)
     run_ros(cfg, tmp_path / "run", echo=None)
     info = yaml.safe_load((tmp_path / "run" / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     counts = {t["topic_metadata"]["name"]: t["message_count"] for t in info["topics_with_message_count"]}

@@ -420,6 +420,11 @@ class RobotCore:
 
     def step(self, now: float, nearby: Nearby | None = None) -> Command:
         """One control tick (module docstring)."""
+        return self.rules(now, nearby) or self.drive(now, nearby)
+
+    def rules(self, now: float, nearby: Nearby | None) -> Command | None:
+        """The safety rules of a control tick, in order (module docstring): the stop command of the first that
+        holds (counted), or None when the robot may drive (``drive``)."""
         if self.estopped:
             return self._stop("estopped")
         if is_stale(self.odom_stamp, now, self.cfg.odom_timeout_s):
@@ -433,19 +438,60 @@ class RobotCore:
             return self._stop("no_round")
         if self.avoid is not None and nearby is None:
             return self._stop("no_nearby")       # bodies: never move before knowing where the others are
+        return None
+
+    def drive(self, now: float, nearby: Nearby | None) -> Command:
+        """The controller towards the goal and, with bodies, the collision filter (after ``rules`` said go)."""
         goal = self._goal(nearby)
-        if self.kinematics == "unicycle" and self.avoid is not None:
-            v, w = self._unicycle_with_filter(now, goal, nearby)
-            return Command(vx=float(v), wz=float(w), goal=goal)
+        if self.avoid is None:
+            if self.kinematics == "unicycle":
+                v, w = self.ctrl.compute(np.array([self.pos[0], self.pos[1], self.yaw]), goal)
+                self.last_speed = abs(v)
+                return Command(vx=float(v), wz=float(w), goal=goal)
+            vel = self.ctrl.compute(self.pos, goal)
+            self.last_speed = float(np.linalg.norm(vel))
+            return Command(vx=float(vel[0]), vy=float(vel[1]) if self.dim > 1 else 0.0, goal=goal)
+        point, u_nom, nominal = self.filter_input(now, goal)
+        u = self.avoid.filter(point, nominal, self.nearby_points_of(nearby), d_min=self._d_min(nearby))
+        return self.filtered(now, point, u_nom, u, goal)
+
+    # the filtered drive in three parts, shared with the fleet core (consensus.control.fleet_core), which filters
+    # every robot's command in one batched step between ``filter_input`` and ``filtered``
+    def filter_input(self, now: float, goal) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the collision filter gets: the filtered point (the position; a unicycle's near-identity point, which
+        goes to the goal by a P law with the point's speed limit), the nominal velocity and the nominal as filtered
+        (turned by the right-hand rule during a deadlock escape)."""
         if self.kinematics == "unicycle":
-            v, w = self.ctrl.compute(np.array([self.pos[0], self.pos[1], self.yaw]), goal)
-            self.last_speed = abs(v)
+            from consensus.control.collision import near_identity_point
+
+            av = self.avoid
+            point = near_identity_point(np.array([self.pos[0], self.pos[1], self.yaw]), av.offset)
+            err = np.asarray(goal, dtype=float) - point
+            dist = float(np.linalg.norm(err))
+            u_nom = np.zeros(2) if dist <= self.cfg.deadband else err * min(self.cfg.kp, av.point_v_max / dist)
+        else:
+            point, u_nom = self.pos, self.ctrl.compute(self.pos, goal)
+        nominal = np.asarray(u_nom, dtype=float)
+        if now < self._escape_until and self.dim == 2:
+            a = math.radians(-ESCAPE_DEG)
+            c, s = math.cos(a), math.sin(a)
+            nominal = np.array([c * nominal[0] - s * nominal[1], s * nominal[0] + c * nominal[1]])
+        return point, u_nom, nominal
+
+    def nearby_points_of(self, nearby: Nearby | None) -> np.ndarray:
+        """The positions the filter keeps clear of, ``(k, d)``."""
+        return _EMPTY[:, : self.dim] if nearby is None else np.asarray(nearby.positions, dtype=float)[:, : self.dim]
+
+    def filtered(self, now: float, point, u_nom, u, goal) -> Command:
+        """The command from the filter's output ``u`` (the deadlock rule watches it)."""
+        self._watch_deadlock(now, point, u_nom, u, goal)
+        self.last_speed = float(np.linalg.norm(u))
+        if self.kinematics == "unicycle":
+            from consensus.control.collision import unicycle_command
+
+            v, w = self.avoid._cap(*unicycle_command(self.yaw, u, self.avoid.offset))
             return Command(vx=float(v), wz=float(w), goal=goal)
-        vel = self.ctrl.compute(self.pos, goal)
-        if self.avoid is not None:
-            vel = self._filter(now, self.pos, vel, goal, nearby)
-        self.last_speed = float(np.linalg.norm(vel))
-        return Command(vx=float(vel[0]), vy=float(vel[1]) if self.dim > 1 else 0.0, goal=goal)
+        return Command(vx=float(u[0]), vy=float(u[1]) if self.dim > 1 else 0.0, goal=goal)
 
     def _stop(self, reason: str) -> Command:
         self.last_speed = 0.0
@@ -459,40 +505,6 @@ class RobotCore:
         if nearby is None or not len(nearby.ages):
             return base
         return base + np.maximum(nearby.ages, 0.0) * (self.last_speed + np.maximum(nearby.speeds, 0.0))
-
-    def _filter(self, now, point, u_nom, goal, nearby: Nearby | None) -> np.ndarray:
-        """The collision filter on the (filtered) point, with the deadlock rule."""
-        nb = _EMPTY[:, : self.dim] if nearby is None else np.asarray(nearby.positions, dtype=float)[:, : self.dim]
-        d_min = self._d_min(nearby)
-        nominal = np.asarray(u_nom, dtype=float)
-        if now < self._escape_until and self.dim == 2:
-            a = math.radians(-ESCAPE_DEG)
-            c, s = math.cos(a), math.sin(a)
-            nominal = np.array([c * nominal[0] - s * nominal[1], s * nominal[0] + c * nominal[1]])
-        u = self.avoid.filter(point, nominal, nb, d_min=d_min)
-        self._watch_deadlock(now, point, u_nom, u, goal)
-        return u
-
-    def _unicycle_with_filter(self, now: float, goal, nearby: Nearby | None) -> tuple[float, float]:
-        """A unicycle with bodies is driven by its near-identity point (``consensus.control.collision``): the point,
-        which the filter keeps ``d_min`` from the others' points, goes to the goal (a P law with the point's speed
-        limit), and ``(v, ω)`` follow from the point's filtered velocity. So robots at rest in their slots are
-        ``d_min`` apart where the filter measures them, and their wheel axes at least the clearance."""
-        from consensus.control.collision import near_identity_point, unicycle_command
-
-        av = self.avoid
-        pose = np.array([self.pos[0], self.pos[1], self.yaw])
-        point = near_identity_point(pose, av.offset)
-        err = np.asarray(goal, dtype=float) - point
-        dist = float(np.linalg.norm(err))
-        if dist <= self.cfg.deadband:
-            u_nom = np.zeros(2)
-        else:
-            u_nom = err * min(self.cfg.kp, av.point_v_max / dist)
-        u = self._filter(now, point, u_nom, goal, nearby)
-        v, w = av._cap(*unicycle_command(pose[2], u, av.offset))
-        self.last_speed = float(np.linalg.norm(u))
-        return v, w
 
     def _watch_deadlock(self, now: float, point, u_nom, u, goal) -> None:
         if self.goal is None or goal is not self.goal:       # only in the packing: blocked on the way in is normal

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from itertools import accumulate
 
 import numpy as np
 
@@ -54,7 +53,7 @@ class TickTimer:
         self._offset = 0.0                  # the current tick's offset from t0's grid
         self._pending = False               # the current tick has not published yet
         self._warmup_pub: list[float] = []  # publish offsets (tick offset + work) before the phase is known
-        self._hist = [0] * (_BINS + 1)
+        self._hist = np.zeros(_BINS + 1, dtype=np.int64)
         self._coarse = [0] * (len(LATE_EDGES_MS) + 1)
 
     def tick(self, now: float | None = None) -> None:
@@ -119,7 +118,7 @@ class TickTimer:
         n = self.published_n
         late = None
         if n:
-            cum = list(accumulate(self._hist))
+            cum = np.cumsum(self._hist)
             late = {key: _percentile_ms(cum, q * n, self.publish_max_late)
                     for key, q in (("p50", 0.50), ("p99", 0.99), ("p999", 0.999))}
             late["max"] = round(self.publish_max_late * 1e3, 2)
@@ -140,10 +139,10 @@ class TickTimer:
                 "rate_hz": round((self.ticks - 1) / span, 3) if span > 0 else None, **self._publish_figures()}
 
 
-def _percentile_ms(cum: list[int], rank: float, max_late: float) -> float:
+def _percentile_ms(cum: np.ndarray, rank: float, max_late: float) -> float:
     """The delay of the ``rank``-th command by the fine histogram's cumulative counts: the upper edge of its bin
     [ms] (never above the maximum)."""
-    b = bisect_left(cum, rank)
+    b = int(np.searchsorted(cum, rank, side="left"))
     return round(min((b + 1) * _BIN_S, max_late) * 1e3, 2)
 
 

@@ -24,10 +24,15 @@ times the pair's closing speed (``consensus.control.robot_core``), instead of a 
 PointCloud2 is the standard message for points that carry named fields; RViz and Foxglove draw it.
 
 Hosted by a node that runs in every run whose robots move (the aggregation's ``topology``, the disaster grid, the
-naming game's matchmaker); vectorised over the n × n links. A state with a non-finite or absurd position, or
+naming game's matchmaker) when the robots run one process each (``fleet: false``); vectorised over the n × n links.
+A fleet process (``fleet: true``) holds every robot's odometry already: it computes each robot's set itself through
+the same link model (``FleetNearby``), and no relay runs (issue 29: the relay's n × (n − 1) positions ten times a
+second were the largest traffic of a 100-robot run). A state with a non-finite or absurd position, or
 undecodable, is dropped and counted in the host's ``Health``.
 """
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 from geometry_msgs.msg import PointStamped
@@ -37,7 +42,7 @@ from sensor_msgs.msg import PointCloud2, PointField
 
 from consensus import names
 from consensus.control.plausibility import Plausibility
-from consensus.control.robot_core import Nearby
+from consensus.control.robot_core import Nearby, RobotCore
 from consensus.graphs.links import LinkModel
 from consensus.ros import qos
 from consensus.ros.cdr import header_stamp_ns
@@ -110,7 +115,8 @@ def checked_state(raw, j: int, plausible: Plausibility, health: Health, now: flo
 
 class NearbyRelay:
     """The relay on ``node``. ``subscribe=False``: the host subscribes the states itself and hands each one to
-    ``accept`` (the topology node, which relays the same states for planning)."""
+    ``accept`` (the topology node, which relays the same states for planning). With ``cfg.fleet`` it relays nothing
+    (``relaying`` False): the fleet process computes the sets (``FleetNearby``)."""
 
     def __init__(self, node: Node, cfg, health: Health, *, seed_offset: int = 104729, subscribe: bool = True) -> None:
         self.node, self.cfg, self.health = node, cfg, health
@@ -125,6 +131,12 @@ class NearbyRelay:
         self.plausible = Plausibility.for_workspace(n, cfg.workspace, self.v_max)
         health.extra = lambda: self.plausible.record(self._now())
         self.published = 0
+        # a fleet process computes every robot's set from the odometry it holds (FleetNearby): nothing to relay; the
+        # host's own use of ``accept`` (the topology node's state checks) stays
+        self.relaying = not bool(getattr(cfg, "fleet", False))
+        if not self.relaying:
+            self.pubs = []
+            return
         for j in range(n) if subscribe else ():
             node.create_subscription(PointStamped, names.STATE.of(j), guarded(self._on_state(j), "nearby.state",
                                                                               health),
@@ -167,3 +179,52 @@ class NearbyRelay:
             known = np.flatnonzero(np.isfinite(times[i]))
             pub.publish(nearby_cloud(now_ns, values[i, known, :2], now - times[i, known], values[i, known, 2], known))
         self.published += 1
+
+
+class FleetNearby:
+    """Each robot's ``Nearby`` from the positions its process already holds, instead of the n² ``nearby`` relay.
+
+    A fleet process runs every robot, and so receives every robot's odometry, each checked by that robot's own core
+    (``RobotCore.accept``: plausibility). ``record`` takes each robot's newest accepted pose (once, when it is new;
+    timed by when it was received) with its speed measured from the previous one (at most ``v_max``); ``deliver``
+    hands each robot the others' samples through the same link model as the relays (``consensus.graphs.links``:
+    ``link_delay_s``, ``link_drop_prob``, and a position older than ``robot_timeout_s + link_delay_s`` left out), with
+    their ages: what the ``nearby`` relay would have delivered, without n × (n − 1) positions on the wire ten times a
+    second. The relay stays for robots in separate processes (``fleet:=false``).
+    """
+
+    def __init__(self, cores: Sequence[RobotCore], cfg, *, seed_offset: int = 104729) -> None:
+        self.cores = list(cores)
+        self.n = n = len(self.cores)
+        self.ids = np.array([c.id for c in self.cores], dtype=int)
+        self.dim = int(cfg.dim)
+        delay = float(getattr(cfg, "link_delay_s", 0.0))
+        self.links = LinkModel(n, 3, delay_s=delay, drop_prob=float(getattr(cfg, "link_drop_prob", 0.0)),
+                               max_age_s=cfg.robot_timeout_s + delay, seed=cfg.seed + seed_offset,
+                               rate_hz=1.0 / cfg.control_period_s)
+        self.v_max = float(cfg.v_max)
+        self._last = np.full((n, 3), np.nan)            # time, x, y of each robot's last recorded pose
+
+    def record(self) -> None:
+        """Every robot's newest accepted pose, if it is new since the last call."""
+        for j, core in enumerate(self.cores):
+            t = core.odom_stamp
+            if t is None or core.pos is None or t == self._last[j, 0]:
+                continue
+            x = float(core.pos[0])
+            y = float(core.pos[1]) if self.dim > 1 else 0.0
+            t0, x0, y0 = self._last[j]
+            dt = t - t0
+            speed = float(np.hypot(x - x0, y - y0) / dt) if np.isfinite(t0) and dt > 1e-3 else 0.0
+            self._last[j] = (t, x, y)
+            self.links.record(j, t, (x, y, min(speed, self.v_max)))
+
+    def deliver(self, now: float) -> list[Nearby]:
+        """What each robot now holds of the others (module docstring of ``FleetNearby``)."""
+        values, times = self.links.deliver(now)
+        out = []
+        for i in range(self.n):
+            known = np.flatnonzero(np.isfinite(times[i]))
+            out.append(Nearby(values[i, known, : self.dim], now - times[i, known], values[i, known, 2],
+                              self.ids[known]))
+        return out

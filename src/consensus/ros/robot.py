@@ -79,6 +79,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -134,10 +136,15 @@ class RobotAgent:
         # tick, neighbours at the planning tick — which keeps ~100 robots in one process on time
         self._odom_raw: bytes | None = None
         self._odom_recv: float | None = None
+        self._odom_recv_mono = 0.0
         self._odom_stamp: float | None = None        # the newest odometry's header stamp [s] (None: unstamped)
         self._neighbors_raw: bytes | None = None
         self._targets_raw: bytes | None = None
         self._nearby_raw: bytes | None = None
+        self._tick_now = 0.0
+        self._round_out = None            # a round applied by the control tick, published after its command
+        self.clock_stats = None           # the fleet clock's figures, once it ticks this robot (join_clock)
+        self._estop_lock = threading.Lock()
         node.create_subscription(Odometry if self.pose_type == ODOMETRY else PoseStamped,
                                  entry.pose_topic_name if entry else names.ODOM.name, self._on_odom_raw,
                                  qos.profile(names.ODOM), raw=True)
@@ -145,9 +152,10 @@ class RobotAgent:
                                  raw=True)
         node.create_subscription(PoseArray, names.NEIGHBOR_TARGETS.name, self._on_targets_raw,
                                  qos.profile(names.NEIGHBOR_TARGETS), raw=True)
+        self._nearby_sub = None
         if avoid is not None:
-            node.create_subscription(PointCloud2, names.NEARBY.name, self._on_nearby_raw, qos.profile(names.NEARBY),
-                                     raw=True)
+            self._nearby_sub = node.create_subscription(PointCloud2, names.NEARBY.name, self._on_nearby_raw,
+                                                        qos.profile(names.NEARBY), raw=True)
         # (the raw callbacks above only store bytes; the timers below never let an exception escape)
         node.create_subscription(Bool, cfg.estop_topic, guarded(self._on_estop, f"robot_{robot_id}.estop", self.health),
                                  qos.profile(names.ESTOP))
@@ -211,7 +219,7 @@ class RobotAgent:
 
     def _on_odom_raw(self, data: bytes) -> None:
         self._odom_raw = data
-        self._odom_recv = self._now()
+        self._odom_recv_mono = time.monotonic()      # (a ROS clock read per message costs more; converted at use)
         stamp = header_stamp_ns(data)
         self._odom_stamp = stamp * 1e-9 if stamp else None
 
@@ -224,9 +232,15 @@ class RobotAgent:
     def _on_nearby_raw(self, data: bytes) -> None:
         self._nearby_raw = data
 
-    def _decode_inputs(self) -> None:
+    def _decode_inputs(self, now: float | None = None, mono: float | None = None) -> None:
+        """The newest odometry, if one came since the last call; ``now`` (ROS clock) and ``mono`` (monotonic) are
+        the time of the call (read when not given): the pose's receive time on the ROS clock is ``now`` less the
+        wall time since it came."""
         if self._odom_raw is not None:
             raw, self._odom_raw = self._odom_raw, None
+            now = self._now() if now is None else now
+            mono = time.monotonic() if mono is None else mono
+            self._odom_recv = now - max(mono - self._odom_recv_mono, 0.0)
             if self.pose_type != ODOMETRY:
                 self._on_pose_stamped(raw)
                 return
@@ -291,11 +305,10 @@ class RobotAgent:
         self.health.count_bad_message(what, int(len(xy) - good.sum()))
         return good
 
-    def _decode_nearby(self) -> None:
+    def _decode_nearby(self, now: float) -> None:
         """The newest ``nearby`` message (the positions the collision filter avoids), checked as ``neighbors``."""
         if self._nearby_raw is not None:
             raw, self._nearby_raw = self._nearby_raw, None
-            now = self._now()
             got = read_nearby(raw, now, self.cfg.dim)
             if got is None:
                 self.health.count_bad_message("nearby")
@@ -346,47 +359,99 @@ class RobotAgent:
         if req is None or self.core.pool is not None or not self._collect_plan():
             self.publish_status()
 
-    def _collect_plan(self) -> bool:
-        rec = self.core.collect(self._now())
+    def _collect_plan(self, now: float | None = None, *, defer: bool = False) -> bool:
+        """Apply a finished planning round; its outputs (target, reasoning, status) are published now, or with
+        ``defer`` by ``flush`` (a control tick publishes its command first)."""
+        pending = self.core.pending
+        if pending is None or not pending.done():
+            return False
+        rec = self.core.collect(self._now() if now is None else now)
         if rec is None:
             return False
         if rec["fallback_reason"].startswith("planner_exception"):
             self.node.get_logger().error(f"robot {self.id}: planner raised {self.core.planner_error}")
-        self._publish_point(self.pub_target, self.core.target)
+        self._round_out = (self.core.target.copy(), rec)
+        if not defer:
+            self._publish_round()
+        return True
+
+    def flush(self) -> None:
+        """What a control tick publishes after its command: the robot's state (every ``1 / state_rate_hz``) and the
+        outputs of the round ``_collect_plan`` applied, if any."""
+        pos = self.core.pos
+        if pos is not None and (self.timing.ticks + self.id) % self.state_every == 0:     # robots staggered
+            y = float(pos[1]) if self.cfg.dim > 1 else 0.0
+            self.pub_state.publish(self._state_tpl.pack(int(self._tick_now * 1e9), x=float(pos[0]), y=y))
+        self._publish_round()
+
+    def _publish_round(self) -> None:
+        if self._round_out is None:
+            return
+        target, rec = self._round_out
+        self._round_out = None
+        self._publish_point(self.pub_target, target)
         self.pub_reason.publish(String(data=json.dumps(rec)))
         self.publish_status()
-        return True
 
     # ------------------------------------------------------------------ controller (fast loop)
     def control_tick(self) -> None:
-        self.timing.tick()
-        self._decode_inputs()
-        self._collect_plan()
+        """One control tick of this robot alone (its own timer; a fleet process steps all its robots at once
+        with the same parts: ``consensus.ros.fleet.FleetClock``)."""
+        mono = time.monotonic()
+        self.timing.tick(mono)
         now = self._now()
-        if self.core.avoid is not None:
-            self._decode_nearby()
-        cmd = self.core.step(now, self.nearby)
+        self.prepare(now, mono)
+        self.finish(self.core.step(now, self.nearby))
+        self.flush()
+        self.after_control()
+
+    def prepare(self, now: float, mono: float) -> None:
+        """The inputs of the control tick at ``now`` (ROS clock; ``mono``: the same instant, monotonic): the newest
+        odometry, a finished planning round, the newest ``nearby`` (unless the fleet process computes it)."""
+        self._tick_now = now
+        self._decode_inputs(now, mono)
+        self._collect_plan(now, defer=True)          # its outputs go out after the command (flush)
+        if self.core.avoid is not None and self._nearby_sub is not None:
+            self._decode_nearby(now)
+
+    def finish(self, cmd) -> None:
+        """Publish the tick's command (``prepare``'s time) and mark the publish for the timing."""
+        now = self._tick_now
         vx, vy, wz = cmd.vx, cmd.vy, cmd.wz
         if self.entry is not None and self.kinematics != "unicycle" and self.core.yaw:
             c, s = math.cos(self.core.yaw), math.sin(self.core.yaw)    # world-frame velocity -> the body frame
             vx, vy = c * vx + s * vy, -s * vx + c * vy
-        self.send(vx, vy, wz, now)
+        with self._estop_lock:                # the e-stop callback may run on the other executor thread
+            if self.core.estopped:
+                vx = vy = wz = 0.0
+            self.send(vx, vy, wz, now)
         self.timing.published()               # the delay from the slot to this publish is what the robot feels
-        pos = self.core.pos
-        if pos is not None and self.timing.ticks % self.state_every == 0:
-            y = float(pos[1]) if self.cfg.dim > 1 else 0.0
-            self.pub_state.publish(self._state_tpl.pack(int(now * 1e9), x=float(pos[0]), y=y))
+
+    def after_control(self) -> None:
+        """A scenario's work after the commands went out (the disaster drones collect finished jobs)."""
+
+    def join_clock(self, *, nearby_in_process: bool) -> None:
+        """Hand the robot's ticks to its process's fleet clock: its own control and planning timers go; with
+        ``nearby_in_process`` the fleet computes its ``nearby`` set (``consensus.ros.nearby.FleetNearby``) and the
+        topic is not subscribed."""
+        for timer in (self.control_timer, self.plan_timer):
+            self.node.destroy_timer(timer)
+        self.control_timer = self.plan_timer = None
+        if nearby_in_process and self._nearby_sub is not None:
+            self.node.destroy_subscription(self._nearby_sub)
+            self._nearby_sub = None
 
     # ------------------------------------------------------------------ outputs
     def _on_estop(self, msg: Bool) -> None:
         engage = bool(msg.data)
-        changed = self.core.set_estop(engage)
+        with self._estop_lock:
+            changed = self.core.set_estop(engage)
+            if engage:
+                self.send(0.0, 0.0, 0.0)      # at once, not at the next tick
         if changed and engage:
             self.node.get_logger().warning(f"robot {self.id}: e-stop engaged ({self.cfg.estop_topic})")
         elif changed:
             self.node.get_logger().warning(f"robot {self.id}: e-stop released")
-        if engage:
-            self.send(0.0, 0.0, 0.0)          # at once, not at the next tick
 
     def send(self, vx: float, vy: float, wz: float, now: float | None = None) -> None:
         """Publish one velocity command (or, in a dry run, record it)."""
@@ -415,6 +480,8 @@ class RobotAgent:
         llm = self.llm_status() if self.llm_status else None
         out = {**self.core.status(self._now(), llm.get("state") if llm else None), **self.health.counts(),
                "control": self.timing.as_dict()}
+        if self.clock_stats is not None:
+            out["control"]["clock"] = self.clock_stats()
         if llm is not None:
             out["llm"] = llm
         return out

@@ -56,6 +56,7 @@ from consensus.graphs.topology import Graph
 from consensus.llm.base import LLMClient
 from consensus.control.avoidance import Avoidance, avoidance_from_config, sum_collision
 from consensus.control.collision import near_identity_point
+from consensus.control.fleet_core import FleetCore
 from consensus.control.robot_core import Command, Heard, Nearby, RobotCore
 from consensus.graphs.links import LinkModel
 from consensus.metrics.convergence import SettleWatch, convergence_summary, packing_radius, spread
@@ -91,7 +92,8 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     """Simulate an aggregation run; ``progress(done_rounds, total_rounds)`` is called after each round.
 
     Every robot's decisions are its ``RobotCore`` (``consensus.control.robot_core``), the one the ROS robot node
-    calls; this loop only simulates the bodies and the links between the robots (``consensus.graphs.links``)."""
+    calls, stepped together by the fleet core (``consensus.control.fleet_core``) as in the ROS fleet process; this
+    loop only simulates the bodies and the links between the robots (``consensus.graphs.links``)."""
     cfg.validate()
     n_rounds = count_rounds(cfg, rounds)
     planners = planners_from_config(cfg, client)
@@ -112,6 +114,7 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     # points (consensus.control.robot_core: nearby_points)
     cores = [RobotCore(cfg, i, planners[i], pool=pool, avoid=headless_avoidance(cfg), meeting_points=on_mps,
                        nearby_points=unicycle) for i in range(n)]
+    fleet = FleetCore(cores)          # every robot's control tick in one batched step (consensus.control.fleet_core)
     # what the robots broadcast (position, meeting point, measured speed) goes through the link model: over the
     # graph's links for planning, to everyone for the collision filter (as the ROS topology and nearby relays)
     width = 2 * d + 1
@@ -172,12 +175,13 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                 nearby = None
                 if nearby_links is not None:
                     nv, nt = nearby_links.deliver(t)
-                cmds = []
-                for i, core in enumerate(cores):
+                heard_nearby = []
+                for i in range(n):
                     if nearby_links is not None:
                         known = np.flatnonzero(np.isfinite(nv[i, :, 0]))
                         nearby = Nearby(nv[i, known, :d], t - nt[i, known], nv[i, known, 2 * d], known)
-                    cmds.append(core.step(t, nearby))
+                    heard_nearby.append(nearby)
+                cmds = fleet.step(t, heard_nearby)
                 if unicycle:
                     v = np.array([c.vx for c in cmds])
                     w = np.array([c.wz for c in cmds])

@@ -398,8 +398,7 @@ class RosDrone(RobotAgent):
         """The slow tick of the robot agent: here only the status report (targets come from the round clock)."""
         self.publish_status()
 
-    def control_tick(self) -> None:
-        super().control_tick()
+    def after_control(self) -> None:
         self._collect_jobs()
 
     def status(self) -> dict:

@@ -1,0 +1,165 @@
+"""The fleet process's one clock (consensus.ros.fleet.FleetClock) and its in-process nearby sets
+(consensus.ros.nearby.FleetNearby).
+
+FleetNearby is ROS-free: its deliveries are tested directly (positions, ages, measured speeds, oneself left out, a
+robot that stops sending ages out, link drops). The clock is tested in-process with rclpy: every robot's command goes
+out each tick from one timer, a robot whose tick raises is counted for it alone while the others go on, the e-stop
+holds through the other executor thread, and the planning rounds run after the commands.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from consensus.control.robot_core import RobotCore
+from consensus.scenarios.aggregation.config import load_config
+
+
+def _cfg(**kw):
+    base = dict(num_robots=3, planner="average", planner_period_s=0.3, control_period_s=0.05, odom_timeout_s=0.4,
+                llm_backend="openai", seed=3, collision_avoidance="cbf", robot_timeout_s=1.0)
+    base.update(kw)
+    return load_config(None, **base)
+
+
+# ------------------------------------------------------------------------------------------------ FleetNearby
+def test_fleet_nearby_hands_each_robot_the_others_with_ages_and_measured_speeds():
+    from consensus.ros.nearby import FleetNearby
+
+    cfg = _cfg()
+    cores = [RobotCore(cfg, i) for i in range(3)]
+    fn = FleetNearby(cores, cfg)
+    assert [n.positions.shape for n in fn.deliver(0.0)] == [(0, 2)] * 3        # nobody known yet
+    for i, c in enumerate(cores):
+        c.observe(1.0, [float(i), 0.0])
+    fn.record()
+    cores[1].observe(1.5, [1.0, 0.2])                                            # robot 1 moved 0.2 m in 0.5 s
+    cores[2].observe(1.5, [2.0, 0.0])
+    fn.record()
+    fn.record()                                                                 # nothing new: no second sample
+    got = fn.deliver(1.6)
+    assert list(got[0].ids) == [1, 2] and list(got[1].ids) == [0, 2] and list(got[2].ids) == [0, 1]
+    np.testing.assert_allclose(got[0].positions, [[1.0, 0.2], [2.0, 0.0]])
+    np.testing.assert_allclose(got[0].ages, [0.1, 0.1])
+    np.testing.assert_allclose(got[0].speeds, [0.4, 0.0])
+    np.testing.assert_allclose(got[1].ages, [0.6, 0.1])                          # robot 0's pose is from t = 1.0
+    # robot 0 stops sending: after robot_timeout_s (+ the link delay) the others no longer hold it
+    later = fn.deliver(1.0 + cfg.robot_timeout_s + 0.05)
+    assert 0 not in later[1].ids and 0 not in later[2].ids
+
+
+def test_fleet_nearby_caps_the_measured_speed_and_drops_links_like_the_relay():
+    from consensus.ros.nearby import FleetNearby
+
+    cfg = _cfg(link_drop_prob=0.5, num_robots=10)
+    cores = [RobotCore(cfg, i) for i in range(10)]
+    fn = FleetNearby(cores, cfg)
+    for t in (0.0, 0.1):
+        for i, c in enumerate(cores):
+            c.observe(t, [float(i) + 10 * t, 0.0])                                 # 10 m/s: beyond any v_max
+        fn.record()
+    got = fn.deliver(0.1)
+    assert max(float(n.speeds.max()) for n in got if len(n.speeds)) == pytest.approx(cfg.v_max)
+    held = sum(len(n.ids) for n in got)
+    assert 0 < held < 90 and fn.links.dropped > 0                                 # half of the 90 links lost
+
+
+# ------------------------------------------------------------------------------------------------ the clock (ROS)
+class ToPoint:
+    """A planner that always answers ``point``."""
+
+    dim = 2
+
+    def __init__(self, point) -> None:
+        self.point = np.asarray(point, dtype=float)
+
+    def plan(self, req):
+        from consensus.control.planner import PlanResult
+
+        return PlanResult(target=self.point.copy(), reasoning="to the point")
+
+    def reset(self) -> None:
+        pass
+
+
+@pytest.fixture
+def ros():
+    import rclpy
+
+    rclpy.init()
+    try:
+        yield rclpy
+    finally:
+        rclpy.try_shutdown()
+
+
+@pytest.mark.ros
+def test_one_clock_steps_every_robot_and_a_failing_robot_fails_alone(ros):
+    from geometry_msgs.msg import Twist
+    from nav_msgs.msg import Odometry
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from std_msgs.msg import Bool, String
+
+    from consensus.ros.fleet import FleetClock
+    from consensus.ros.robot import RobotAgent
+    from consensus import names
+    from consensus.ros import qos
+
+    cfg = _cfg()
+    main = Node("fleet")
+    nodes = [Node("agent", namespace=f"robot_{i}") for i in range(3)]
+    robots = [RobotAgent(nodes[i], cfg, i, ToPoint((3.0 * i, 2.0)), None) for i in range(3)]
+
+    def broken(*_args):
+        raise RuntimeError("bug in robot 2's tick")
+
+    robots[2].prepare = broken
+    clock = FleetClock(main, cfg, robots, nearby_in_process=True)
+    assert all(r.control_timer is None and r.plan_timer is None and r._nearby_sub is None for r in robots)
+    drv = Node("driver")
+    odom = [drv.create_publisher(Odometry, f"/robot_{i}/odom", 10) for i in range(3)]
+    estop = drv.create_publisher(Bool, cfg.estop_topic, qos.profile(names.ESTOP))
+    cmds: dict[int, list] = {i: [] for i in range(3)}
+    status: list[dict] = []
+    for i in range(3):
+        drv.create_subscription(Twist, f"/robot_{i}/cmd_vel", lambda m, i=i: cmds[i].append(m.linear.y), 50)
+    drv.create_subscription(String, "/robot_0/planner/status", lambda m: status.append(json.loads(m.data)), 50)
+    ex = SingleThreadedExecutor()
+    for n in (main, *nodes, drv):
+        ex.add_node(n)
+
+    def publish_odom():
+        for i, pub in enumerate(odom):
+            msg = Odometry()
+            msg.pose.pose.position.x, msg.pose.pose.orientation.w = 3.0 * i, 1.0
+            pub.publish(msg)
+
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            publish_odom()
+            ex.spin_once(timeout_sec=0.01)
+
+    try:
+        spin(1.5)
+        assert clock.ticks >= 15
+        assert len(cmds[0]) >= 10 and len(cmds[1]) >= 10            # every tick, from the one timer
+        assert any(abs(v) > 1e-3 for v in cmds[0])                   # planned and moving (+y: linear.y)
+        assert robots[2].health.errors_by_callback.get("robot_2.control", 0) >= 10
+        assert robots[0].health.callback_errors == 0 == robots[1].health.callback_errors
+        assert status and status[-1]["round"] >= 2                   # planning rounds from the clock
+        assert robots[0].timing.as_dict()["published"] >= 10         # the publish delay is measured per robot
+        # the robots heard each other through the process (FleetNearby), not a relay
+        assert robots[0].core.counters["stale_stops"] == 0
+        estop.publish(Bool(data=True))
+        spin(0.5)
+        n0 = len(cmds[0])
+        spin(0.5)
+        assert robots[0].core.estopped and len(cmds[0]) > n0 and all(v == 0.0 for v in cmds[0][n0:])
+    finally:
+        for n in (main, *nodes, drv):
+            n.destroy_node()

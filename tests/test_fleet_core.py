@@ -1,0 +1,128 @@
+"""The fleet core (consensus.control.fleet_core): every robot's command from one batched step equals the robot core's
+own ``step`` to 1e-6, tick after tick on random scenes (both kinematics with bodies, robots without a filter, stops,
+groups packing at a point, deadlock escapes, ages and speeds), with the same counters; and it stays decentralised
+(robot i's command depends only on what robot i heard)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from consensus.control.avoidance import avoidance_from_config
+from consensus.control.fleet_core import FleetCore
+from consensus.control.kinematics import step_single_integrator, step_unicycle
+from consensus.control.robot_core import Nearby, RobotCore
+from consensus.scenarios.aggregation.config import load_config
+
+
+def _fleet(seed: int, n: int, kinematics: str, avoid: str = "cbf") -> tuple[list[RobotCore], np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    cfg = load_config(None, num_robots=n, collision_avoidance=avoid, kinematics=kinematics, seed=seed)
+    cores = []
+    for i in range(n):
+        av = avoidance_from_config(cfg, ros=True)
+        cores.append(RobotCore(cfg, i, avoid=av, kinematics=kinematics))
+    lo, hi = (np.asarray(b, dtype=float) for b in cfg.workspace_bounds())
+    pos = rng.uniform(lo + 1.0, lo + 0.35 * (hi - lo), size=(n, 2))     # crowded: many rows bind
+    yaw = rng.uniform(-np.pi, np.pi, n)
+    return cores, pos, yaw
+
+
+def _setup(cores, pos, yaw, rng, now=0.0):
+    n = len(cores)
+    centre = pos.mean(axis=0)
+    group = tuple(range(n))
+    for i, core in enumerate(cores):
+        core.observe(now, pos[i], yaw[i])
+        kind = i % 5
+        if kind == 0:
+            core.set_target(centre, now, group=group[: max(2, n // 2)] if i < n // 2 else None)
+        elif kind == 1:
+            core.set_target(pos[(i + 3) % n], now)             # through the crowd
+        elif kind == 2:
+            core.set_target(centre + rng.normal(0, 0.3, 2), now, group=group)   # packs with everyone
+        else:
+            core.set_target(rng.uniform(pos.min(axis=0), pos.max(axis=0)), now)
+    cores[1].set_estop(True)
+    cores[-1]._escape_until = 5.0                               # escaping a deadlock: the nominal turned right
+
+
+def _nearby(pos, yaw, rng, n, kinematics, offset):
+    """What each robot heard: the others' positions (a unicycle's centres), some left out, aged, with speeds."""
+    out = []
+    for i in range(n):
+        ids = np.array([j for j in range(n) if j != i and rng.random() > 0.15])
+        if i == 2:
+            out.append(None)                                  # nothing heard yet: stops
+            continue
+        if not len(ids):
+            out.append(Nearby.of(np.empty((0, 2))))
+            continue
+        out.append(Nearby.of(pos[ids] + rng.normal(0, 0.01, (len(ids), 2)), rng.uniform(0, 0.3, len(ids)),
+                             rng.uniform(0, 0.5, len(ids)), ids))
+    return out
+
+
+@pytest.mark.parametrize("kinematics,avoid,seed,n", [("single_integrator", "cbf", 1, 12),
+                                                     ("single_integrator", "cbf", 2, 40),
+                                                     ("unicycle", "cbf", 3, 16),
+                                                     ("point_mass_pid", "cbf", 4, 10),
+                                                     ("single_integrator", "none", 5, 8)])
+def test_fleet_step_equals_each_robot_core_step_to_1e_6(kinematics, avoid, seed, n):
+    rng_a, rng_b = np.random.default_rng(seed + 100), np.random.default_rng(seed + 100)
+    cores_a, pos, yaw = _fleet(seed, n, kinematics, avoid)
+    cores_b, _, _ = _fleet(seed, n, kinematics, avoid)
+    _setup(cores_a, pos, yaw, rng_a)
+    _setup(cores_b, pos, yaw, rng_b)
+    fleet = FleetCore(cores_b)
+    dt, moved, filtered = 0.1, 0, 0
+    offset = cores_a[0].avoid.offset if cores_a[0].avoid is not None else 0.0
+    for k in range(1, 40):
+        now = k * dt
+        nb = _nearby(pos, yaw, np.random.default_rng(seed * 1000 + k), n, kinematics, offset)
+        a = [c.step(now, nb[i]) for i, c in enumerate(cores_a)]
+        b = fleet.step(now, nb)
+        for i in range(n):
+            assert a[i].reason == b[i].reason, (k, i)
+            np.testing.assert_allclose([b[i].vx, b[i].vy, b[i].wz], [a[i].vx, a[i].vy, a[i].wz], atol=1e-6,
+                                       err_msg=f"tick {k}, robot {i}")
+            if a[i].goal is None:
+                assert b[i].goal is None
+            else:
+                np.testing.assert_allclose(b[i].goal, a[i].goal, atol=1e-9)
+        moved += sum(abs(c.vx) + abs(c.vy) > 1e-6 for c in a)
+        v = np.array([[c.vx, c.vy] for c in a])
+        if kinematics == "unicycle":
+            pose = step_unicycle(np.column_stack([pos, yaw]), v[:, 0], np.array([c.wz for c in a]), dt)
+            pos, yaw = pose[:, :2], pose[:, 2]
+        else:
+            pos = step_single_integrator(pos, v, dt)
+        for i in range(n):
+            cores_a[i].observe(now, pos[i], yaw[i])
+            cores_b[i].observe(now, pos[i], yaw[i])
+    for ca, cb in zip(cores_a, cores_b):
+        assert ca.counters == cb.counters
+        assert ca.slot == cb.slot
+        if ca.avoid is not None:
+            assert ca.avoid.counters.as_dict() == cb.avoid.counters.as_dict()
+            filtered += ca.avoid.counters.interventions
+    assert moved > 0                                           # the scenes drove robots, not only stopped them
+    if avoid == "cbf":
+        assert filtered > 0                                    # ... and the filter changed commands
+        assert sum(c.avoid.counters.qp_solves for c in cores_a) > 0 or kinematics == "point_mass_pid"
+
+
+def test_fleet_step_is_decentralised():
+    """Robot 0's command depends only on what robot 0 heard: changing what robot 1 heard changes nothing of it."""
+    cores, pos, yaw = _fleet(7, 6, "single_integrator")
+    rng = np.random.default_rng(7)
+    _setup(cores, pos, yaw, rng)
+    cores[1].set_estop(False)
+    nb = _nearby(pos, yaw, np.random.default_rng(8), 6, "single_integrator", 0.0)
+    import copy
+
+    first = FleetCore(copy.deepcopy(cores)).step(0.1, nb)
+    nb2 = list(nb)
+    nb2[1] = Nearby.of(pos[[0]] + 0.01, [0.0], [0.0], [0])     # robot 1 now hears robot 0 right next to it
+    second = FleetCore(copy.deepcopy(cores)).step(0.1, nb2)
+    assert (first[0].vx, first[0].vy) == (second[0].vx, second[0].vy)
+    assert (first[1].vx, first[1].vy) != (second[1].vx, second[1].vy)
