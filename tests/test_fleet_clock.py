@@ -32,7 +32,8 @@ def test_fleet_nearby_hands_each_robot_the_others_with_ages_and_measured_speeds(
     cfg = _cfg()
     cores = [RobotCore(cfg, i) for i in range(3)]
     fn = FleetNearby(cores, cfg)
-    assert [n.positions.shape for n in fn.deliver(0.0)] == [(0, 2)] * 3        # nobody known yet
+    first = fn.deliver(0.0)
+    assert [first.robot(i).positions.shape for i in range(3)] == [(0, 2)] * 3     # nobody known yet
     for i, c in enumerate(cores):
         c.observe(1.0, [float(i), 0.0])
     fn.record()
@@ -40,14 +41,15 @@ def test_fleet_nearby_hands_each_robot_the_others_with_ages_and_measured_speeds(
     cores[2].observe(1.5, [2.0, 0.0])
     fn.record()
     fn.record()                                                                 # nothing new: no second sample
-    got = fn.deliver(1.6)
+    got = [fn.deliver(1.6).robot(i) for i in range(3)]
     assert list(got[0].ids) == [1, 2] and list(got[1].ids) == [0, 2] and list(got[2].ids) == [0, 1]
     np.testing.assert_allclose(got[0].positions, [[1.0, 0.2], [2.0, 0.0]])
     np.testing.assert_allclose(got[0].ages, [0.1, 0.1])
     np.testing.assert_allclose(got[0].speeds, [0.4, 0.0])
     np.testing.assert_allclose(got[1].ages, [0.6, 0.1])                          # robot 0's pose is from t = 1.0
     # robot 0 stops sending: after robot_timeout_s (+ the link delay) the others no longer hold it
-    later = fn.deliver(1.0 + cfg.robot_timeout_s + 0.05)
+    batch = fn.deliver(1.0 + cfg.robot_timeout_s + 0.05)
+    later = [batch.robot(i) for i in range(3)]
     assert 0 not in later[1].ids and 0 not in later[2].ids
 
 
@@ -61,7 +63,8 @@ def test_fleet_nearby_caps_the_measured_speed_and_drops_links_like_the_relay():
         for i, c in enumerate(cores):
             c.observe(t, [float(i) + 10 * t, 0.0])                                 # 10 m/s: beyond any v_max
         fn.record()
-    got = fn.deliver(0.1)
+    batch = fn.deliver(0.1)
+    got = [batch.robot(i) for i in range(10)]
     assert max(float(n.speeds.max()) for n in got if len(n.speeds)) == pytest.approx(cfg.v_max)
     held = sum(len(n.ids) for n in got)
     assert 0 < held < 90 and fn.links.dropped > 0                                 # half of the 90 links lost

@@ -126,3 +126,45 @@ def test_fleet_step_is_decentralised():
     second = FleetCore(copy.deepcopy(cores)).step(0.1, nb2)
     assert (first[0].vx, first[0].vy) == (second[0].vx, second[0].vy)
     assert (first[1].vx, first[1].vy) != (second[1].vx, second[1].vy)
+
+
+@pytest.mark.parametrize("kinematics,seed,n", [("single_integrator", 11, 30), ("unicycle", 12, 12),
+                                               ("point_mass_pid", 13, 8)])
+def test_the_dense_batch_path_equals_the_per_robot_lists(kinematics, seed, n):
+    """A fleet process hands the fleet core dense arrays (NearbyBatch: no per-robot Nearby): the same commands,
+    goals, slots and counters as the same sets given robot by robot."""
+    from consensus.control.fleet_core import NearbyBatch
+
+    cores_a, pos, yaw = _fleet(seed, n, kinematics)
+    cores_b, _, _ = _fleet(seed, n, kinematics)
+    _setup(cores_a, pos, yaw, np.random.default_rng(seed))
+    _setup(cores_b, pos, yaw, np.random.default_rng(seed))
+    fa, fb = FleetCore(cores_a), FleetCore(cores_b)
+    dt, qp = 0.1, 0
+    for k in range(1, 30):
+        now = k * dt
+        rng = np.random.default_rng(seed * 100 + k)
+        held = (rng.random((n, n)) > 0.2) & ~np.eye(n, dtype=bool)         # some robots not heard
+        positions = np.where(held[:, :, None], pos[None, :, :] + rng.normal(0, 0.01, (n, n, 2)), np.nan)
+        batch = NearbyBatch(positions, np.where(held, rng.uniform(0, 0.3, (n, n)), np.inf),
+                            rng.uniform(0, 0.5, (n, n)), np.arange(n))
+        a = fa.step(now, [batch.robot(i) for i in range(n)])
+        b = fb.step(now, batch)
+        for i in range(n):
+            assert a[i].reason == b[i].reason
+            np.testing.assert_allclose([b[i].vx, b[i].vy, b[i].wz], [a[i].vx, a[i].vy, a[i].wz], atol=1e-9)
+        v = np.array([[c.vx, c.vy] for c in a])
+        if kinematics == "unicycle":
+            pose = step_unicycle(np.column_stack([pos, yaw]), v[:, 0], np.array([c.wz for c in a]), dt)
+            pos, yaw = pose[:, :2], pose[:, 2]
+        else:
+            pos = step_single_integrator(pos, v, dt)
+        for i in range(n):
+            cores_a[i].observe(now, pos[i], yaw[i])
+            cores_b[i].observe(now, pos[i], yaw[i])
+    for ca, cb in zip(cores_a, cores_b):
+        assert (ca.counters, ca.slot) == (cb.counters, cb.slot)
+        assert ca.avoid.counters.as_dict() == cb.avoid.counters.as_dict()
+        qp += ca.avoid.counters.qp_solves
+    assert qp > 0 or kinematics == "point_mass_pid"
+    assert any(c.slot is not None for c in cores_a)                        # the packing assignment ran too

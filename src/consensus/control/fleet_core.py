@@ -11,11 +11,17 @@ per robot.
 It stays **decentralised**: robot i's rows use only ``nearby[i]`` (what robot i heard, with its ages and speeds), its
 own ``d_min`` margins, speed limit and geofence; nothing of one robot's knowledge reaches another's problem.
 
+The nearby sets come as one ``Nearby`` per robot (the headless loop, a robot process fed by the relay) or as one
+``NearbyBatch`` of dense ``(n, n)`` arrays (a fleet process: ``consensus.ros.nearby.FleetNearby``); with the batch no
+per-robot ``Nearby`` is built (only for a robot that assigns its packing slot in this tick) and every pair's margin
+is computed at once (tested equal to the per-robot lists).
+
 Users: the headless aggregation loop, and the fleet process's one clock (``consensus.ros.fleet.FleetClock``), where
 a process of one robot (``fleet:=false``, real robots) is the same core with N = 1.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -24,14 +30,34 @@ from consensus.control.collision import filter_velocity_many
 from consensus.control.robot_core import Command, Nearby, RobotCore
 
 
+@dataclass(frozen=True)
+class NearbyBatch:
+    """What every robot of a fleet heard of every other, as dense arrays (the fleet process's ``FleetNearby``):
+    ``positions (n, n, d)`` (row i: what robot i holds of each robot; NaN: nothing, and robot i itself),
+    ``ages (n, n)`` [s], ``speeds (n, n)`` [m/s]; ``ids (n,)``: the robot of each column (and row)."""
+
+    positions: np.ndarray
+    ages: np.ndarray
+    speeds: np.ndarray
+    ids: np.ndarray
+
+    def robot(self, i: int) -> Nearby:
+        """Row ``i`` as the robot core's ``Nearby`` (the robots it holds, in id order)."""
+        known = np.flatnonzero(np.isfinite(self.positions[i, :, 0]))
+        return Nearby(self.positions[i, known], self.ages[i, known], self.speeds[i, known], self.ids[known])
+
+
 class FleetCore:
     """The cores of the robots one process (or the headless loop) runs, stepped together."""
 
     def __init__(self, cores: Sequence[RobotCore]) -> None:
         self.cores = list(cores)
 
-    def step(self, now: float, nearby: Sequence[Nearby | None]) -> list[Command]:
-        """One control tick of every robot: ``nearby[i]`` is what robot i heard of the others (None: nothing yet)."""
+    def step(self, now: float, nearby: Sequence[Nearby | None] | NearbyBatch) -> list[Command]:
+        """One control tick of every robot: ``nearby[i]`` is what robot i heard of the others (None: nothing yet),
+        or a ``NearbyBatch`` of the whole fleet (its rows in the order of ``cores``)."""
+        if isinstance(nearby, NearbyBatch):
+            return self._step_batch(now, nearby)
         cmds: list[Command | None] = [None] * len(self.cores)
         batch: list[tuple] = []              # (index, point, u_nom, nominal, goal, positions, d_min) per filtered robot
         for i, core in enumerate(self.cores):
@@ -76,3 +102,42 @@ class FleetCore:
                 core.avoid.counters.record(info.robot(r))
                 cmds[i] = core.filtered(now, point, u_nom, u[r], goal)
 
+
+    def _step_batch(self, now: float, nb: NearbyBatch) -> list[Command]:
+        """``step`` with dense arrays: no per-robot ``Nearby`` is built (only for a robot that assigns its packing
+        slot this tick), the margins of every pair are computed at once and the filter gets the rows as they are
+        (tested equal to ``step`` with ``nb.robot(i)`` for every robot)."""
+        cmds: list[Command | None] = [None] * len(self.cores)
+        rows, points, u_noms, nominals, goals = [], [], [], [], []
+        for i, core in enumerate(self.cores):
+            stop = core.rules(now, nb)
+            if stop is not None:
+                cmds[i] = stop
+                continue
+            if core.avoid is None:
+                cmds[i] = core.drive(now, None)
+                continue
+            goal = core._goal(nb.robot(i) if core.goal_needs_nearby() else None)
+            point, u_nom, nominal = core.filter_input(now, goal)
+            rows.append(i)
+            points.append(point)
+            u_noms.append(u_nom)
+            nominals.append(nominal)
+            goals.append(goal)
+        if not rows:
+            return cmds  # type: ignore[return-value]
+        cores = [self.cores[i] for i in rows]
+        idx = np.asarray(rows)
+        base = np.array([c.d_min_base() for c in cores])
+        last_speed = np.array([c.last_speed for c in cores])
+        d_min = base[:, None] + np.maximum(nb.ages[idx], 0.0) * (last_speed[:, None] + np.maximum(nb.speeds[idx], 0.0))
+        dim = len(points[0])
+        bounds = np.array([c.avoid.bounds if c.avoid.bounds is not None else np.full((2, dim), np.nan)
+                           for c in cores])
+        u, info = filter_velocity_many(np.array(points), np.array(nominals), nb.positions[idx][:, :, :dim], d_min,
+                                       np.array([c.avoid.point_v_max for c in cores]),
+                                       np.array([c.avoid.gamma for c in cores]), bounds=(bounds[:, 0], bounds[:, 1]))
+        for r, core in enumerate(cores):
+            core.avoid.counters.record(info.robot(r))
+            cmds[rows[r]] = core.filtered(now, points[r], u_noms[r], u[r], goals[r])
+        return cmds  # type: ignore[return-value]

@@ -47,6 +47,7 @@ class Plausibility:
         self.lo = np.asarray(lo, dtype=float).ravel() - float(margin_m)
         self.hi = np.asarray(hi, dtype=float).ravel() + float(margin_m)
         self.dim = self.lo.size
+        self._lo, self._hi = self.lo.tolist(), self.hi.tolist()
         self.v_max, self.slack, self.future_s = float(v_max), float(slack_m), float(future_s)
         self.last = np.full((self.n, self.dim), np.nan)     # last accepted position of each source
         self.last_t = np.full(self.n, -np.inf)              # when it was accepted (receiver's clock)
@@ -76,16 +77,20 @@ class Plausibility:
     def check(self, j: int, now: float, pos, stamp: float | None = None) -> str | None:
         """Check source ``j``'s position ``pos`` received at ``now`` (stamped ``stamp``, seconds, or None): None when
         it is plausible (it becomes ``j``'s last accepted position), else its kind (counted)."""
+        # plain floats: every odometry message of every robot comes through here (numpy's per-call cost dominated)
         p = np.asarray(pos, dtype=float).reshape(self.dim)
+        vals = p.tolist()
         kind = None
-        if self.outside(p)[0]:
+        if not all(lo <= v <= hi for v, lo, hi in zip(vals, self._lo, self._hi)):     # False for NaN too
             kind = "outside"
         elif self.future(stamp, now):
             kind = "future"
-        elif np.isfinite(self.last_t[j]):
-            allowed = self.v_max * max(now - self.last_t[j], 0.0) + self.slack
-            if float(np.linalg.norm(p - self.last[j])) > allowed:
-                kind = "jump"
+        else:
+            last_t = float(self.last_t[j])
+            if last_t > -math.inf:
+                allowed = self.v_max * max(now - last_t, 0.0) + self.slack
+                if math.dist(vals, self.last[j].tolist()) > allowed:
+                    kind = "jump"
         if kind is None:
             self.last[j], self.last_t[j] = p, now
         else:

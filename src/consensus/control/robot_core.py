@@ -390,6 +390,10 @@ class RobotCore:
             self.goal = self.geofence.clamp(self.goal)[0]
         return self.goal
 
+    def goal_needs_nearby(self) -> bool:
+        """Does ``_goal`` read the nearby robots this tick (it assigns the packing slots)?"""
+        return self.agreed and self.avoid is not None and (self._assign_due or self.goal is None)
+
     def _position_for_slots(self) -> np.ndarray:
         """Where this robot counts in the slot assignment: where the others it knows are counted, i.e. its
         near-identity point for a unicycle that knows the others' points (``nearby_points``), else its position."""
@@ -497,11 +501,15 @@ class RobotCore:
         self.last_speed = 0.0
         return Command(reason=reason)
 
+    def d_min_base(self) -> float:
+        """The filter's distance to a neighbour at rest whose position is fresh (``_d_min`` adds the rest)."""
+        if self.avoid.offset and not self.nearby_points:
+            return self.avoid.clearance_m + self.avoid.offset
+        return self.avoid.d_min_m
+
     def _d_min(self, nearby: Nearby) -> np.ndarray | float:
         """Per neighbour: the filter's d_min plus the measured age × closing speed (module docstring)."""
-        base = self.avoid.d_min_m
-        if self.avoid.offset and not self.nearby_points:
-            base = self.avoid.clearance_m + self.avoid.offset
+        base = self.d_min_base()
         if nearby is None or not len(nearby.ages):
             return base
         return base + np.maximum(nearby.ages, 0.0) * (self.last_speed + np.maximum(nearby.speeds, 0.0))

@@ -37,7 +37,7 @@ import rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from consensus.control.fleet_core import FleetCore
+from consensus.control.fleet_core import FleetCore, NearbyBatch
 from consensus.errors import ConfigError
 from consensus.settings import ControlParams
 from consensus.llm.from_config import client_from_config
@@ -188,6 +188,8 @@ class FleetClock:
                 self.node.get_logger().error(f"fleet step failed ({self.step_errors} times), each robot stepped "
                                              f"alone: {traceback.format_exc()}")
             nearby = nearby if "nearby" in locals() else [r.nearby for r in self.robots]
+            if isinstance(nearby, NearbyBatch):
+                nearby = [nearby.robot(i) for i in range(len(self.robots))]
             cmds = [self._guard(r, "control", r.core.step, now, nb) for r, nb in zip(self.robots, nearby)]
         p0 = self._phase("step", p0)
         for r, cmd in zip(self.robots, cmds):

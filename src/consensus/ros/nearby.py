@@ -42,6 +42,7 @@ from sensor_msgs.msg import PointCloud2, PointField
 
 from consensus import names
 from consensus.control.plausibility import Plausibility
+from consensus.control.fleet_core import NearbyBatch
 from consensus.control.robot_core import Nearby, RobotCore
 from consensus.graphs.links import LinkModel
 from consensus.ros import qos
@@ -187,10 +188,11 @@ class FleetNearby:
     A fleet process runs every robot, and so receives every robot's odometry, each checked by that robot's own core
     (``RobotCore.accept``: plausibility). ``record`` takes each robot's newest accepted pose (once, when it is new;
     timed by when it was received) with its speed measured from the previous one (at most ``v_max``); ``deliver``
-    hands each robot the others' samples through the same link model as the relays (``consensus.graphs.links``:
-    ``link_delay_s``, ``link_drop_prob``, and a position older than ``robot_timeout_s + link_delay_s`` left out), with
-    their ages: what the ``nearby`` relay would have delivered, without n × (n − 1) positions on the wire ten times a
-    second. The relay stays for robots in separate processes (``fleet:=false``).
+    hands each robot the others' samples (as the fleet core's dense ``NearbyBatch``) through the same link model as
+    the relays (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``, and a position older than
+    ``robot_timeout_s + link_delay_s`` left out), with their ages: what the ``nearby`` relay would have delivered,
+    without n × (n − 1) positions on the wire ten times a second. The relay stays for robots in separate processes
+    (``fleet:=false``).
     """
 
     def __init__(self, cores: Sequence[RobotCore], cfg, *, seed_offset: int = 104729) -> None:
@@ -207,24 +209,30 @@ class FleetNearby:
 
     def record(self) -> None:
         """Every robot's newest accepted pose, if it is new since the last call."""
-        for j, core in enumerate(self.cores):
-            t = core.odom_stamp
-            if t is None or core.pos is None or t == self._last[j, 0]:
-                continue
-            x = float(core.pos[0])
-            y = float(core.pos[1]) if self.dim > 1 else 0.0
-            t0, x0, y0 = self._last[j]
-            dt = t - t0
-            speed = float(np.hypot(x - x0, y - y0) / dt) if np.isfinite(t0) and dt > 1e-3 else 0.0
-            self._last[j] = (t, x, y)
-            self.links.record(j, t, (x, y, min(speed, self.v_max)))
+        t = np.array([np.nan if c.odom_stamp is None or c.pos is None else c.odom_stamp for c in self.cores])
+        new = np.isfinite(t) & (t != self._last[:, 0])
+        if not new.any():
+            return
+        idx = np.flatnonzero(new)
+        xy = np.zeros((len(idx), 2))
+        for r, j in enumerate(idx):
+            pos = self.cores[j].pos
+            xy[r, : min(self.dim, 2)] = pos[:2]
+        t0, prev = self._last[idx, 0], self._last[idx, 1:]
+        dt = t[idx] - t0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            speed = np.where(np.isfinite(t0) & (dt > 1e-3), np.hypot(*(xy - prev).T) / dt, 0.0)
+        self._last[idx, 0], self._last[idx, 1:] = t[idx], xy
+        sample = np.full((self.n, 3), np.nan)
+        sample[idx] = np.column_stack([xy, np.minimum(speed, self.v_max)])
+        for j in idx:
+            self.links.record(int(j), float(t[j]), sample[j])
 
-    def deliver(self, now: float) -> list[Nearby]:
-        """What each robot now holds of the others (module docstring of ``FleetNearby``)."""
+    def deliver(self, now: float) -> NearbyBatch:
+        """What each robot now holds of the others (module docstring of ``FleetNearby``), as the fleet core's
+        dense ``NearbyBatch`` (``NearbyBatch.robot(i)``: robot i's ``Nearby``)."""
         values, times = self.links.deliver(now)
-        out = []
-        for i in range(self.n):
-            known = np.flatnonzero(np.isfinite(times[i]))
-            out.append(Nearby(values[i, known, : self.dim], now - times[i, known], values[i, known, 2],
-                              self.ids[known]))
-        return out
+        pos = values[:, :, : self.dim]
+        with np.errstate(invalid="ignore"):
+            ages = now - times
+        return NearbyBatch(pos, ages, values[:, :, 2], self.ids)
