@@ -107,6 +107,11 @@ class OpenAIChatClient:
         self.backoff_max_s = float(backoff_max_s)
         self.concurrency = concurrency
         self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
+        # the package imports its chat resources and response types on first use (~30 ms holding the GIL): here, at
+        # start-up, not in the first planning round beside a running control loop
+        from openai.types.chat import ChatCompletion  # noqa: F401
+
+        _ = self._client.chat.completions
         self._sem = threading.BoundedSemaphore(concurrency)
         self._lock = threading.Lock()
         self._state = "ok"

@@ -15,10 +15,12 @@ the newest bytes; the timer's event waits behind at most a few of them). Each ti
 odometry and planning result, computes every command in one step (``consensus.control.fleet_core.FleetCore``: the
 robot cores, the collision filters' QPs batched), publishes them, then the outputs of finished planning rounds,
 and starts the planning rounds due (an LLM round runs on the thread pool; a classical one is computed in place):
-planning never delays a command. Each robot plans every ``planner_period_s``, the robots' slots spread evenly over
-the period's ticks (robot j of n at tick j·k // n of the k ticks of a period), so no tick carries the whole
-fleet's planning. In a fleet process each robot's ``nearby`` set comes from the odometry the process already
-receives (``consensus.ros.nearby.FleetNearby``), not from a relay.
+planning never delays a command, and while the commands are computed and published the LLM clients' threads
+cannot take the GIL from the clock every millisecond (``CONTROL_SWITCH_INTERVAL_S``). Each robot plans every
+``planner_period_s``, the robots' slots spread evenly over the period's ticks (robot j of n at tick j·k // n of
+the k ticks of a period), so no tick carries the whole fleet's planning. In a fleet process each robot's
+``nearby`` set comes from the odometry the process already receives (``consensus.ros.nearby.FleetNearby``), not
+from a relay.
 
 A scenario supplies how to read its config from the node, how to build the robots' policies (planners, drone
 agents, ...) from one LLM client, and how to attach a robot (a ``consensus.ros.robot.RobotAgent``) to a node.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -42,7 +45,8 @@ from consensus.errors import ConfigError
 from consensus.settings import ControlParams
 from consensus.llm.from_config import client_from_config
 from consensus.ros.nearby import FleetNearby
-from consensus.ros.params import HEALTH, freeze_startup_objects, make_executor, on_stop, run_node, spin
+from consensus.ros.params import (CONTROL_SWITCH_INTERVAL_S, HEALTH, SWITCH_INTERVAL_S, freeze_startup_objects,
+                                  make_executor, on_stop, run_node, spin)
 from consensus.runs.processes import ROBOT_NODE
 from consensus import names
 
@@ -122,7 +126,7 @@ class FleetClock:
     """The one control timer of a robot process (module docstring): ``robots`` are its ``RobotAgent``s, which hand
     their ticks to it (``RobotAgent.join_clock``)."""
 
-    def __init__(self, node: Node, cfg: Any, robots: list, *, nearby_in_process: bool) -> None:
+    def __init__(self, node: Node, cfg: Any, robots: list, *, nearby_in_process: bool, start: bool = True) -> None:
         self.node, self.robots = node, robots
         cfg = robots[0].cfg if robots else cfg      # the robots' controller config (a scenario's may differ)
         avoid = any(r.core.avoid is not None for r in robots)
@@ -144,7 +148,16 @@ class FleetClock:
         self._phase_max = dict.fromkeys(PHASES, 0.0)
         for r in robots:
             r.clock_stats = self.stats
-        self.timer = node.create_timer(cfg.control_period_s, self.tick)
+        self.period = cfg.control_period_s
+        self.timer = None
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Create the timer: its first tick is one period from now (a process creates it last, after its start-up
+        work, which would otherwise delay the first tick and shift the slots every tick is measured against)."""
+        if self.timer is None:
+            self.timer = self.node.create_timer(self.period, self.tick)
 
     def stats(self) -> dict:
         """``robots``, ``ticks`` and per phase of a tick (``prepare``: decode each robot's inputs; ``step``: the
@@ -167,6 +180,24 @@ class FleetClock:
     def tick(self) -> None:
         """One control slot of every robot (never raises: each robot's failure is its own counted callback
         error, as with its own timer)."""
+        # the commands first, without yielding the GIL to the planner's threads every 1 ms (CONTROL_SWITCH_INTERVAL_S)
+        sys.setswitchinterval(CONTROL_SWITCH_INTERVAL_S)
+        try:
+            self._commands()
+        finally:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
+        p0 = time.perf_counter()
+        for r in self.robots:
+            self._guard(r, "control", r.flush)
+            self._guard(r, "control", r.after_control)
+        self.ticks += 1
+        # after the commands went out: the robots whose planning slot this tick is (staggered over the period)
+        for r in self._planning[self.ticks % self.plan_every]:
+            self._guard(r, "plan", r.plan_tick)
+        self._phase("after", p0)
+
+    def _commands(self) -> None:
+        """Every robot's inputs, the fleet step and every command out."""
         t = time.monotonic()
         p0 = time.perf_counter()
         now = self.node.get_clock().now().nanoseconds * 1e-9       # one clock read for the whole tick
@@ -195,15 +226,7 @@ class FleetClock:
         for r, cmd in zip(self.robots, cmds):
             if cmd is not None:
                 self._guard(r, "control", r.finish, cmd)
-        p0 = self._phase("publish", p0)
-        for r in self.robots:
-            self._guard(r, "control", r.flush)
-            self._guard(r, "control", r.after_control)
-        self.ticks += 1
-        # after the commands went out: the robots whose planning slot this tick is (staggered over the period)
-        for r in self._planning[self.ticks % self.plan_every]:
-            self._guard(r, "plan", r.plan_tick)
-        self._phase("after", p0)
+        self._phase("publish", p0)
 
     def _guard(self, robot, what: str, fn, *args):
         try:
@@ -251,11 +274,12 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
             main_node.get_logger().error(
                 "fleet: true, but this process runs only some robots: no nearby relay runs with fleet: true, so its "
                 "robots will wait for the others' positions; start one robot per process with fleet: false")
-        FleetClock(main_node, cfg, robots, nearby_in_process=in_process)
+        clock = FleetClock(main_node, cfg, robots, nearby_in_process=in_process, start=False)
         executor.add_node(main_node)
         on_stop(lambda: [robot.stop() for robot in robots])      # zero velocity before the context goes down
         main_node.get_logger().info(f"{len(robots)} robot(s) up (executor={cfg.executor}, one clock)")
         freeze_startup_objects()
+        clock.start()
         try:
             spin(executor)
         finally:
