@@ -91,6 +91,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def ros():
+    """rclpy initialised for an in-process test (its own context), shut down after it."""
+    import rclpy
+
+    rclpy.init()
+    try:
+        yield rclpy
+    finally:
+        rclpy.try_shutdown()
+
+
+@pytest.fixture
 def embedded_model_installed():
     """Skip unless xllamacpp and the pinned model chunk packages are installed (CI installs both, see Makefile)."""
     pytest.importorskip("xllamacpp")

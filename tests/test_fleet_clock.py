@@ -88,17 +88,6 @@ class ToPoint:
         pass
 
 
-@pytest.fixture
-def ros():
-    import rclpy
-
-    rclpy.init()
-    try:
-        yield rclpy
-    finally:
-        rclpy.try_shutdown()
-
-
 @pytest.mark.ros
 def test_one_clock_steps_every_robot_and_a_failing_robot_fails_alone(ros):
     from geometry_msgs.msg import Twist

@@ -62,6 +62,20 @@ def _nearby(pos, yaw, rng, n, kinematics, offset):
     return out
 
 
+def _move(cmds, pos, yaw, kinematics, now, dt, *fleets):
+    """The bodies driven by ``cmds`` for ``dt``; every fleet's cores observe the new poses."""
+    v = np.array([[c.vx, c.vy] for c in cmds])
+    if kinematics == "unicycle":
+        pose = step_unicycle(np.column_stack([pos, yaw]), v[:, 0], np.array([c.wz for c in cmds]), dt)
+        pos, yaw = pose[:, :2], pose[:, 2]
+    else:
+        pos = step_single_integrator(pos, v, dt)
+    for cores in fleets:
+        for i, core in enumerate(cores):
+            core.observe(now, pos[i], yaw[i])
+    return pos, yaw
+
+
 @pytest.mark.parametrize("kinematics,avoid,seed,n", [("single_integrator", "cbf", 1, 12),
                                                      ("single_integrator", "cbf", 2, 40),
                                                      ("unicycle", "cbf", 3, 16),
@@ -90,15 +104,7 @@ def test_fleet_step_equals_each_robot_core_step_to_1e_6(kinematics, avoid, seed,
             else:
                 np.testing.assert_allclose(b[i].goal, a[i].goal, atol=1e-9)
         moved += sum(abs(c.vx) + abs(c.vy) > 1e-6 for c in a)
-        v = np.array([[c.vx, c.vy] for c in a])
-        if kinematics == "unicycle":
-            pose = step_unicycle(np.column_stack([pos, yaw]), v[:, 0], np.array([c.wz for c in a]), dt)
-            pos, yaw = pose[:, :2], pose[:, 2]
-        else:
-            pos = step_single_integrator(pos, v, dt)
-        for i in range(n):
-            cores_a[i].observe(now, pos[i], yaw[i])
-            cores_b[i].observe(now, pos[i], yaw[i])
+        pos, yaw = _move(a, pos, yaw, kinematics, now, dt, cores_a, cores_b)
     for ca, cb in zip(cores_a, cores_b):
         assert ca.counters == cb.counters
         assert ca.slot == cb.slot
@@ -153,15 +159,7 @@ def test_the_dense_batch_path_equals_the_per_robot_lists(kinematics, seed, n):
         for i in range(n):
             assert a[i].reason == b[i].reason
             np.testing.assert_allclose([b[i].vx, b[i].vy, b[i].wz], [a[i].vx, a[i].vy, a[i].wz], atol=1e-9)
-        v = np.array([[c.vx, c.vy] for c in a])
-        if kinematics == "unicycle":
-            pose = step_unicycle(np.column_stack([pos, yaw]), v[:, 0], np.array([c.wz for c in a]), dt)
-            pos, yaw = pose[:, :2], pose[:, 2]
-        else:
-            pos = step_single_integrator(pos, v, dt)
-        for i in range(n):
-            cores_a[i].observe(now, pos[i], yaw[i])
-            cores_b[i].observe(now, pos[i], yaw[i])
+        pos, yaw = _move(a, pos, yaw, kinematics, now, dt, cores_a, cores_b)
     for ca, cb in zip(cores_a, cores_b):
         assert (ca.counters, ca.slot) == (cb.counters, cb.slot)
         assert ca.avoid.counters.as_dict() == cb.avoid.counters.as_dict()

@@ -30,17 +30,6 @@ def _cfg(**kw) -> AggregationConfig:
     return load_config(None, **base)
 
 
-@pytest.fixture
-def ros():
-    import rclpy
-
-    rclpy.init()
-    try:
-        yield rclpy
-    finally:
-        rclpy.try_shutdown()
-
-
 def _spin(ex, seconds: float, each=None) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:

@@ -332,6 +332,16 @@ def filter_velocity(p_i, u_nom, neighbours_p, d_min, v_max: float, gamma: float 
     return cmd if cmd is not u else cmd.copy(), info
 
 
+def _fleet_arrays(positions, u_nom, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A fleet's positions and nominal velocities as float arrays, both ``(n, d)`` with d 1 or 2 (else ValueError)."""
+    pos = np.asarray(positions, dtype=float)
+    u = np.asarray(u_nom, dtype=float)
+    if pos.ndim != 2 or pos.shape[1] not in (1, 2) or u.shape != pos.shape:
+        raise ValueError(f"collision filter: {name} and u_nom must both have shape (n, d) with d 1 or 2, "
+                         f"got {pos.shape} and {u.shape}")
+    return pos, u
+
+
 def filter_velocities(positions, u_nom, d_min, v_max: float, gamma: float = 1.0, *, known=None, neighbours=None,
                       counters: CollisionCounters | None = None) -> tuple[np.ndarray, BatchInfo]:
     """``filter_velocity`` for all n robots at once (the rows and the nominal check vectorised; each robot still
@@ -343,11 +353,7 @@ def filter_velocities(positions, u_nom, d_min, v_max: float, gamma: float = 1.0,
     ignored). ``d_min``: a number or (n, n). Returns ``(u (n, d), BatchInfo)``.
     """
     v_max, gamma = _check_common(v_max, gamma)
-    pos = np.asarray(positions, dtype=float)
-    u = np.asarray(u_nom, dtype=float)
-    if pos.ndim != 2 or pos.shape[1] not in (1, 2) or u.shape != pos.shape:
-        raise ValueError(f"collision filter: positions and u_nom must both have shape (n, d) with d 1 or 2, "
-                         f"got {pos.shape} and {u.shape}")
+    pos, u = _fleet_arrays(positions, u_nom, "positions")
     n, dim = pos.shape
     others = pos[None, :, :] if known is None else np.asarray(known, dtype=float)
     if known is not None and others.shape != (n, n, dim):
@@ -602,11 +608,7 @@ def filter_velocity_many(points, u_nom, neighbours, d_min, v_max, gamma=1.0, *, 
     speed-limit pass. A neighbour at exactly the robot's own position gives a zero row ``0ᵀ u <= b < 0``:
     infeasible, as DAQP decides it (zero command, ``infeasible``). Returns ``(u (n, d), BatchInfo)``.
     """
-    pos = np.asarray(points, dtype=float)
-    u = np.asarray(u_nom, dtype=float)
-    if pos.ndim != 2 or pos.shape[1] not in (1, 2) or u.shape != pos.shape:
-        raise ValueError(f"collision filter: points and u_nom must both have shape (n, d) with d 1 or 2, "
-                         f"got {pos.shape} and {u.shape}")
+    pos, u = _fleet_arrays(points, u_nom, "points")
     n, dim = pos.shape
     nb = np.asarray(neighbours, dtype=float)
     if nb.ndim != 3 or nb.shape[0] != n or nb.shape[2] != dim:
