@@ -34,7 +34,7 @@ setup(
         "matplotlib>=3.7",      # run plots (paper 1 Fig. 10a/b)
         "openai>=1.0",          # OpenAI-compatible chat client (OpenAI, vLLM, Ollama, llama.cpp server)
         "transforms3d>=0.4",    # quaternion <-> yaw for unicycle robots
-        "numba>=0.60",          # the naming game's simulation kernel (>= 50 M pair interactions/s)
+        "numba>=0.60",          # compiled kernels: the naming game's simulation, a fleet's batched collision QPs
         "tqdm>=4.60",           # progress bars of long extractions and sweeps
         "mcap>=1.1",            # the run's MCAP bag (writer and reader)
         "mcap-ros2-support>=0.5",   # decodes the bag's CDR messages without ROS (`consensus plot BAG`)

@@ -220,3 +220,33 @@ def test_bad_input(kwargs, error, match):
     with pytest.raises(error, match=match):
         filter_velocity_many(args.pop("points"), args.pop("u_nom"), args.pop("neighbours"), args.pop("d_min"),
                              args.pop("v_max"), args.pop("gamma"), bounds=bounds)
+
+
+def test_the_compiled_active_set_takes_the_numpy_versions_steps():
+    """The batched QP compiled by numba (``_active_set_compiled``, the default) and the numpy version reach the same
+    optimum, feasibility and active rows on random problems, with and without a start (the speed-limit pass)."""
+    from consensus.control import collision as c
+
+    rng = np.random.default_rng(29)
+    q, m = 300, 12
+    a = rng.normal(size=(q, m, 2))
+    b = rng.normal(0.2, 1.0, size=(q, m))
+    pad = rng.random((q, m)) < 0.3                       # padding rows, as the callers pass them
+    a[pad], b[pad] = 0.0, np.inf
+    u0 = rng.normal(0, 2.0, size=(q, 2))
+    compiled = c._active_set(a, b, u0)
+    numpy_ = c._batch_active_set(a, b, u0)
+    assert compiled[2].all() and numpy_[2].all()         # every problem finished
+    np.testing.assert_array_equal(compiled[1], numpy_[1])
+    assert 0 < compiled[1].sum() < q                     # feasible and infeasible problems both
+    ok = compiled[1]
+    np.testing.assert_allclose(compiled[0][ok], numpy_[0][ok], atol=1e-9)
+    np.testing.assert_array_equal(np.sort(compiled[3][ok], axis=1), np.sort(numpy_[3][ok], axis=1))
+    # from a start: the numpy result with more rows (the 16-gon pass continues from the first pass's optimum)
+    start = tuple(np.array(x) for x in (numpy_[0], numpy_[3], numpy_[4]))
+    more_a = np.concatenate([a, rng.normal(size=(q, 4, 2))], axis=1)
+    more_b = np.concatenate([b, rng.uniform(0.5, 2.0, (q, 4))], axis=1)
+    c1 = c._active_set(more_a[ok], more_b[ok], u0[ok], start=tuple(x[ok] for x in start))
+    c2 = c._batch_active_set(more_a[ok], more_b[ok], u0[ok], start=tuple(x[ok] for x in start))
+    np.testing.assert_array_equal(c1[1], c2[1])
+    np.testing.assert_allclose(c1[0][c1[1]], c2[0][c2[1]], atol=1e-9)

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 
 import daqp
 import numpy as np
+from numba import njit
 
 from consensus.errors import ConfigError
 
@@ -408,6 +409,8 @@ _SPAN_TOL = 1e-20
 _QP_PRIMAL_TOL = 1e-10
 #: iterations of the batched active-set before the unfinished robots go to DAQP one by one (a guard)
 _QP_MAX_ITER = 100
+#: the batched QP compiled by numba (``_active_set_compiled``); False: the numpy version (``_batch_active_set``)
+COMPILED_QP = True
 
 
 def _compact(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -506,6 +509,106 @@ def _batch_active_set(a: np.ndarray, b: np.ndarray, u0: np.ndarray, start=None):
     return u, feasible, done, act, lam
 
 
+@njit(cache=True)
+def _active_set_compiled(a, b, u0, u, act, lam):  # pragma: no cover - compiled; tested through its callers
+    """``_batch_active_set`` compiled (numba), one problem after the other with the same steps and the same
+    choices (the numpy version takes one step of every unfinished problem per iteration: ~20 numpy calls each,
+    whose overhead dominated a fleet's tick). ``u``, ``act``, ``lam`` (the start) are updated in place; returns
+    ``(feasible, done)``."""
+    q, m, _ = a.shape
+    feasible = np.ones(q, np.bool_)
+    done = np.zeros(q, np.bool_)
+    for i in range(q):
+        is_act = np.zeros(m, np.bool_)
+        for slot in range(2):
+            if act[i, slot] >= 0:
+                is_act[act[i, slot]] = True
+        pend = -1
+        lam_p = 0.0
+        for _ in range(_QP_MAX_ITER):
+            if pend < 0:                                # optimal, or the next row to add
+                best = -np.inf
+                for j in range(m):
+                    if is_act[j]:
+                        continue
+                    s = a[i, j, 0] * u[i, 0] + a[i, j, 1] * u[i, 1] - b[i, j]
+                    if s > _QP_PRIMAL_TOL:
+                        aa = a[i, j, 0] * a[i, j, 0] + a[i, j, 1] * a[i, j, 1]
+                        v = s * (1.0 / np.sqrt(aa) if aa > 0 else 1e150)
+                        if v > best:
+                            best, pend = v, j
+                if pend < 0:
+                    done[i] = True
+                    break
+                lam_p = 0.0
+            p = pend
+            apx, apy = a[i, p, 0], a[i, p, 1]
+            has0, has1 = act[i, 0] >= 0, act[i, 1] >= 0
+            r0, r1, zx, zy = 0.0, 0.0, apx, apy
+            if has1:                                    # two active rows: no primal step
+                a0x, a0y = a[i, act[i, 0], 0], a[i, act[i, 0], 1]
+                a1x, a1y = a[i, act[i, 1], 0], a[i, act[i, 1], 1]
+                det = a0x * a1y - a0y * a1x
+                r0 = (apx * a1y - apy * a1x) / det
+                r1 = (a0x * apy - a0y * apx) / det
+                zx, zy = 0.0, 0.0
+            elif has0:
+                a0x, a0y = a[i, act[i, 0], 0], a[i, act[i, 0], 1]
+                r0 = (a0x * apx + a0y * apy) / (a0x * a0x + a0y * a0y)
+                zx, zy = apx - r0 * a0x, apy - r0 * a0y
+            zz = zx * zx + zy * zy
+            step = zz > _SPAN_TOL * (apx * apx + apy * apy)
+            s_p = apx * u[i, 0] + apy * u[i, 1] - b[i, p]
+            t1 = s_p / zz if step else np.inf
+            ratio0 = lam[i, 0] / r0 if (has0 and r0 > 0) else np.inf
+            ratio1 = lam[i, 1] / r1 if (has1 and r1 > 0) else np.inf
+            k = 1 if ratio1 < ratio0 else 0
+            t2 = ratio1 if k == 1 else ratio0
+            if not step and np.isinf(t2):               # no step possible, p violated: infeasible
+                done[i] = True
+                feasible[i] = False
+                break
+            full = step and t1 <= t2
+            t = t1 if full else t2
+            if step:
+                u[i, 0] -= t * zx
+                u[i, 1] -= t * zy
+            lam[i, 0] = lam[i, 0] - t * r0 if has0 else 0.0
+            lam[i, 1] = lam[i, 1] - t * r1 if has1 else 0.0
+            lam_p += t
+            if full:                                    # p joins the active set
+                slot = 1 if has0 else 0
+                act[i, slot], lam[i, slot] = p, lam_p
+                is_act[p] = True
+                pend = -1
+            else:                                       # the row whose multiplier reached 0 leaves
+                is_act[act[i, k]] = False
+                if k == 0:
+                    act[i, 0], lam[i, 0] = act[i, 1], lam[i, 1]
+                act[i, 1], lam[i, 1] = -1, 0.0
+    return feasible, done
+
+
+def _active_set(a: np.ndarray, b: np.ndarray, u0: np.ndarray, start=None):
+    """``_batch_active_set``'s contract, compiled (``_active_set_compiled``) unless ``COMPILED_QP`` is off."""
+    if not COMPILED_QP:
+        return _batch_active_set(a, b, u0, start)
+    q = a.shape[0]
+    if start is None:
+        u, act, lam = u0.copy(), np.full((q, 2), -1, dtype=np.int64), np.zeros((q, 2))
+    else:
+        u, act, lam = (np.array(x) for x in start)
+        act = act.astype(np.int64)
+    feasible, done = _active_set_compiled(np.ascontiguousarray(a, dtype=float), np.ascontiguousarray(b, dtype=float),
+                                          u0, u, act, lam)
+    return u, feasible, done, act, lam
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the batched QP now, not in a robot's first control tick."""
+    _active_set(np.array([[[1.0, 0.0]]]), np.array([[0.0]]), np.array([[1.0, 0.0]]))
+
+
 def _batch_qp(a: np.ndarray, b: np.ndarray, u0: np.ndarray, v_max: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``_solve_qp`` for q robots at once: rows ``a (q, m, d)``, ``b (q, m)`` (padding: ``a = 0, b = inf``),
     ``u0 (q, d)``, ``v_max (q,)``. Returns ``(x (q, d), ok (q,))`` (``ok`` False: infeasible, ``x`` zero)."""
@@ -519,12 +622,12 @@ def _batch_qp(a: np.ndarray, b: np.ndarray, u0: np.ndarray, v_max: np.ndarray) -
     if dim == 1:
         poly_a = np.column_stack([poly_a[:, 0], np.zeros(len(poly_a))])
 
-    x, ok, fin, act, lam = _batch_active_set(a2, b, u2)
+    x, ok, fin, act, lam = _active_set(a2, b, u2)
     fallback = ~fin
     speed = np.sqrt(np.einsum("qd,qd->q", x, x))
     again = np.flatnonzero(fin & ok & (speed > v_max))
     if again.size:      # again with the polygon inscribed in the speed disc, from the optimum without it
-        x2, ok2, fin2, _, _ = _batch_active_set(
+        x2, ok2, fin2, _, _ = _active_set(
             np.concatenate([a2[again], np.broadcast_to(poly_a, (again.size,) + poly_a.shape)], axis=1),
             np.concatenate([b[again], v_max[again, None] * poly_b[None, :]], axis=1), u2[again],
             start=(x[again], act[again], lam[again]))
@@ -604,9 +707,10 @@ def filter_velocity_many(points, u_nom, neighbours, d_min, v_max, gamma=1.0, *, 
     ``(lo (n, d), hi (n, d))`` (a robot with a NaN in its ``lo`` or ``hi`` row has no bounds). Robot i's command
     is ``filter_velocity(points[i], u_nom[i], its known neighbours, their d_min, v_max[i], gamma[i],
     bounds=(lo[i], hi[i]) or None)`` (to rounding): the same rows, the same fast paths, and the robots that need
-    the QP solved together by an exact batched dual active-set (``_batch_active_set``) with ``_solve_qp``'s
-    speed-limit pass. A neighbour at exactly the robot's own position gives a zero row ``0ᵀ u <= b < 0``:
-    infeasible, as DAQP decides it (zero command, ``infeasible``). Returns ``(u (n, d), BatchInfo)``.
+    the QP solved together by an exact batched dual active-set (``_batch_active_set``, compiled by numba:
+    ``_active_set_compiled``) with ``_solve_qp``'s speed-limit pass. A neighbour at exactly the robot's own
+    position gives a zero row ``0ᵀ u <= b < 0``: infeasible, as DAQP decides it (zero command, ``infeasible``).
+    Returns ``(u (n, d), BatchInfo)``.
     """
     pos, u = _fleet_arrays(points, u_nom, "points")
     n, dim = pos.shape

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from consensus.control.collision import filter_velocity_many
+from consensus.control.collision import filter_velocity_many, warm_up
 from consensus.control.robot_core import Command, Nearby, RobotCore
 
 
@@ -52,6 +52,8 @@ class FleetCore:
 
     def __init__(self, cores: Sequence[RobotCore]) -> None:
         self.cores = list(cores)
+        if any(c.avoid is not None for c in self.cores):
+            warm_up()                       # the compiled QP now (or from numba's cache), not in the first tick
 
     def step(self, now: float, nearby: Sequence[Nearby | None] | NearbyBatch) -> list[Command]:
         """One control tick of every robot: ``nearby[i]`` is what robot i heard of the others (None: nothing yet),
