@@ -223,7 +223,7 @@ def test_bad_input(kwargs, error, match):
 
 
 def test_the_compiled_active_set_takes_the_numpy_versions_steps():
-    """The batched QP compiled by numba (``_active_set_compiled``, the default) and the numpy version reach the same
+    """The batched QP compiled by numba (``_active_set_kernel``, the default) and the numpy version reach the same
     optimum, feasibility and active rows on random problems, with and without a start (the speed-limit pass)."""
     from consensus.control import collision as c
 

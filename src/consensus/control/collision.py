@@ -70,7 +70,6 @@ from dataclasses import dataclass
 
 import daqp
 import numpy as np
-from numba import njit
 
 from consensus.errors import ConfigError
 
@@ -409,7 +408,7 @@ _SPAN_TOL = 1e-20
 _QP_PRIMAL_TOL = 1e-10
 #: iterations of the batched active-set before the unfinished robots go to DAQP one by one (a guard)
 _QP_MAX_ITER = 100
-#: the batched QP compiled by numba (``_active_set_compiled``); False: the numpy version (``_batch_active_set``)
+#: the batched QP compiled by numba (``_active_set_kernel``); False: the numpy version (``_batch_active_set``)
 COMPILED_QP = True
 
 
@@ -509,12 +508,11 @@ def _batch_active_set(a: np.ndarray, b: np.ndarray, u0: np.ndarray, start=None):
     return u, feasible, done, act, lam
 
 
-@njit(cache=True)
-def _active_set_compiled(a, b, u0, u, act, lam):  # pragma: no cover - compiled; tested through its callers
-    """``_batch_active_set`` compiled (numba), one problem after the other with the same steps and the same
-    choices (the numpy version takes one step of every unfinished problem per iteration: ~20 numpy calls each,
-    whose overhead dominated a fleet's tick). ``u``, ``act``, ``lam`` (the start) are updated in place; returns
-    ``(feasible, done)``."""
+def _active_set_kernel(a, b, u0, u, act, lam):  # pragma: no cover - compiled; tested through its callers
+    """``_batch_active_set`` compiled (numba, ``_compiled()``), one problem after the other with the same steps and
+    the same choices (the numpy version takes one step of every unfinished problem per iteration: ~20 numpy calls
+    each, whose overhead dominated a fleet's tick). ``u``, ``act``, ``lam`` (the start) are updated in place;
+    returns ``(feasible, done)``."""
     q, m, _ = a.shape
     feasible = np.ones(q, np.bool_)
     done = np.zeros(q, np.bool_)
@@ -589,8 +587,21 @@ def _active_set_compiled(a, b, u0, u, act, lam):  # pragma: no cover - compiled;
     return feasible, done
 
 
+_COMPILED: list = []
+
+
+def _compiled():
+    """The compiled kernel: numba is imported (~0.8 s) and the kernel compiled or loaded from numba's cache on first
+    use, so a process that never filters a fleet (a recorder, a relay) does not pay for it."""
+    if not _COMPILED:
+        from numba import njit
+
+        _COMPILED.append(njit(cache=True)(_active_set_kernel))
+    return _COMPILED[0]
+
+
 def _active_set(a: np.ndarray, b: np.ndarray, u0: np.ndarray, start=None):
-    """``_batch_active_set``'s contract, compiled (``_active_set_compiled``) unless ``COMPILED_QP`` is off."""
+    """``_batch_active_set``'s contract, compiled (``_active_set_kernel``) unless ``COMPILED_QP`` is off."""
     if not COMPILED_QP:
         return _batch_active_set(a, b, u0, start)
     q = a.shape[0]
@@ -599,8 +610,8 @@ def _active_set(a: np.ndarray, b: np.ndarray, u0: np.ndarray, start=None):
     else:
         u, act, lam = (np.array(x) for x in start)
         act = act.astype(np.int64)
-    feasible, done = _active_set_compiled(np.ascontiguousarray(a, dtype=float), np.ascontiguousarray(b, dtype=float),
-                                          u0, u, act, lam)
+    feasible, done = _compiled()(np.ascontiguousarray(a, dtype=float), np.ascontiguousarray(b, dtype=float),
+                                 u0, u, act, lam)
     return u, feasible, done, act, lam
 
 
@@ -708,7 +719,7 @@ def filter_velocity_many(points, u_nom, neighbours, d_min, v_max, gamma=1.0, *, 
     is ``filter_velocity(points[i], u_nom[i], its known neighbours, their d_min, v_max[i], gamma[i],
     bounds=(lo[i], hi[i]) or None)`` (to rounding): the same rows, the same fast paths, and the robots that need
     the QP solved together by an exact batched dual active-set (``_batch_active_set``, compiled by numba:
-    ``_active_set_compiled``) with ``_solve_qp``'s speed-limit pass. A neighbour at exactly the robot's own
+    ``_active_set_kernel``) with ``_solve_qp``'s speed-limit pass. A neighbour at exactly the robot's own
     position gives a zero row ``0ᵀ u <= b < 0``: infeasible, as DAQP decides it (zero command, ``infeasible``).
     Returns ``(u (n, d), BatchInfo)``.
     """
