@@ -79,7 +79,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -144,7 +143,6 @@ class RobotAgent:
         self._tick_now = 0.0
         self._round_out = None            # a round applied by the control tick, published after its command
         self.clock_stats = None           # the fleet clock's figures, once it ticks this robot (join_clock)
-        self._estop_lock = threading.Lock()
         node.create_subscription(Odometry if self.pose_type == ODOMETRY else PoseStamped,
                                  entry.pose_topic_name if entry else names.ODOM.name, self._on_odom_raw,
                                  qos.profile(names.ODOM), raw=True)
@@ -421,10 +419,7 @@ class RobotAgent:
         if self.entry is not None and self.kinematics != "unicycle" and self.core.yaw:
             c, s = math.cos(self.core.yaw), math.sin(self.core.yaw)    # world-frame velocity -> the body frame
             vx, vy = c * vx + s * vy, -s * vx + c * vy
-        with self._estop_lock:                # the e-stop callback may run on the other executor thread
-            if self.core.estopped:
-                vx = vy = wz = 0.0
-            self.send(vx, vy, wz, now)
+        self.send(vx, vy, wz, now)
         self.timing.published()               # the delay from the slot to this publish is what the robot feels
 
     def after_control(self) -> None:
@@ -444,14 +439,13 @@ class RobotAgent:
     # ------------------------------------------------------------------ outputs
     def _on_estop(self, msg: Bool) -> None:
         engage = bool(msg.data)
-        with self._estop_lock:
-            changed = self.core.set_estop(engage)
-            if engage:
-                self.send(0.0, 0.0, 0.0)      # at once, not at the next tick
+        changed = self.core.set_estop(engage)
         if changed and engage:
             self.node.get_logger().warning(f"robot {self.id}: e-stop engaged ({self.cfg.estop_topic})")
         elif changed:
             self.node.get_logger().warning(f"robot {self.id}: e-stop released")
+        if engage:
+            self.send(0.0, 0.0, 0.0)          # at once, not at the next tick
 
     def send(self, vx: float, vy: float, wz: float, now: float | None = None) -> None:
         """Publish one velocity command (or, in a dry run, record it)."""
