@@ -56,8 +56,8 @@ from consensus.graphs.topology import Graph
 from consensus.llm.base import LLMClient
 from consensus.control.avoidance import Avoidance, avoidance_from_config, sum_collision
 from consensus.control.collision import near_identity_point
-from consensus.control.fleet_core import FleetCore
-from consensus.control.robot_core import Command, Heard, Nearby, RobotCore
+from consensus.control.fleet_core import FleetCore, NearbyBatch
+from consensus.control.robot_core import Command, Heard, RobotCore
 from consensus.graphs.links import LinkModel
 from consensus.metrics.convergence import SettleWatch, convergence_summary, packing_radius, spread
 from consensus.control.planner import Planner, PlanRequest, PlanResult
@@ -172,15 +172,10 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
             for k in range(k0, k0 + steps):
                 t = float(times[k])
                 targets[k] = target
-                nearby = None
-                if nearby_links is not None:
+                heard_nearby: list | NearbyBatch = [None] * n
+                if nearby_links is not None:       # row i: what robot i holds of each robot (NaN: nothing)
                     nv, nt = nearby_links.deliver(t)
-                heard_nearby = []
-                for i in range(n):
-                    if nearby_links is not None:
-                        known = np.flatnonzero(np.isfinite(nv[i, :, 0]))
-                        nearby = Nearby(nv[i, known, :d], t - nt[i, known], nv[i, known, 2 * d], known)
-                    heard_nearby.append(nearby)
+                    heard_nearby = NearbyBatch(nv[:, :, :d], t - nt, nv[:, :, 2 * d], np.arange(n))
                 cmds = fleet.step(t, heard_nearby)
                 if unicycle:
                     v = np.array([c.vx for c in cmds])
