@@ -155,3 +155,31 @@ def test_one_clock_steps_every_robot_and_a_failing_robot_fails_alone(ros):
     finally:
         for n in (main, *nodes, drv):
             n.destroy_node()
+
+
+@pytest.mark.ros
+def test_a_failing_fleet_step_is_counted_and_every_robot_steps_alone(ros):
+    from rclpy.node import Node
+
+    from consensus.ros.fleet import FleetClock
+    from consensus.ros.robot import RobotAgent
+
+    cfg = _cfg(num_robots=2)
+    main = Node("fleet")
+    nodes = [Node("agent", namespace=f"robot_{i}") for i in range(2)]
+    robots = [RobotAgent(nodes[i], cfg, i, ToPoint((1.0, 1.0)), None) for i in range(2)]
+    clock = FleetClock(main, cfg, robots, nearby_in_process=True)
+
+    def broken(*_args):
+        raise RuntimeError("bug in the batched step")
+
+    clock.core.step = broken
+    try:
+        for _ in range(3):
+            clock.tick()
+        assert clock.stats()["step_errors"] == 3
+        assert all(r.timing.as_dict()["published"] == 3 for r in robots)     # each robot's own step, published
+        assert all(r.health.callback_errors == 0 for r in robots)
+    finally:
+        for n in (main, *nodes):
+            n.destroy_node()

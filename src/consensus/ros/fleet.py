@@ -31,7 +31,6 @@ import os
 import re
 import sys
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -45,8 +44,8 @@ from consensus.errors import ConfigError
 from consensus.settings import ControlParams
 from consensus.llm.from_config import client_from_config
 from consensus.ros.nearby import FleetNearby
-from consensus.ros.params import (CONTROL_SWITCH_INTERVAL_S, HEALTH, SWITCH_INTERVAL_S, freeze_startup_objects,
-                                  make_executor, on_stop, run_node, spin)
+from consensus.ros.params import (CONTROL_SWITCH_INTERVAL_S, HEALTH, SWITCH_INTERVAL_S, Health,
+                                  freeze_startup_objects, guarded, make_executor, on_stop, run_node, spin)
 from consensus.runs.processes import ROBOT_NODE
 from consensus import names
 
@@ -139,10 +138,18 @@ class FleetClock:
         # j of n at tick j·k // n): a whole fleet's planning at once (status, target and reasoning of every robot,
         # ~1.5 ms a robot at 100 robots) made the next slot late
         self._planning: list[list] = [[] for _ in range(k)]
-        for j, r in enumerate(robots):
-            self._planning[(j * k // len(robots)) % k].append(r)
+        for j in range(len(robots)):
+            self._planning[(j * k // len(robots)) % k].append(j)
         self.ticks = 0
-        self.step_errors = 0
+        # every robot's parts of a tick, each guarded (``guarded``: an exception is counted in that robot's health
+        # and logged, and the other robots go on)
+        self._parts = [{what: guarded(fn, f"robot_{r.id}.{'plan' if what == 'plan' else 'control'}", r.health)
+                        for what, fn in (("prepare", r.prepare), ("finish", r.finish), ("flush", r.flush),
+                                         ("after", r.after_control), ("plan", r.plan_tick), ("step", r.core.step))}
+                       for r in robots]
+        self.health = Health(parent=HEALTH, logger=node.get_logger())
+        self._fleet_step = guarded(self._step, "fleet.step", self.health)
+        self._heard = None
         # where a tick's time goes (wall clock, from the callback's start): sums and maxima per phase [s]
         self._phase_sum = dict.fromkeys(PHASES, 0.0)
         self._phase_max = dict.fromkeys(PHASES, 0.0)
@@ -165,7 +172,8 @@ class FleetClock:
         scenario's work and the planning slots) the mean and
         the largest wall time [ms] (the ``control`` record of each robot's ``planner/status`` carries it)."""
         n = max(self.ticks, 1)
-        return {"robots": len(self.robots), "ticks": self.ticks, "step_errors": self.step_errors,
+        return {"robots": len(self.robots), "ticks": self.ticks,
+                "step_errors": self.health.errors_by_callback.get("fleet.step", 0),
                 **{f"{k}_ms": {"mean": round(1e3 * self._phase_sum[k] / n, 3),
                                "max": round(1e3 * self._phase_max[k], 2)} for k in PHASES}}
 
@@ -187,13 +195,13 @@ class FleetClock:
         finally:
             sys.setswitchinterval(SWITCH_INTERVAL_S)
         p0 = time.perf_counter()
-        for r in self.robots:
-            self._guard(r, "control", r.flush)
-            self._guard(r, "control", r.after_control)
+        for parts in self._parts:
+            parts["flush"]()
+            parts["after"]()
         self.ticks += 1
         # after the commands went out: the robots whose planning slot this tick is (staggered over the period)
-        for r in self._planning[self.ticks % self.plan_every]:
-            self._guard(r, "plan", r.plan_tick)
+        for j in self._planning[self.ticks % self.plan_every]:
+            self._parts[j]["plan"]()
         self._phase("after", p0)
 
     def _commands(self) -> None:
@@ -201,45 +209,31 @@ class FleetClock:
         t = time.monotonic()
         p0 = time.perf_counter()
         now = self.node.get_clock().now().nanoseconds * 1e-9       # one clock read for the whole tick
-        for r in self.robots:
+        for r, parts in zip(self.robots, self._parts):
             r.timing.tick(t)
-            self._guard(r, "control", r.prepare, now, t)
+            parts["prepare"](now, t)
         p0 = self._phase("prepare", p0)
-        try:
-            if self.nearby is not None:
-                self.nearby.record()
-                nearby = self.nearby.deliver(now)
-            else:
-                nearby = [r.nearby for r in self.robots]
-            cmds = self.core.step(now, nearby)
-        except Exception:  # noqa: BLE001 - a bug in the batched step must not stop the fleet: each robot alone
-            self.step_errors += 1
-            HEALTH.count_callback_error("fleet.step")
-            if self.step_errors <= 5 or self.step_errors % 1000 == 0:
-                self.node.get_logger().error(f"fleet step failed ({self.step_errors} times), each robot stepped "
-                                             f"alone: {traceback.format_exc()}")
-            nearby = nearby if "nearby" in locals() else [r.nearby for r in self.robots]
-            if isinstance(nearby, NearbyBatch):
-                nearby = [nearby.robot(i) for i in range(len(self.robots))]
-            cmds = [self._guard(r, "control", r.core.step, now, nb) for r, nb in zip(self.robots, nearby)]
+        cmds = self._fleet_step(now)
+        if cmds is None:             # the batched step failed (counted, logged): each robot alone, as before it
+            heard = self._heard if self._heard is not None else [r.nearby for r in self.robots]
+            if isinstance(heard, NearbyBatch):
+                heard = [heard.robot(i) for i in range(len(self.robots))]
+            cmds = [parts["step"](now, nb) for parts, nb in zip(self._parts, heard)]
         p0 = self._phase("step", p0)
-        for r, cmd in zip(self.robots, cmds):
+        for parts, cmd in zip(self._parts, cmds):
             if cmd is not None:
-                self._guard(r, "control", r.finish, cmd)
+                parts["finish"](cmd)
         self._phase("publish", p0)
 
-    def _guard(self, robot, what: str, fn, *args):
-        try:
-            return fn(*args)
-        except Exception as exc:  # noqa: BLE001 - counted and logged like ``guarded``; the robot goes on
-            if not rclpy.ok():
-                return None
-            name = f"robot_{robot.id}.{what}"
-            robot.health.count_callback_error(name)
-            n = robot.health.errors_by_callback[name]
-            if n <= 5 or n % 1000 == 0:
-                self.node.get_logger().error(f"{name} failed ({n} times so far): {type(exc).__name__}: {exc}")
-            return None
+    def _step(self, now: float) -> list:
+        """Every robot's nearby set and the fleet core's step."""
+        self._heard = None
+        if self.nearby is not None:
+            self.nearby.record()
+            self._heard = self.nearby.deliver(now)
+        else:
+            self._heard = [r.nearby for r in self.robots]
+        return self.core.step(now, self._heard)
 
 
 def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[Any, list[int], Any], list],

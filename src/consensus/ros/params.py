@@ -336,8 +336,11 @@ def guarded(fn: Callable, what: str, health: Health | None = None) -> Callable:
             return None
 
     # rclpy looks at the callback's signature (a timer callback with a parameter gets a TimerInfo), so the
-    # wrapper takes exactly as many arguments as the wrapped function
-    if len(inspect.signature(fn).parameters) == 0:
+    # wrapper of a callback takes exactly as many arguments as the wrapped function
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind == p.VAR_POSITIONAL for p in params) or len(params) > 1:
+        return lambda *args: call(*args)   # not a ROS callback: a fleet clock's per-robot parts
+    if len(params) == 0:
         return lambda: call()
     return lambda msg: call(msg)
 
