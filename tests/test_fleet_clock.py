@@ -173,13 +173,50 @@ def test_a_failing_fleet_step_is_counted_and_every_robot_steps_alone(ros):
     def broken(*_args):
         raise RuntimeError("bug in the batched step")
 
-    clock.core.step = broken
+    clock.cores[0].step = broken
     try:
         for _ in range(3):
             clock.tick()
         assert clock.stats()["step_errors"] == 3
         assert all(r.timing.as_dict()["published"] == 3 for r in robots)     # each robot's own step, published
         assert all(r.health.callback_errors == 0 for r in robots)
+    finally:
+        for n in (main, *nodes):
+            n.destroy_node()
+
+
+@pytest.mark.ros
+def test_a_fleet_larger_than_robots_per_step_is_stepped_in_groups_each_robot_once_a_period(ros):
+    from rclpy.node import Node
+
+    from consensus.ros.fleet import FleetClock
+    from consensus.ros.robot import RobotAgent
+
+    cfg = _cfg(num_robots=5, robots_per_step=2)
+    main = Node("fleet")
+    nodes = [Node("agent", namespace=f"robot_{i}") for i in range(5)]
+    robots = [RobotAgent(nodes[i], cfg, i, ToPoint((1.0, 1.0)), None) for i in range(5)]
+    clock = FleetClock(main, cfg, robots, nearby_in_process=True, start=False)
+    try:
+        assert clock.groups == [[0, 1], [2, 3], [4]]
+        assert clock.interval == pytest.approx(cfg.control_period_s / 3)
+        now = main.get_clock().now().nanoseconds * 1e-9
+        for c in robots:
+            c.core.observe(now, [float(c.id), 0.0])
+        stepped = []
+        for g in range(6):                   # two periods: each group once a period, in turn
+            before = [r.timing.ticks for r in robots]
+            clock.tick()
+            stepped.append([i for i, r in enumerate(robots) if r.timing.ticks > before[i]])
+        assert stepped == [[0, 1], [2, 3], [4]] * 2
+        assert all(r.timing.ticks == 2 for r in robots)
+        assert clock.stats()["groups"] == 3 and clock.stats()["step_errors"] == 0
+        # the group's nearby sets are its rows: robot 4 (alone in its group) holds the other four
+        assert sorted(clock._heard.robot(0).ids) == [0, 1, 2, 3]
+        # a callback so late that the timer skipped a slot steps the skipped group too: no robot misses a tick
+        clock._due = main.get_clock().now().nanoseconds * 1e-9 - 1.5 * clock.interval
+        clock.tick()
+        assert [r.timing.ticks for r in robots] == [3, 3, 3, 3, 2] and clock.stats()["skipped"] == 1
     finally:
         for n in (main, *nodes):
             n.destroy_node()

@@ -229,3 +229,22 @@ def test_record_of_one_sender_matches_record_all():
 def test_bad_link_parameters_are_refused(kwargs):
     with pytest.raises(ValueError, match="link"):
         LinkModel(2, 2, **kwargs)
+
+
+def test_a_delivery_to_some_receivers_updates_only_theirs_and_equals_their_rows_of_a_whole_delivery():
+    n = 6
+    whole, part = LinkModel(n, 2, max_age_s=0.3), LinkModel(n, 2, max_age_s=0.3)
+    feed(whole, [0.0])
+    feed(part, [0.0])
+    v_all, t_all = whole.deliver(0.0)
+    rows = [1, 4]
+    v, t = part.deliver(0.0, rows=rows)
+    assert v.shape == (2, n, 2) and t.shape == (2, n)
+    np.testing.assert_array_equal(v, v_all[rows])
+    np.testing.assert_array_equal(t, t_all[rows])
+    # receivers left out hold nothing yet; the ones served hold their delivery and age it out alone
+    assert np.isinf(part.stamp[[0, 2, 3, 5]]).all() and np.isfinite(part.stamp[1, [0, 2, 3, 4, 5]]).all()
+    _, later = part.deliver(1.0, rows=[4])
+    assert np.isinf(later).all()                      # what robot 4 held is older than max_age_s: left out
+    _, other = part.deliver(0.2, rows=[1])
+    assert np.isfinite(other[0, [0, 2, 3, 4, 5]]).all()

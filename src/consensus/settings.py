@@ -395,11 +395,15 @@ class FleetParams:
     num_robots: int = 4               # N robots (drones) of the fleet
     fleet: bool = True                # all robots in one process (scales to ~100); False = one process per robot
     executor: str = "events"          # "events" (rclpy EventsExecutor) or "single"
+    # a robot process's clock steps at most this many robots at once: a larger fleet is stepped in groups whose
+    # control slots are spread evenly over the control period (consensus.ros.fleet.FleetClock)
+    robots_per_step: int = 25
 
-    RANGES: ClassVar[dict] = {"num_robots": (1, 1000)}
+    RANGES: ClassVar[dict] = {"num_robots": (1, 1000), "robots_per_step": (1, 1000)}
 
     def _check_fleet(self) -> None:
         need_in_range(self, "num_robots")               # the groups' checks after this one size arrays by it
+        need_in_range(self, "robots_per_step")
         need(self.executor in EXECUTORS, f"unknown executor '{self.executor}'; valid: {', '.join(EXECUTORS)}")
 
 

@@ -71,22 +71,31 @@ class LinkModel:
         values = np.where(np.isfinite(times)[:, None], self.hist_v[rows, k], np.nan)
         return values, times
 
-    def deliver(self, now: float, links=None) -> tuple[np.ndarray, np.ndarray]:
+    def deliver(self, now: float, links=None, rows=None) -> tuple[np.ndarray, np.ndarray]:
         """One delivery over ``links`` ((n, n) bool, row i = whom i hears; default every pair but oneself):
         ``(values (n, n, width), times (n, n))`` of what each receiver now holds of each sender (NaN / -inf: nothing,
-        lost or not a link)."""
+        lost or not a link). ``rows``: only these receivers get a delivery now (a fleet clock that steps its
+        robots in groups); the result has their rows only, in that order."""
         links = ~np.eye(self.n, dtype=bool) if links is None else np.asarray(links, dtype=bool)
+        if rows is not None:
+            rows = np.asarray(rows, dtype=int)
+            links = links[rows]
         values, times = self.newest(now)
         update = links & np.isfinite(times)[None, :]
         if self.drop_prob > 0:
-            drop = self.rng.random((self.n, self.n)) < self.drop_prob
+            drop = self.rng.random(links.shape) < self.drop_prob
             self.dropped += int(np.count_nonzero(drop & links))
             update &= ~drop
-        self.value = np.where(update[:, :, None], values[None, :, :], self.value)
-        self.stamp = np.where(update, times[None, :], self.stamp)
-        fresh = links & ((now - self.stamp) <= self.max_age_s)
+        value, stamp = (self.value, self.stamp) if rows is None else (self.value[rows], self.stamp[rows])
+        value = np.where(update[:, :, None], values[None, :, :], value)
+        stamp = np.where(update, times[None, :], stamp)
+        if rows is None:
+            self.value, self.stamp = value, stamp
+        else:
+            self.value[rows], self.stamp[rows] = value, stamp
+        fresh = links & ((now - stamp) <= self.max_age_s)
         self.delivered += int(np.count_nonzero(fresh))
-        return np.where(fresh[:, :, None], self.value, np.nan), np.where(fresh, self.stamp, -np.inf)
+        return np.where(fresh[:, :, None], value, np.nan), np.where(fresh, stamp, -np.inf)
 
     def forget(self, keep_links) -> None:
         """Drop what receivers hold over links that no longer exist (a graph switched at run time)."""

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -123,23 +124,35 @@ PHASES = ("prepare", "step", "publish", "after")     # the parts of a fleet cloc
 
 class FleetClock:
     """The one control timer of a robot process (module docstring): ``robots`` are its ``RobotAgent``s, which hand
-    their ticks to it (``RobotAgent.join_clock``)."""
+    their ticks to it (``RobotAgent.join_clock``).
+
+    A fleet of more than ``robots_per_step`` robots is stepped in groups (contiguous, of nearly equal size), each
+    with its own control slot: the timer fires ``len(groups)`` times a period, and each tick steps one group (its
+    robots' inputs, nearby sets, fleet core and commands, then their outputs and planning slots). Every robot is
+    still stepped once a period, but its command waits only for its group's work, not the whole fleet's (measured
+    at 100 robots, docs/benchmarks.md: one step of all took 12 ms from the slot to the last command)."""
 
     def __init__(self, node: Node, cfg: Any, robots: list, *, nearby_in_process: bool, start: bool = True) -> None:
         self.node, self.robots = node, robots
+        per_step = int(getattr(cfg, "robots_per_step", 0) or max(len(robots), 1))
         cfg = robots[0].cfg if robots else cfg      # the robots' controller config (a scenario's may differ)
         avoid = any(r.core.avoid is not None for r in robots)
         for r in robots:
             r.join_clock(nearby_in_process=nearby_in_process and avoid)
-        self.core = FleetCore([r.core for r in robots])
+        n = len(robots)
+        self.groups = [[int(j) for j in grp] for grp in np.array_split(np.arange(n), max(1, -(-n // per_step)))]
+        self.cores = [FleetCore([robots[j].core for j in grp]) for grp in self.groups]
         self.nearby = FleetNearby([r.core for r in robots], cfg) if nearby_in_process and avoid else None
         self.plan_every = k = max(1, round(cfg.planner_period_s / cfg.control_period_s))
-        # each robot plans every planner_period_s, the robots' slots spread evenly over the period's ticks (robot
-        # j of n at tick j·k // n): a whole fleet's planning at once (status, target and reasoning of every robot,
-        # ~1.5 ms a robot at 100 robots) made the next slot late
-        self._planning: list[list] = [[] for _ in range(k)]
-        for j in range(len(robots)):
-            self._planning[(j * k // len(robots)) % k].append(j)
+        # each robot plans every planner_period_s, a group's slots spread evenly over the period's ticks (robot j
+        # of a group of m at its group's tick j·k // m of the k ticks of a period): a whole fleet's planning at once
+        # (status, target and reasoning of every robot, ~1.5 ms a robot at 100 robots) made the next slot late
+        self._planning: list[list[list[int]]] = []
+        for grp in self.groups:
+            slots: list[list[int]] = [[] for _ in range(k)]
+            for pos, j in enumerate(grp):
+                slots[(pos * k // len(grp)) % k].append(j)
+            self._planning.append(slots)
         self.ticks = 0
         # every robot's parts of a tick, each guarded (``guarded``: an exception is counted in that robot's health
         # and logged, and the other robots go on)
@@ -156,23 +169,27 @@ class FleetClock:
         for r in robots:
             r.clock_stats = self.stats
         self.period = cfg.control_period_s
+        self.interval = self.period / len(self.groups)      # one group's slot to the next
+        self._due: float | None = None                       # the time of the next group's slot (ROS clock)
+        self.skipped = 0                                     # slots the timer skipped, stepped late by the next
         self.timer = None
         if start:
             self.start()
 
     def start(self) -> None:
-        """Create the timer: its first tick is one period from now (a process creates it last, after its start-up
+        """Create the timer: its first tick is one slot from now (a process creates it last, after its start-up
         work, which would otherwise delay the first tick and shift the slots every tick is measured against)."""
         if self.timer is None:
-            self.timer = self.node.create_timer(self.period, self.tick)
+            self.timer = self.node.create_timer(self.interval, self.tick)
 
     def stats(self) -> dict:
-        """``robots``, ``ticks`` and per phase of a tick (``prepare``: decode each robot's inputs; ``step``: the
-        nearby sets and the fleet core; ``publish``: every command out; ``after``: the outputs of finished rounds, a
-        scenario's work and the planning slots) the mean and
-        the largest wall time [ms] (the ``control`` record of each robot's ``planner/status`` carries it)."""
+        """``robots``, ``groups`` (stepped one a slot), ``ticks`` (groups stepped), ``skipped`` (slots the timer
+        skipped, whose group the next callback stepped) and per phase of a tick (``prepare``: decode each
+        robot's inputs; ``step``: the nearby sets and the fleet core; ``publish``: every command out; ``after``: the
+        outputs of finished rounds, a scenario's work and the planning slots; all of one group) the mean and the
+        largest wall time [ms] (the ``control`` record of each robot's ``planner/status`` carries it)."""
         n = max(self.ticks, 1)
-        return {"robots": len(self.robots), "ticks": self.ticks,
+        return {"robots": len(self.robots), "groups": len(self.groups), "ticks": self.ticks, "skipped": self.skipped,
                 "step_errors": self.health.errors_by_callback.get("fleet.step", 0),
                 **{f"{k}_ms": {"mean": round(1e3 * self._phase_sum[k] / n, 3),
                                "max": round(1e3 * self._phase_max[k], 2)} for k in PHASES}}
@@ -186,54 +203,69 @@ class FleetClock:
         return t
 
     def tick(self) -> None:
-        """One control slot of every robot (never raises: each robot's failure is its own counted callback
-        error, as with its own timer)."""
+        """The timer's callback: the control slot of the next group (never raises: each robot's failure is its own
+        counted callback error, as with its own timer). A callback so late that the timer skipped a slot (rcl skips
+        missed ones) steps the skipped group too, first: every group keeps its slot in the period, and no robot
+        misses a tick."""
+        now = self.node.get_clock().now().nanoseconds * 1e-9
+        if self._due is None or abs(now - self._due) > self.period:       # the first tick, or a jump of the clock
+            self._due = now
+        due = 1 + max(0, int((now - self._due) // self.interval))
+        self._due += due * self.interval
+        for _ in range(min(due, len(self.groups))):
+            self._group_tick(self.ticks % len(self.groups))
+        self.skipped += due - 1
+
+    def _group_tick(self, g: int) -> None:
+        """Group ``g``'s control slot: its commands, then its outputs and planning slots."""
         # the commands first, without yielding the GIL to the planner's threads every 1 ms (CONTROL_SWITCH_INTERVAL_S)
         sys.setswitchinterval(CONTROL_SWITCH_INTERVAL_S)
         try:
-            self._commands()
+            self._commands(g)
         finally:
             sys.setswitchinterval(SWITCH_INTERVAL_S)
         p0 = time.perf_counter()
-        for parts in self._parts:
-            parts["flush"]()
-            parts["after"]()
+        for j in self.groups[g]:
+            self._parts[j]["flush"]()
+            self._parts[j]["after"]()
         self.ticks += 1
-        # after the commands went out: the robots whose planning slot this tick is (staggered over the period)
-        for j in self._planning[self.ticks % self.plan_every]:
+        # after the commands went out: the group's robots whose planning slot this is (staggered over the period)
+        for j in self._planning[g][(self.ticks // len(self.groups) + 1) % self.plan_every]:
             self._parts[j]["plan"]()
         self._phase("after", p0)
 
-    def _commands(self) -> None:
-        """Every robot's inputs, the fleet step and every command out."""
+    def _commands(self, g: int) -> None:
+        """Group ``g``'s inputs, its fleet step and its commands out."""
+        group = self.groups[g]
         t = time.monotonic()
         p0 = time.perf_counter()
         now = self.node.get_clock().now().nanoseconds * 1e-9       # one clock read for the whole tick
-        for r, parts in zip(self.robots, self._parts):
-            r.timing.tick(t)
-            parts["prepare"](now, t)
+        for j in group:
+            self.robots[j].timing.tick(t)
+            self._parts[j]["prepare"](now, t)
         p0 = self._phase("prepare", p0)
-        cmds = self._fleet_step(now)
+        cmds = self._fleet_step(g, now)
         if cmds is None:             # the batched step failed (counted, logged): each robot alone, as before it
-            heard = self._heard if self._heard is not None else [r.nearby for r in self.robots]
+            heard = self._heard if self._heard is not None else [self.robots[j].nearby for j in group]
             if isinstance(heard, NearbyBatch):
-                heard = [heard.robot(i) for i in range(len(self.robots))]
-            cmds = [parts["step"](now, nb) for parts, nb in zip(self._parts, heard)]
+                heard = [heard.robot(r) for r in range(len(group))]
+            cmds = [self._parts[j]["step"](now, nb) for j, nb in zip(group, heard)]
         p0 = self._phase("step", p0)
-        for parts, cmd in zip(self._parts, cmds):
+        for j, cmd in zip(group, cmds):
             if cmd is not None:
-                parts["finish"](cmd)
+                self._parts[j]["finish"](cmd)
         self._phase("publish", p0)
 
-    def _step(self, now: float) -> list:
-        """Every robot's nearby set and the fleet core's step."""
+    def _step(self, g: int, now: float) -> list:
+        """Group ``g``'s nearby sets and its fleet core's step."""
+        group = self.groups[g]
         self._heard = None
         if self.nearby is not None:
             self.nearby.record()
-            self._heard = self.nearby.deliver(now)
+            self._heard = self.nearby.deliver(now, rows=group if len(self.groups) > 1 else None)
         else:
-            self._heard = [r.nearby for r in self.robots]
-        return self.core.step(now, self._heard)
+            self._heard = [self.robots[j].nearby for j in group]
+        return self.cores[g].step(now, self._heard)
 
 
 def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[Any, list[int], Any], list],

@@ -228,10 +228,11 @@ class FleetNearby:
         for j in idx:
             self.links.record(int(j), float(t[j]), sample[j])
 
-    def deliver(self, now: float) -> NearbyBatch:
-        """What each robot now holds of the others (module docstring of ``FleetNearby``), as the fleet core's
-        dense ``NearbyBatch`` (``NearbyBatch.robot(i)``: robot i's ``Nearby``)."""
-        values, times = self.links.deliver(now)
+    def deliver(self, now: float, rows=None) -> NearbyBatch:
+        """What each robot (``rows``: these robots, by their index here) now holds of the others (module docstring
+        of ``FleetNearby``), as the fleet core's dense ``NearbyBatch`` (``NearbyBatch.robot(i)``: row i's
+        ``Nearby``)."""
+        values, times = self.links.deliver(now, rows=rows)
         pos = values[:, :, : self.dim]
         with np.errstate(invalid="ignore"):
             ages = now - times

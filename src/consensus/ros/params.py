@@ -23,6 +23,7 @@ import inspect
 import json
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -371,15 +372,28 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node], None] | None = None) -> int:
+#: the niceness a process that only records (the run's recorder, the bag recorder) adds to its own: on a busy host
+#: the robots' control, the sim and the planners take the CPU first, and the recorders catch up from their
+#: subscriptions' queues (measured at 100 robots on 2 cores, docs/benchmarks.md; their lost messages are counted)
+BACKGROUND_NICE = 10
+
+
+def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node], None] | None = None,
+              background: bool = False) -> int:
     """The main of a node executable, written once: ``run_node`` (rclpy, the error boundary), ``Node(name)``,
     ``before(node)`` (e.g. a parameter set before anything reads it), then ``obj = make(node)`` spun on the executor
     its config names (``obj.cfg.executor``) until ``obj.done`` (a Future, where the node ends the run) or shutdown.
     Afterwards, also after Ctrl-C, ``obj.finish()`` (or ``obj.close()``) writes what the node holds, the node is
-    destroyed, and a failure the node recorded (``obj.error``) becomes the run's error (exit status 1)."""
+    destroyed, and a failure the node recorded (``obj.error``) becomes the run's error (exit status 1).
+    ``background``: a process that only records runs ``BACKGROUND_NICE`` nicer."""
     from consensus.errors import ConsensusError
 
     def body(_args: list[str]) -> None:
+        if background:
+            try:
+                os.nice(BACKGROUND_NICE)
+            except OSError:                     # a host that refuses it: the process runs at the usual priority
+                pass
         node = Node(name)
         if before is not None:
             before(node)

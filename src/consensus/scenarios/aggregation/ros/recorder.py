@@ -482,4 +482,4 @@ def _fmt(x) -> str:
 
 
 def main() -> int:
-    return node_main("recorder", Recorder)
+    return node_main("recorder", Recorder, background=True)
