@@ -192,7 +192,7 @@ def test_a_fleet_larger_than_robots_per_step_is_stepped_in_groups_each_robot_onc
     from consensus.ros.fleet import FleetClock
     from consensus.ros.robot import RobotAgent
 
-    cfg = _cfg(num_robots=5, robots_per_step=2)
+    cfg = _cfg(num_robots=5, robots_per_step=2, control_period_s=0.1)
     main = Node("fleet")
     nodes = [Node("agent", namespace=f"robot_{i}") for i in range(5)]
     robots = [RobotAgent(nodes[i], cfg, i, ToPoint((1.0, 1.0)), None) for i in range(5)]
@@ -220,3 +220,15 @@ def test_a_fleet_larger_than_robots_per_step_is_stepped_in_groups_each_robot_onc
     finally:
         for n in (main, *nodes):
             n.destroy_node()
+
+
+def test_groups_are_as_large_as_asked_but_at_most_one_per_min_slot_of_the_period():
+    from consensus.ros.fleet import MIN_SLOT_S, slot_groups
+
+    assert slot_groups(20, 10, 0.1) == [list(range(10)), list(range(10, 20))]
+    assert slot_groups(7, 10, 0.1) == [list(range(7))]
+    big = slot_groups(100, 10, 0.1)                  # 10 groups asked, 0.1 s / MIN_SLOT_S = 5 allowed
+    assert len(big) == round(0.1 / MIN_SLOT_S) and [len(g) for g in big] == [20] * 5
+    assert sum(big, []) == list(range(100))
+    assert slot_groups(5, 1, 0.05) == [[0, 1, 2], [3, 4]]
+    assert slot_groups(0, 10, 0.1) == [[]]

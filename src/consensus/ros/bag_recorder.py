@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,10 +129,12 @@ class BagRecorder:
         self.node.get_logger().warning(f"not recording {name}: {why}")
 
     def _writer_of(self, name: str):
-        clock, write = self.clock, self.writer.write
+        clock, write, wall = self.clock, self.writer.write, time.time_ns
 
         def cb(raw: bytes) -> None:
-            write(name, raw, clock.now().nanoseconds)
+            # the node clock is the system clock unless sim time is active: read it without building a Time
+            # (a tenth of the recorder's time at 100 robots, py-spy)
+            write(name, raw, clock.now().nanoseconds if clock.ros_time_is_active else wall())
         return cb
 
     def flush(self) -> None:
