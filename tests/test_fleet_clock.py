@@ -227,8 +227,9 @@ def test_groups_are_as_large_as_asked_but_at_most_one_per_min_slot_of_the_period
 
     assert slot_groups(20, 10, 0.1) == [list(range(10)), list(range(10, 20))]
     assert slot_groups(7, 10, 0.1) == [list(range(7))]
-    big = slot_groups(100, 10, 0.1)                  # 10 groups asked, 0.1 s / MIN_SLOT_S = 5 allowed
-    assert len(big) == round(0.1 / MIN_SLOT_S) and [len(g) for g in big] == [20] * 5
+    big = slot_groups(100, 10, 0.1)                  # 10 groups asked, 0.1 s / MIN_SLOT_S = 4 allowed
+    assert len(big) == round(0.1 / MIN_SLOT_S) == 4 and [len(g) for g in big] == [25] * 4
     assert sum(big, []) == list(range(100))
     assert slot_groups(5, 1, 0.05) == [[0, 1, 2], [3, 4]]
+    assert slot_groups(5, 1, 0.01) == [[0, 1, 2, 3, 4]]        # a period shorter than a slot: one group
     assert slot_groups(0, 10, 0.1) == [[]]

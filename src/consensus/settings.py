@@ -396,7 +396,7 @@ class FleetParams:
     fleet: bool = True                # all robots in one process (scales to ~100); False = one process per robot
     executor: str = "events"          # "events" (rclpy EventsExecutor) or "single"
     # a robot process's clock steps this many robots at once: a larger fleet is stepped in groups whose control
-    # slots are spread evenly over the control period, at least 20 ms apart (consensus.ros.fleet.FleetClock)
+    # slots are spread evenly over the control period, at least 25 ms apart (consensus.ros.fleet.FleetClock)
     robots_per_step: int = 10
 
     RANGES: ClassVar[dict] = {"num_robots": (1, 1000), "robots_per_step": (1, 1000)}

@@ -162,4 +162,5 @@ class BagRecorder:
 
 
 def main() -> int:
-    return node_main("bag_recorder", BagRecorder, background=True)       # close(): the file is finished, metadata.yaml written
+    # close(): the file is finished, metadata.yaml written
+    return node_main("bag_recorder", BagRecorder, background=True)

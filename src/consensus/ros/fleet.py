@@ -18,7 +18,9 @@ and starts the planning rounds due (an LLM round runs on the thread pool; a clas
 planning never delays a command, and while the commands are computed and published the LLM clients' threads
 cannot take the GIL from the clock every millisecond (``CONTROL_SWITCH_INTERVAL_S``). Each robot plans every
 ``planner_period_s``, the robots' slots spread evenly over the period's ticks (robot j of n at tick j·k // n of
-the k ticks of a period), so no tick carries the whole fleet's planning. In a fleet process each robot's
+the k ticks of a period), so no tick carries the whole fleet's planning. A fleet larger than ``robots_per_step``
+(``FleetParams``) is stepped in groups, each with its own control slot in the period (``FleetClock``): a robot's
+command then waits for its group's work only. In a fleet process each robot's
 ``nearby`` set comes from the odometry the process already receives (``consensus.ros.nearby.FleetNearby``), not
 from a relay.
 
@@ -119,19 +121,20 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
     return on_set
 
 
-#: the shortest time between two groups' slots: shorter ones measured worse (100 robots on 2 cores, groups of 10
-#: 10 ms apart: 60 % of the commands within 10 ms against 99 % for groups of 20-25 at 20-25 ms; the timer's jitter under
-#: load is then as long as a slot), so a fleet is split into at most control_period_s / MIN_SLOT_S groups
-MIN_SLOT_S = 0.02
+#: the shortest time between two groups' slots (100 robots on 2 cores, filter and bag on, docs/benchmarks.md: groups
+#: 10 ms apart, 60 % of the commands within 10 ms of their slot; 20 ms apart, 96.8-98.4 % at 1.09-1.12 cores; 25 ms
+#: apart, 86.7-99.7 % at 0.99-1.02 cores: the timer's jitter under load is as long as a short slot), so a fleet is
+#: split into at most control_period_s / MIN_SLOT_S groups
+MIN_SLOT_S = 0.025
 
-PHASES = ("prepare", "step", "publish", "after")
+PHASES = ("prepare", "step", "publish", "after")     # the parts of a fleet clock's tick (FleetClock.stats)
 
 
 def slot_groups(n: int, per_step: int, period_s: float) -> list[list[int]]:
     """Robots ``0 .. n-1`` in the groups a clock steps one a slot: ``per_step`` robots a group (contiguous, of nearly
     equal size), but at most one group per ``MIN_SLOT_S`` of the period (then larger groups)."""
     count = max(1, min(-(-n // max(per_step, 1)), int(period_s / MIN_SLOT_S + 1e-9)))
-    return [[int(j) for j in grp] for grp in np.array_split(np.arange(n), count)]     # the parts of a fleet clock's tick (FleetClock.stats)
+    return [[int(j) for j in grp] for grp in np.array_split(np.arange(n), count)]
 
 
 class FleetClock:
@@ -139,10 +142,11 @@ class FleetClock:
     their ticks to it (``RobotAgent.join_clock``).
 
     A fleet of more than ``robots_per_step`` robots is stepped in groups (contiguous, of nearly equal size; at most
-    one per ``MIN_SLOT_S`` of the period, so groups may be larger), each with its own control slot: the timer fires ``len(groups)`` times a period, and each tick steps one group (its
-    robots' inputs, nearby sets, fleet core and commands, then their outputs and planning slots). Every robot is
-    still stepped once a period, but its command waits only for its group's work, not the whole fleet's (measured
-    at 100 robots, docs/benchmarks.md: one step of all took 12 ms from the slot to the last command)."""
+    one per ``MIN_SLOT_S`` of the period, so groups may be larger), each with its own control slot: the timer fires
+    ``len(groups)`` times a period, and each tick steps one group (its robots' inputs, nearby sets, fleet core and
+    commands, then their outputs and planning slots). Every robot is still stepped once a period, but its command
+    waits only for its group's work, not the whole fleet's (measured at 100 robots, docs/benchmarks.md: one step of
+    all took 12 ms from the slot to the last command)."""
 
     def __init__(self, node: Node, cfg: Any, robots: list, *, nearby_in_process: bool, start: bool = True) -> None:
         self.node, self.robots = node, robots
