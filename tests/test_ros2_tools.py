@@ -89,6 +89,12 @@ def test_ros2_cli_sees_and_drives_a_running_aggregation(tmp_path):
         bad = ros2("param", "set", "/topology", "topology", "hexagon", timeout=20)
         assert "Setting parameter failed" in bad.stdout and "unknown topology 'hexagon'" in bad.stdout, bad.stdout
         assert "ring" in ros2("param", "get", "/topology", "topology", timeout=20).stdout   # unchanged
+
+        # honest parameters (issue 30): each node lists only the fields it reads
+        listed = {name: set(ros2("param", "list", name, timeout=20).stdout.split()) for name in ("/recorder", "/sim")}
+        assert 10 <= len(listed["/recorder"]) <= 30 and "converge_tol_m" in listed["/recorder"], listed
+        assert not {"bag_exclude", "llm_model", "kp"} & listed["/recorder"], listed
+        assert "sim_rate_hz" in listed["/sim"] and "converge_tol_m" not in listed["/sim"], listed
     finally:
         code = stop_group(launch)
     log = (tmp_path / "launch.log").read_text()

@@ -22,7 +22,7 @@ CTX_PER_REQUEST = 2048
 
 def _body(_args: list[str]) -> None:
     node = Node("llm_server")
-    cfg = declare_config(node, RobotBaseConfig)
+    cfg = declare_config(node, RobotBaseConfig, uses=("llm_model", "llm_port", "llm_concurrency"))
     model = cfg.llm_model if cfg.llm_model.endswith(".gguf") else str(ensure_default_model())
     node.get_logger().info(f"starting embedded LLM on 127.0.0.1:{cfg.llm_port} with {model}")
     with EmbeddedServer(model, port=cfg.llm_port, n_parallel=cfg.llm_concurrency,

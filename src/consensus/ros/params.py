@@ -50,6 +50,7 @@ import typing
 from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.ros.cdr import odom_xy, point_stamped_xy
+from consensus.ros.diagnostics import HOST, DiagnosticsPublisher
 from consensus import names
 
 _LIST_TYPES = {str: Parameter.Type.STRING_ARRAY, float: Parameter.Type.DOUBLE_ARRAY,
@@ -83,17 +84,30 @@ def config_descriptors(cls: type, runtime: Iterable[str] = ()) -> dict[str, Para
             for f in dataclasses.fields(cls)}
 
 
-def declare_config(node: Node, cls: type, runtime: Iterable[str] = ()):
-    """Declare every field of the config dataclass ``cls`` (a ``consensus.settings.FlatParams``) as a parameter
-    of ``node``, defaults from the dataclass (an empty list typed by the field's annotation), descriptors from the
-    fields' documented meaning and ranges (``FlatParams.field_docs``/``field_ranges``), every parameter read-only
-    except ``runtime`` (the ones this node applies when they change: its ``add_on_set_parameters_callback``); and
-    return the validated config. ``ros2 param set`` of a read-only parameter is refused with the reason."""
+def declare_config(node: Node, cls: type, runtime: Iterable[str] = (), uses: Iterable[str] | None = None):
+    """Declare the fields of the config dataclass ``cls`` (a ``consensus.settings.FlatParams``) that ``node`` reads
+    (``uses``, plus ``runtime``; default: every field) as its parameters, defaults from the dataclass (an empty list
+    typed by the field's annotation), descriptors from the fields' documented meaning and ranges
+    (``FlatParams.field_docs``/``field_ranges``), every parameter read-only except ``runtime`` (the ones this node
+    applies when they change: its ``add_on_set_parameters_callback``); and return the validated config. ``ros2
+    param set`` of a read-only parameter is refused with the reason, and ``ros2 param list`` shows what the node
+    uses. A field the node does not declare still takes this node's value from the parameters file or ``-p``
+    (rclpy's parameter overrides of the node), so the whole config (and a manifest written from it) is the run's."""
     values: dict = {}
     types = cls.field_types()
     descriptors = config_descriptors(cls, runtime)
+    names = [f.name for f in dataclasses.fields(cls)]
+    declared = set(names) if uses is None else set(uses) | set(runtime)
+    if declared - set(names):
+        raise ValueError(f"{cls.__name__} has no field(s) {', '.join(sorted(declared - set(names)))}")
+    overrides = getattr(node, "_parameter_overrides", {}) or {}
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if f.name not in declared:
+            given = overrides.get(f.name)
+            value = default if given is None else given.value
+            values[f.name] = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value
+            continue
         desc = descriptors[f.name]
         if not node.has_parameter(f.name):
             try:
@@ -222,13 +236,17 @@ HEALTH_PERIOD_S = 1.0
 
 def publish_health(node: Node, health: Health | None = None, period_s: float = HEALTH_PERIOD_S) -> Callable[[], None]:
     """Publish ``health.record(node)`` (default: the process's ``HEALTH``) on ``node``'s relative topic ``health``
-    every ``period_s`` and once right away; returns the publish function (call it once more before shutdown for
-    the final counts)."""
+    every ``period_s`` and once right away, and the same as the node's status on ``/diagnostics``
+    (``consensus.ros.diagnostics``); returns the publish function (call it once more before shutdown for the final
+    counts)."""
     health = health or HEALTH
     pub = node.create_publisher(String, names.HEALTH.name, qos.profile(names.HEALTH))
+    diagnostics = DiagnosticsPublisher(node)
 
     def publish() -> None:
-        pub.publish(String(data=json.dumps(health.record(node))))
+        rec = health.record(node)
+        pub.publish(String(data=json.dumps(rec)))
+        diagnostics.publish([(rec["node"], HOST, rec)])
 
     node.create_timer(period_s, guarded(publish, f"{node.get_name()}.health", health))
     publish()

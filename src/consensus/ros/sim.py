@@ -37,12 +37,17 @@ from consensus import names
 CMD_TIMEOUT_S = 0.5
 
 
+#: the fields the simulator reads (its parameters: ``declare_config(uses=...)``)
+USES = ("num_robots", "dim", "workspace", "seed", "executor", "kinematics", "kp", "sim_rate_hz", "publish_clock",
+        "init_radius", "initial_positions", "robots_file")
+
+
 class Simulator:
     """The simulator's state and its ROS wiring."""
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.cfg = cfg = declare_config(node, RobotBaseConfig)
+        self.cfg = cfg = declare_config(node, RobotBaseConfig, uses=USES)
         self.health = Health(parent=HEALTH, logger=node.get_logger())     # this node's (also in HEALTH)
         n = cfg.num_robots
         start = initial_positions(cfg)

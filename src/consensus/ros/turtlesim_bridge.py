@@ -47,10 +47,15 @@ CALL_TIMEOUT_S = 10.0
 CHECK_HZ = 10.0           # how often silent robots are looked for
 
 
+#: the fields the bridge reads (its parameters: ``declare_config(uses=...)``)
+USES = ("num_robots", "dim", "workspace", "seed", "executor", "sim_rate_hz", "publish_clock", "init_radius",
+        "initial_positions")
+
+
 class TurtlesimBridge:
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.cfg = cfg = declare_config(node, RobotBaseConfig)
+        self.cfg = cfg = declare_config(node, RobotBaseConfig, uses=USES)
         self.health = Health(parent=HEALTH, logger=node.get_logger())
         self.map = WindowMap.for_workspace(cfg.workspace)
         n = cfg.num_robots

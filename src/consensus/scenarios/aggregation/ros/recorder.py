@@ -87,11 +87,19 @@ PROGRESS_PERIOD_S = 5.0     # a progress line at least this often (or once per p
 VIZ_PERIOD_S = 0.5          # markers and TF at 2 Hz
 
 
+#: the fields the recorder reads (its parameters, ``declare_config(uses=...)``); the others reach its manifest from
+#: the parameters file without being its parameters
+USES = ("num_robots", "dim", "workspace", "output_dir", "seed", "executor", "duration_s", "max_rounds", "settle_s",
+        "converge_tol_m", "planner", "planner_period_s", "state_rate_hz", "robot_timeout_s", "topology", "markers",
+        "foxglove", "foxglove_host", "robots_file", "kinematics", "footprint_radius_m", "safety_margin_m",
+        "collision_avoidance", "cbf_gamma", "v_max", "w_max")
+
+
 class Recorder:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.fqn = node.get_fully_qualified_name()        # the node's handle is gone when finish() runs after Ctrl-C
-        self.cfg = cfg = declare_config(node, AggregationConfig)
+        self.cfg = cfg = declare_config(node, AggregationConfig, uses=USES)
         n = cfg.num_robots
         self.out = Path(cfg.output_dir) if cfg.output_dir else default_run_dir("aggregation")
         self.out.mkdir(parents=True, exist_ok=True)

@@ -11,10 +11,18 @@ from consensus.settings import ControlParams
 from consensus.scenarios.aggregation.planners.factory import planners_from_config
 
 
+#: what the robots do not read (the sim's, the recorder's, the topology node's, the bag's and the live view's
+#: fields): every other field is a parameter of ``/fleet`` (``/robot_<i>/agent``)
+NOT_USED = frozenset({"sim", "sim_rate_hz", "publish_clock", "init_radius", "initial_positions", "duration_s",
+                      "converge_tol_m", "settle_s", "markers", "neighbor_rate_hz", "adjacency", "directed",
+                      "topology_p", "leader", "bag", "bag_exclude", "foxglove", "foxglove_host"})
+USES = tuple(name for name in AggregationConfig.field_names() if name not in NOT_USED)
+
+
 def main() -> int:
     return run_robots(
         "robot",
-        lambda node: declare_config(node, AggregationConfig, runtime=ControlParams.RUNTIME),
+        lambda node: declare_config(node, AggregationConfig, runtime=ControlParams.RUNTIME, uses=USES),
         lambda cfg, ids, client: [planners_from_config(cfg, client)[i] for i in ids],
         lambda node, cfg, i, planner, pool, status: RobotAgent(
             node, cfg, i, planner, pool, status,

@@ -56,12 +56,16 @@ from consensus.ros.params import HEALTH, Health, declare_config, guarded, node_m
 from consensus import names
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
+#: the fields the topology node reads besides ``GRAPH_PARAMS`` (its parameters: ``declare_config(uses=...)``)
+USES = ("num_robots", "dim", "workspace", "seed", "executor", "fleet", "link_delay_s", "link_drop_prob",
+        "neighbor_rate_hz", "state_rate_hz", "robot_timeout_s", "control_period_s", "v_max", "collision_avoidance",
+        "robots_file")
 
 
 class TopologyRelay:
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.cfg = cfg = declare_config(node, AggregationConfig, runtime=GRAPH_PARAMS)
+        self.cfg = cfg = declare_config(node, AggregationConfig, runtime=GRAPH_PARAMS, uses=USES)
         self.health = Health(parent=HEALTH, logger=node.get_logger())     # this node's (also in HEALTH)
         self.graph = cfg.graph()
         self._warn_if_impossible()
