@@ -86,7 +86,8 @@ def _field_comments(klass: type) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     decl = re.compile(r"^    (\w+): [^=#]+=.*?#\s?(.*)$")
-    current = None
+    bare = re.compile(r"^    (\w+): [^=#]+=[^#]*$")          # a declaration without a comment of its own
+    current, above = None, []
     for line in lines:
         m = decl.match(line)
         if m:
@@ -94,8 +95,13 @@ def _field_comments(klass: type) -> dict[str, str]:
             out[current] = m.group(2).strip()
         elif current and re.match(r"^\s+#\s?(.*)$", line) and not line.startswith("    #"):
             out[current] += " " + line.strip().lstrip("#").strip()
+        elif (b := bare.match(line)) and above:
+            out[b.group(1)] = " ".join(above)         # the comment block right above it (e.g. ``bag_exclude``)
+            current = None
         else:
             current = None
+        above = above + [line.strip()[1:].strip()] if line.startswith("    #") and not line.startswith("    #:") \
+            else []
     return out
 
 

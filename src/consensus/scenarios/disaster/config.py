@@ -48,11 +48,11 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Fl
 
     # environment (consensus.scenarios.disaster.environment.EnvConfig; paper 2, appendix C.1); volatility: the
     # discussion group's
-    width: int = 10
-    height: int = 10
+    width: int = 10                   # grid cells along x
+    height: int = 10                  # grid cells along y
     max_active: int = 3               # K: at most this many active disasters
     p_new: float = 0.2                # chance of a new disaster when fewer than max_active are active
-    initial_disasters: int = 2
+    initial_disasters: int = 2        # active disasters at the start
     containment_per_drone: int = 3    # severity removed per drone on the cell per round
     alpha: float = 5.0                # clear reward per severity point at the clearing round's start
     beta: float = 2.0                 # uncontained penalty per severity point and round
@@ -64,7 +64,7 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Fl
 
     # motion: teleport (paper) or kinematic (P controller + single integrator, cell centres as targets)
     motion: str = "teleport"
-    cell_size_m: float = 1.0
+    cell_size_m: float = 1.0          # [m] the side of a grid cell (kinematic motion)
     round_time_s: float = 10.0        # flight time of one round (kinematic)
     target_timeout_s: float = 10.0    # ROS: a drone without a round-clock message for this long stops
     # LLM: the discussion group's paper-2 defaults, with a longer timeout

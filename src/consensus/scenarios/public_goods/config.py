@@ -17,7 +17,7 @@ class PublicGoodsConfig(RunParams, AgentsParams, DiscussionParams, FlatParams):
     max_contribution: float = 20.0    # C_max
     threshold_per_agent: float = 6.0  # θ(1) = this * N (30 for N = 5)
     benefit_min: float = 80.0         # B(t) uniform in [benefit_min, benefit_max] each round
-    benefit_max: float = 120.0
+    benefit_max: float = 120.0        # the upper end of B(t)'s range
     cost: float = 1.0                 # c (paper: 1 or 2)
     rumour_p: float = 0.5             # a misleading threshold rumour in a round with this probability
     announce_p: float = 0.8           # a threshold shift is announced truthfully with this probability
