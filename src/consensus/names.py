@@ -61,6 +61,8 @@ PLANNER_STATUS = Topic("planner/status", "std_msgs/msg/String", "events")       
 
 # --- the fleet (root namespace) ------------------------------------------------------------------------------------
 HEALTH = Topic("health", "std_msgs/msg/String", "events")             # every root node's health record, each second
+# every node's health as diagnostic_msgs (rqt_robot_monitor, diagnostic_aggregator, Foxglove; consensus.ros.diagnostics)
+DIAGNOSTICS = Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", "events")
 ESTOP = Topic("/estop", "std_msgs/msg/Bool", "latched")               # the fleet's e-stop (default of estop_topic)
 CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", "stream")          # sim time (publish_clock)
 TF = Topic("/tf", "tf2_msgs/msg/TFMessage", "events")                 # world -> robot_<i>/base_link
@@ -69,7 +71,7 @@ MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # 
 
 ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEIGHBOR_TARGETS, NEARBY, TARGET, PLANNER_REASONING,
                 PLANNER_STATUS)
-FLEET_TOPICS = (HEALTH, ESTOP, CLOCK, TF, TOPOLOGY_GRAPH, MARKERS)
+FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, TF, TOPOLOGY_GRAPH, MARKERS)
 
 def robot_topic(robot_id: int, name: str) -> str:
     """``/robot_<i>/<name>``: a scenario's own per-robot topic (e.g. the disaster drones' vote requests)."""

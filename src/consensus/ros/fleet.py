@@ -46,6 +46,7 @@ from consensus.control.fleet_core import FleetCore, NearbyBatch
 from consensus.errors import ConfigError
 from consensus.settings import ControlParams
 from consensus.llm.from_config import client_from_config
+from consensus.ros import diagnostics
 from consensus.ros.nearby import FleetNearby
 from consensus.ros.params import (CONTROL_SWITCH_INTERVAL_S, HEALTH, SWITCH_INTERVAL_S, Health,
                                   freeze_startup_objects, guarded, make_executor, on_stop, run_node, spin)
@@ -317,6 +318,10 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
                 "fleet: true, but this process runs only some robots: no nearby relay runs with fleet: true, so its "
                 "robots will wait for the others' positions; start one robot per process with fleet: false")
         clock = FleetClock(main_node, cfg, robots, nearby_in_process=in_process, start=False)
+        # every robot's status (and the clock's counts) on /diagnostics once a second, from its last planner/status
+        robots_diagnostics = diagnostics.RobotsDiagnostics(main_node, robots, clock.health)
+        main_node.create_timer(robots_diagnostics.period_s,
+                               guarded(robots_diagnostics.publish, "fleet.diagnostics", clock.health))
         executor.add_node(main_node)
         on_stop(lambda: [robot.stop() for robot in robots])      # zero velocity before the context goes down
         main_node.get_logger().info(f"{len(robots)} robot(s) up (executor={cfg.executor}, one clock)")

@@ -183,6 +183,7 @@ class RobotAgent:
         self.pub_reason = node.create_publisher(String, names.PLANNER_REASONING.name,
                                                 qos.profile(names.PLANNER_REASONING))
         self.pub_status = node.create_publisher(String, names.PLANNER_STATUS.name, qos.profile(names.PLANNER_STATUS))
+        self.last_status: dict | None = None     # the last planner/status record published
         # (Staggering the robots' timers over the period was measured and made timing worse with the
         # EventsExecutor: timers created from a callback cost more than the burst they avoid.)
         self.control_timer = node.create_timer(cfg.control_period_s,
@@ -481,7 +482,8 @@ class RobotAgent:
         return out
 
     def publish_status(self) -> None:
-        self.pub_status.publish(String(data=json.dumps(self.status())))
+        self.last_status = rec = self.status()        # also the robot's /diagnostics status (consensus.ros.diagnostics)
+        self.pub_status.publish(String(data=json.dumps(rec)))
 
     def set_limits(self, cfg: RobotBaseConfig) -> None:
         """Apply changed controller settings (``ControlParams.RUNTIME``: kp, v_max, w_max, deadband; validated by the
