@@ -233,3 +233,77 @@ def test_groups_are_as_large_as_asked_but_at_most_one_per_min_slot_of_the_period
     assert slot_groups(5, 1, 0.05) == [[0, 1, 2], [3, 4]]
     assert slot_groups(5, 1, 0.01) == [[0, 1, 2, 3, 4]]        # a period shorter than a slot: one group
     assert slot_groups(0, 10, 0.1) == [[]]
+
+
+def test_endpoint_ready_waits_for_the_llm_server_s_models_route_and_gives_up_after_its_timeout():
+    import http.server
+    import logging
+    import threading
+
+    from consensus.ros.fleet import EndpointReady
+
+    up = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):               # noqa: N802 - http.server's name
+            ok = up.is_set() and self.path == "/v1/models"
+            self.send_response(200 if ok else 503)
+            self.end_headers()
+            self.wfile.write(b'{"data": []}' if ok else b"loading")
+
+        def log_message(self, *_args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    log = logging.getLogger("test.ready")
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        assert EndpointReady.local(url) and not EndpointReady.local("https://api.openai.com/v1")
+        ready = EndpointReady(url, log, poll_s=0.05)
+        time.sleep(0.3)
+        assert not ready()                              # still loading (503)
+        up.set()
+        deadline = time.monotonic() + 5
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ready() and ready.answered
+        never = EndpointReady(f"http://127.0.0.1:{server.server_address[1]}/nothing", log, timeout_s=0.3,
+                              poll_s=0.05)
+        time.sleep(0.8)
+        assert never() and not never.answered           # gave up: plan anyway (fallbacks are counted)
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.ros
+def test_robots_do_not_plan_before_the_llm_server_is_ready_but_their_commands_go_out(ros):
+    from rclpy.node import Node
+
+    from consensus.ros.fleet import FleetClock
+    from consensus.ros.robot import RobotAgent
+
+    cfg = _cfg(num_robots=2)
+    main = Node("fleet")
+    nodes = [Node("agent", namespace=f"robot_{i}") for i in range(2)]
+    robots = [RobotAgent(nodes[i], cfg, i, ToPoint((1.0, 1.0)), None) for i in range(2)]
+    ready = [False]
+    clock = FleetClock(main, cfg, robots, nearby_in_process=True, start=False, ready=lambda: ready[0])
+    try:
+        for _ in range(3 * clock.plan_every):
+            now = main.get_clock().now().nanoseconds * 1e-9
+            for r in robots:
+                r.core.observe(now, [float(r.id), 0.0])
+            clock.tick()
+        assert all(r.core.target is None for r in robots)                   # no round started
+        assert all(r.timing.as_dict()["published"] == 3 * clock.plan_every for r in robots)    # stops sent
+        ready[0] = True
+        for _ in range(clock.plan_every + 1):
+            now = main.get_clock().now().nanoseconds * 1e-9
+            for r in robots:
+                r.core.observe(now, [float(r.id), 0.0])
+            clock.tick()
+        assert all(r.core.target is not None for r in robots)               # planning began
+    finally:
+        for n in (main, *nodes):
+            n.destroy_node()

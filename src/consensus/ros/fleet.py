@@ -20,7 +20,9 @@ cannot take the GIL from the clock every millisecond (``CONTROL_SWITCH_INTERVAL_
 ``planner_period_s``, the robots' slots spread evenly over the period's ticks (robot j of n at tick j·k // n of
 the k ticks of a period), so no tick carries the whole fleet's planning. A fleet larger than ``robots_per_step``
 (``FleetParams``) is stepped in groups, each with its own control slot in the period (``FleetClock``): a robot's
-command then waits for its group's work only. In a fleet process each robot's
+command then waits for its group's work only. With an LLM server on this host (the run's ``llm_server``, perhaps
+still loading its model), the robots start planning once it answers (``EndpointReady``), whoever started them
+(``ros2 launch`` starts every node at once); their commands (stops until a first plan) go out meanwhile. In a fleet process each robot's
 ``nearby`` set comes from the odometry the process already receives (``consensus.ros.nearby.FleetNearby``), not
 from a relay.
 
@@ -32,7 +34,11 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -130,6 +136,54 @@ MIN_SLOT_S = 0.025
 
 PHASES = ("prepare", "step", "publish", "after")     # the parts of a fleet clock's tick (FleetClock.stats)
 
+#: how long robots wait for a local LLM server to answer before they plan anyway (the first start of the embedded
+#: model assembles and verifies ~1 GB; the CLI runner waits as long: consensus.runs.ros_runner)
+LLM_READY_TIMEOUT_S = 900.0
+LLM_READY_POLL_S = 1.0
+
+
+class EndpointReady:
+    """Whether the run's own LLM server answers yet: ``GET <base_url>/models`` polled on a thread until it returns 200
+    (``ready()`` True), or until ``timeout_s`` (then True too, with one error logged: the robots plan and their
+    requests fail as counted fallbacks). The robots of a process start planning only once it is ready, so ``ros2
+    launch`` (which starts every node at once) and ``consensus run`` (which starts the robots after the server
+    answers) behave the same: no round is lost to a server still loading its model."""
+
+    def __init__(self, base_url: str, logger, *, timeout_s: float = LLM_READY_TIMEOUT_S,
+                 poll_s: float = LLM_READY_POLL_S) -> None:
+        self.url = base_url.rstrip("/") + "/models"
+        self.logger, self.timeout_s, self.poll_s = logger, timeout_s, poll_s
+        self._done = threading.Event()
+        self.answered = False
+        threading.Thread(target=self._poll, name="llm-ready", daemon=True).start()
+
+    def __call__(self) -> bool:
+        return self._done.is_set()
+
+    def _poll(self) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        self.logger.info(f"robots plan once the LLM server answers at {self.url}")
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as resp:
+                    if resp.status == 200:
+                        self.answered = True
+                        self.logger.info(f"LLM server ready at {self.url}")
+                        self._done.set()
+                        return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            time.sleep(self.poll_s)
+        self.logger.error(f"the LLM server at {self.url} did not answer within {self.timeout_s:.0f} s; the robots "
+                          f"plan anyway (failed requests are counted fallbacks)")
+        self._done.set()
+
+    @staticmethod
+    def local(base_url: str) -> bool:
+        """Is ``base_url`` a server on this host (one the run may have started, perhaps still loading)?"""
+        host = urllib.parse.urlsplit(base_url).hostname or ""
+        return host in ("127.0.0.1", "localhost", "::1")
+
 
 def slot_groups(n: int, per_step: int, period_s: float) -> list[list[int]]:
     """Robots ``0 .. n-1`` in the groups a clock steps one a slot: ``per_step`` robots a group (contiguous, of nearly
@@ -149,8 +203,10 @@ class FleetClock:
     waits only for its group's work, not the whole fleet's (measured at 100 robots, docs/benchmarks.md: one step of
     all took 12 ms from the slot to the last command)."""
 
-    def __init__(self, node: Node, cfg: Any, robots: list, *, nearby_in_process: bool, start: bool = True) -> None:
+    def __init__(self, node: Node, cfg: Any, robots: list, *, nearby_in_process: bool, start: bool = True,
+                 ready: Callable[[], bool] | None = None) -> None:
         self.node, self.robots = node, robots
+        self.ready = ready              # planning starts once this says so (EndpointReady); commands never wait
         per_step = int(getattr(cfg, "robots_per_step", 0) or max(len(robots), 1))
         cfg = robots[0].cfg if robots else cfg      # the robots' controller config (a scenario's may differ)
         avoid = any(r.core.avoid is not None for r in robots)
@@ -247,8 +303,9 @@ class FleetClock:
             self._parts[j]["after"]()
         self.ticks += 1
         # after the commands went out: the group's robots whose planning slot this is (staggered over the period)
-        for j in self._planning[g][(self.ticks // len(self.groups) + 1) % self.plan_every]:
-            self._parts[j]["plan"]()
+        if self.ready is None or self.ready():
+            for j in self._planning[g][(self.ticks // len(self.groups) + 1) % self.plan_every]:
+                self._parts[j]["plan"]()
         self._phase("after", p0)
 
     def _commands(self, g: int) -> None:
@@ -317,7 +374,9 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
             main_node.get_logger().error(
                 "fleet: true, but this process runs only some robots: no nearby relay runs with fleet: true, so its "
                 "robots will wait for the others' positions; start one robot per process with fleet: false")
-        clock = FleetClock(main_node, cfg, robots, nearby_in_process=in_process, start=False)
+        base_url = ((status() or {}).get("base_url") or "") if status is not None else ""
+        ready = EndpointReady(base_url, main_node.get_logger()) if EndpointReady.local(base_url) else None
+        clock = FleetClock(main_node, cfg, robots, nearby_in_process=in_process, start=False, ready=ready)
         # every robot's status (and the clock's counts) on /diagnostics once a second, from its last planner/status
         robots_diagnostics = diagnostics.RobotsDiagnostics(main_node, robots, clock.health)
         main_node.create_timer(robots_diagnostics.period_s,
