@@ -22,9 +22,9 @@ the k ticks of a period), so no tick carries the whole fleet's planning. A fleet
 (``FleetParams``) is stepped in groups, each with its own control slot in the period (``FleetClock``): a robot's
 command then waits for its group's work only. With an LLM server on this host (the run's ``llm_server``, perhaps
 still loading its model), the robots start planning once it answers (``EndpointReady``), whoever started them
-(``ros2 launch`` starts every node at once); their commands (stops until a first plan) go out meanwhile. In a fleet process each robot's
-``nearby`` set comes from the odometry the process already receives (``consensus.ros.nearby.FleetNearby``), not
-from a relay.
+(``ros2 launch`` starts every node at once); their commands (stops until a first plan) go out meanwhile. In a
+fleet process each robot's ``nearby`` set comes from the odometry the process already receives
+(``consensus.ros.nearby.FleetNearby``), not from a relay.
 
 A scenario supplies how to read its config from the node, how to build the robots' policies (planners, drone
 agents, ...) from one LLM client, and how to attach a robot (a ``consensus.ros.robot.RobotAgent``) to a node.
