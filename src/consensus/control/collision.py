@@ -72,6 +72,7 @@ import daqp
 import numpy as np
 
 from consensus.errors import ConfigError
+from consensus.extras import optional
 
 #: sides of the regular polygon inscribed in the speed disc that the QP uses in 2-D
 POLYGON_SIDES = 16
@@ -592,17 +593,18 @@ _COMPILED: list = []
 
 def _compiled():
     """The compiled kernel: numba is imported (~0.8 s) and the kernel compiled or loaded from numba's cache on first
-    use, so a process that never filters a fleet (a recorder, a relay) does not pay for it."""
+    use, so a process that never filters a fleet (a recorder, a relay) does not pay for it. None without numba (the
+    'studies' extra, not in the base install): the numpy version then solves the same problems, more slowly."""
     if not _COMPILED:
-        from numba import njit
-
-        _COMPILED.append(njit(cache=True)(_active_set_kernel))
+        numba = optional("numba")
+        _COMPILED.append(numba.njit(cache=True)(_active_set_kernel) if numba is not None else None)
     return _COMPILED[0]
 
 
 def _active_set(a: np.ndarray, b: np.ndarray, u0: np.ndarray, start=None):
-    """``_batch_active_set``'s contract, compiled (``_active_set_kernel``) unless ``COMPILED_QP`` is off."""
-    if not COMPILED_QP:
+    """``_batch_active_set``'s contract, compiled (``_active_set_kernel``) unless ``COMPILED_QP`` is off or numba is
+    not installed."""
+    if not COMPILED_QP or _compiled() is None:
         return _batch_active_set(a, b, u0, start)
     q = a.shape[0]
     if start is None:

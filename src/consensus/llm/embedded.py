@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from consensus.errors import ConfigError, ConsensusError
+from consensus.extras import install_command, require
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,9 @@ def installed_part_paths(packages: Sequence[str] = PART_PACKAGES) -> list[Path]:
         else:
             missing.append(pkg)
     if missing:
+        if not paths and list(packages) == list(PART_PACKAGES):     # none at all: the extra is not installed
+            raise EmbeddedModelError(f"the embedded model's part packages are not installed (the 'embedded' extra): "
+                                     f"{install_command('embedded')}")
         raise EmbeddedModelError(
             f"{len(missing)} of {len(packages)} model part packages are missing or incomplete "
             f"({', '.join(missing)}); install them with: pip install "
@@ -357,10 +361,7 @@ class EmbeddedServer:
         with self._lock:
             if self._server is not None:
                 return self
-            try:
-                import xllamacpp
-            except ImportError as exc:
-                raise EmbeddedModelError(f"the embedded backend needs the xllamacpp package: {exc}") from None
+            xllamacpp = require("xllamacpp", "the embedded LLM backend (llm_backend embedded)")
             if not self.model_path.is_file():
                 raise EmbeddedModelError(f"model file not found: {self.model_path}")
             if self.port and not _port_free(self.port):

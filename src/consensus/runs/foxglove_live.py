@@ -39,9 +39,9 @@ from typing import Any, Mapping, Sequence
 
 from consensus import names
 from consensus.errors import ConfigError, ConsensusError
+from consensus.extras import missing, require
 
 SDK = "foxglove-sdk==0.30.3"
-INSTALL = f"pip install 'consensus[foxglove]' (or: pip install {SDK})"
 SUBPROTOCOL = "foxglove.sdk.v1"
 FRAME = names.WORLD_FRAME
 LIFETIME_S = 2.0
@@ -86,11 +86,9 @@ PROGRESS_SCHEMA = {"title": "consensus.Progress", "type": "object",
 
 def require_sdk():
     """The ``foxglove`` module, or one ConfigError naming the install command."""
-    try:
-        import foxglove
-        from foxglove import start_server  # noqa: F401 - the server part (absent in some builds)
-    except ImportError:
-        raise ConfigError(f"--foxglove needs the Foxglove SDK: {INSTALL}") from None
+    foxglove = require("foxglove", "--foxglove (the live view)")
+    if not hasattr(foxglove, "start_server"):           # the server part (absent in some builds)
+        raise missing("foxglove", "--foxglove (the live view)", f"this foxglove has no server; {SDK} has it")
     return foxglove
 
 

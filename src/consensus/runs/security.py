@@ -39,6 +39,7 @@ from pathlib import Path
 
 from consensus import names
 from consensus.errors import ConfigError
+from consensus.extras import require
 
 ENCLAVE_ROOT = "/consensus"
 ROOT_ENCLAVE = f"{ENCLAVE_ROOT}/root"
@@ -227,14 +228,11 @@ def governance_xml() -> str:
 
 
 def _crypto():
-    try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.hazmat.primitives.serialization import pkcs7
-    except ImportError:
-        raise ConfigError("the keystore needs the 'cryptography' package: pip install -r requirements/base.txt") \
-            from None
+    require("cryptography", "the SROS2 keystore (--security, consensus security)")
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import pkcs7
     return x509, hashes, serialization, ec, pkcs7
 
 

@@ -30,9 +30,14 @@ of its seed and the defenders' choices.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
+
+from consensus.extras import require
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 UNAWARE, INFORMED, MISINFORMED = 0, 1, 2
 STATE_NAMES = ("unaware", "informed", "misinformed")
@@ -99,6 +104,7 @@ class StepOutcome:
 class InfoNetwork:
     def __init__(self, cfg, seed: int) -> None:
         self.cfg = cfg
+        nx = require("networkx", "the info-spread network")     # the 'studies' extra
         self.graph = nx.barabasi_albert_graph(cfg.nodes, cfg.attach, seed=seed)
         self.neighbours = [np.fromiter(self.graph.neighbors(i), dtype=int) for i in range(cfg.nodes)]
         self.rng = np.random.default_rng([seed, 21])

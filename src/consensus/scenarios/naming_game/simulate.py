@@ -38,11 +38,21 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import numba
-from numba import njit, prange
 
+from consensus import extras
 from consensus.errors import ConfigError
 from consensus.scenarios.naming_game.game import check_memory, check_q, memory_space
+
+# numba is the 'studies' extra: without it this module still imports (success_need, collective_bias, ...) and
+# simulate() says which pip install adds it
+numba = extras.optional("numba")
+if numba is not None:
+    from numba import njit, prange
+else:
+    prange = range
+
+    def njit(*args, **kwargs):
+        return lambda f: f
 
 TWO32 = 2.0 ** 32
 N_MAX = 10 ** 8
@@ -253,6 +263,7 @@ def simulate(q, H: int, N: int, runs: int, seed: int | None, *, max_population_r
     empty memory, each until it converges or ``max_population_rounds`` population rounds have passed (the rule is the
     module docstring's). ``window`` defaults to 3N interactions. With ``trajectory``, word 0's share of each population
     round is kept every ``trajectory_every`` rounds. Same (q, H, N, seed, settings) → identical results."""
+    extras.require("numba", "the naming game's simulation")
     qa = check_q(q, H)
     H = check_memory(H)
     N = _int_arg("N (population size)", N, 2, N_MAX)

@@ -12,7 +12,7 @@
   (paper: "any output text that is not an exact match to one of the four topic classes is considered to be an
   incorrect classification").
 * ``rouge(prediction, reference)``: ROUGE-1, ROUGE-2 and ROUGE-L F-measures from Google's ``rouge-score``
-  (PyPI ``rouge-score``, pinned in requirements/base.txt): ``RougeScorer(["rouge1", "rouge2", "rougeL"],
+  (PyPI ``rouge-score``, extra ``studies``): ``RougeScorer(["rouge1", "rouge2", "rougeL"],
   use_stemmer=True)``, everything else at its defaults (its tokenizer: lower case, non-alphanumerics -> spaces;
   Porter stemming of tokens longer than 3 characters; ``rougeL`` = sentence-level LCS, no summary splitting).
   ``use_stemmer`` is False in rouge-score's own default; True is what summarisation papers report and what the
@@ -79,11 +79,9 @@ def topic_correct(answer: str | None, gold: str) -> float:
 
 @lru_cache(maxsize=1)
 def _rouge_scorer():
-    try:
-        from rouge_score import rouge_scorer
-    except ImportError:                                    # pragma: no cover - a base requirement
-        from consensus.errors import ConfigError
-        raise ConfigError("summarisation scoring needs rouge-score (pip install -r requirements/base.txt)") from None
+    from consensus.extras import require
+
+    rouge_scorer = require("rouge_score.rouge_scorer", "paper 3's summarisation metric (ROUGE)")
     return rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
 
 
