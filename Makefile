@@ -6,8 +6,8 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
-REQS := requirements/base.txt requirements/ros-kilted.txt requirements/embedded.txt requirements/foxglove.txt \
-	requirements/ray.txt requirements/test.txt
+REQS := requirements/base.txt requirements/ros-kilted.txt requirements/embedded.txt requirements/studies.txt \
+	requirements/security.txt requirements/foxglove.txt requirements/ray.txt requirements/test.txt
 DEPS_STAMP := $(VENV)/.deps-$(shell cat $(REQS) setup.py | sha256sum | cut -c1-12)
 DEMO_OUT ?= runs/demo
 # ROS traffic stays on this machine unless the caller says otherwise
@@ -25,8 +25,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(DEPS_STAMP): $(PY) $(REQS)
-	$(PY) -m pip install --quiet --progress-bar off -r requirements/base.txt -r requirements/ros-kilted.txt -r requirements/embedded.txt \
-		-r requirements/foxglove.txt -r requirements/ray.txt -r requirements/test.txt
+	$(PY) -m pip install --quiet --progress-bar off $(addprefix -r ,$(REQS))
 	rm -f $(VENV)/.deps-* && touch $@
 
 setup: $(DEPS_STAMP)

@@ -10,6 +10,13 @@ from setuptools import find_packages, setup
 
 PACKAGE = "consensus"
 
+
+def pins(name: str) -> list[str]:
+    """The requirements of requirements/<name>.txt (one per line; # starts a comment)."""
+    with open(f"requirements/{name}.txt", encoding="utf-8") as f:
+        return [line.split("#")[0].strip() for line in f if line.split("#")[0].strip()]
+
+
 setup(
     name=PACKAGE,
     version="0.1.0",
@@ -28,30 +35,36 @@ setup(
          sorted(glob("config/*.yaml") + glob("config/*.rviz") + glob("config/*.json"))),
         ("lib/" + PACKAGE, sorted(glob("scripts/*"))),
     ],
+    # the base install: what a ROS user of aggregation needs (`consensus run aggregation` in the built-in sim or
+    # turtlesim, the bag, the plots, the OpenAI-compatible client); requirements/base.txt pins it
     install_requires=[
         "numpy>=1.24",          # vectorised state, kinematics, metrics
         "pyyaml>=6",            # the one /**: params file shared by CLI, runner and nodes
         "matplotlib>=3.7",      # run plots (paper 1 Fig. 10a/b)
         "openai>=1.0",          # OpenAI-compatible chat client (OpenAI, vLLM, Ollama, llama.cpp server)
         "transforms3d>=0.4",    # quaternion <-> yaw for unicycle robots
-        "numba>=0.60",          # compiled kernels: the naming game's simulation, a fleet's batched collision QPs
         "tqdm>=4.60",           # progress bars of long extractions and sweeps
         "mcap>=1.1",            # the run's MCAP bag (writer and reader)
         "mcap-ros2-support>=0.5",   # decodes the bag's CDR messages without ROS (`consensus plot BAG`)
         "daqp>=0.11",           # the collision filter's small dense QPs (consensus.control.collision)
-        "rouge-score>=0.1.2",   # paper 3's summarisation metric (ROUGE-1/2/L F1, Google's reference implementation)
         "scipy>=1.10",          # the packing's slot assignment (linear_sum_assignment, consensus.control.packing)
-        "cryptography>=42",     # the SROS2 keystore: CA, certificates, S/MIME-signed permissions (consensus.runs.security)
     ],
+    # everything else is an extra, pinned in requirements/<extra>.txt; a missing one's import site names the
+    # `pip install 'consensus[<extra>]'` that adds it (consensus.extras, docs/install.md)
     extras_require={
         # ROS 2 Kilted from PyPI wheels, for users without an apt ROS install (see requirements/ros-kilted.txt)
-        "ros": [line.strip() for line in open("requirements/ros-kilted.txt") if line.strip() and not line.startswith("#")],
+        "ros": pins("ros-kilted"),
         # the offline LLM: llama.cpp server in a wheel + the pinned Qwen2.5-Coder-1.5B chunks
-        "embedded": [line.strip() for line in open("requirements/embedded.txt") if line.strip() and not line.startswith("#")],
+        "embedded": pins("embedded"),
+        # the studies without ROS: numba (the naming game's simulation; also compiles a fleet's collision QPs, which
+        # fall back to numpy without it), rouge-score (paper 3's summarisation metric), networkx (paper 2's network)
+        "studies": pins("studies"),
+        # the SROS2 keystore of `consensus security keystore` / --security: cryptography
+        "security": pins("security"),
         # the live Foxglove view (--foxglove): Foxglove's SDK and its WebSocket server (requirements/foxglove.txt)
-        "foxglove": [line.strip() for line in open("requirements/foxglove.txt") if line.strip() and not line.startswith("#")],
+        "foxglove": pins("foxglove"),
         # the Ray executor of `consensus experiment --executor ray` (requirements/ray.txt)
-        "ray": [line.strip() for line in open("requirements/ray.txt") if line.strip() and not line.startswith("#")],
+        "ray": pins("ray"),
         "test": ["pytest>=8", "hypothesis>=6", "pytest-xdist>=3.5", "ruff>=0.5", "import-linter>=2.1",
                  "rosbags>=0.10"],     # an independent rosbag2 reader: repaired bags open outside our own code
     },
