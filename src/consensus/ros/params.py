@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import inspect
-import json
 import logging
 import math
 import os
@@ -51,6 +50,7 @@ from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.ros.cdr import odom_xy, point_stamped_xy
 from consensus.ros.diagnostics import HOST, DiagnosticsPublisher
+from consensus.ros.records import HealthRecord
 from consensus import names
 
 _LIST_TYPES = {str: Parameter.Type.STRING_ARRAY, float: Parameter.Type.DOUBLE_ARRAY,
@@ -244,9 +244,9 @@ def publish_health(node: Node, health: Health | None = None, period_s: float = H
     diagnostics = DiagnosticsPublisher(node)
 
     def publish() -> None:
-        rec = health.record(node)
-        pub.publish(String(data=json.dumps(rec)))
-        diagnostics.publish([(rec["node"], HOST, rec)])
+        rec = HealthRecord.from_dict(health.record(node))
+        pub.publish(String(data=rec.encode()))
+        diagnostics.publish([(rec.node, HOST, rec.to_dict())])
 
     node.create_timer(period_s, guarded(publish, f"{node.get_name()}.health", health))
     publish()

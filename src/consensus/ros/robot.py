@@ -101,6 +101,7 @@ from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, header_stamp_ns, odom_pose, pose_array_xy
 from consensus.ros.nearby import read_nearby
 from consensus.ros.params import HEALTH, MAX_ABS_VALUE, Health, decode_or_count, guarded, sane
+from consensus.ros.records import StatusRecord
 from consensus.settings import RobotBaseConfig
 
 
@@ -483,7 +484,7 @@ class RobotAgent:
 
     def publish_status(self) -> None:
         self.last_status = rec = self.status()        # also the robot's /diagnostics status (consensus.ros.diagnostics)
-        self.pub_status.publish(String(data=json.dumps(rec)))
+        self.pub_status.publish(String(data=StatusRecord.from_dict(rec).encode()))
 
     def set_limits(self, cfg: RobotBaseConfig) -> None:
         """Apply changed controller settings (``ControlParams.RUNTIME``: kp, v_max, w_max, deadband; validated by the

@@ -80,6 +80,7 @@ from consensus.robots.presets import ODOMETRY
 from consensus.control.controller import yaw_from_quaternion
 from consensus.ros.cdr import odom_pose
 from consensus.ros.params import decode_or_count, sane
+from consensus.ros.records import HealthRecord, RecordError, StatusRecord
 from consensus import names
 
 START_WAIT_S = 10.0
@@ -255,27 +256,23 @@ class Recorder:
 
     def _on_status(self, msg: String) -> None:
         try:
-            st = json.loads(msg.data)
-            robot = int(st["robot"])
-        except (ValueError, KeyError, TypeError):
+            st = StatusRecord.decode(msg.data)
+        except RecordError:
             self.health.count_bad_message("recorder.status")
             return
-        if 0 <= robot < self.cfg.num_robots:
-            self.status[robot] = st
+        if 0 <= st.robot < self.cfg.num_robots:
+            self.status[st.robot] = st.to_dict()
         else:
             self.health.count_bad_message("recorder.status")
 
     def _on_health(self, msg: String) -> None:
         try:
-            rec = json.loads(msg.data)
-            name = rec["node"]
-        except (ValueError, KeyError, TypeError):
+            rec = HealthRecord.decode(msg.data)
+        except RecordError:
             self.health.count_bad_message("recorder.health")
             return
-        if not isinstance(name, str):
-            self.health.count_bad_message("recorder.health")
-        elif name != self.node.get_fully_qualified_name():     # the recorder's own counts are read directly
-            self.node_health[name] = rec
+        if rec.node != self.node.get_fully_qualified_name():     # the recorder's own counts are read directly
+            self.node_health[rec.node] = rec.to_dict()
 
     def health_totals(self) -> dict:
         """``callback_errors`` and ``bad_messages`` of the whole run: robots + other nodes + the recorder."""
