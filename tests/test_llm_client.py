@@ -192,7 +192,7 @@ def test_bad_parameters_are_config_errors(kw, field):
 
 
 def test_factory_rejects_unknown_backend():
-    with pytest.raises(ConfigError, match="openai, embedded, replay.*'gpt'"):
+    with pytest.raises(ConfigError, match="embedded, openai, replay.*'gpt'"):     # the registry's names, in order
         make_client("gpt")
 
 

@@ -38,7 +38,9 @@ from pathlib import Path
 from consensus.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED,  # noqa: F401
                               ConfigError, ConsensusError, error_boundary)
 from consensus.llm.styles import PROMPT_STYLES
-from consensus.settings import BACKENDS, load_flat, parse_set_args
+from consensus.control.motion import sim_names
+from consensus.llm.backends import names as backend_names
+from consensus.settings import load_flat, parse_set_args
 
 
 
@@ -56,10 +58,24 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
 
 
+class Registered:
+    """argparse ``choices`` read from a registry when the command line is parsed (``names()``), so a backend or
+    simulator registered after this module was imported is a valid choice too."""
+
+    def __init__(self, names) -> None:
+        self.names = names
+
+    def __contains__(self, value) -> bool:
+        return value in self.names()
+
+    def __iter__(self):
+        return iter(self.names())
+
+
 #: (flag, config field, argparse keyword arguments) shared by every `consensus run <scenario>`
 COMMON_FLAGS: tuple = (
     ("--seed", "seed", dict(type=_int)),
-    ("--backend", "llm_backend", dict(choices=BACKENDS, help="LLM backend")),
+    ("--backend", "llm_backend", dict(choices=Registered(backend_names), help="LLM backend")),
     ("--model", "llm_model", dict(help="model name (openai) or .gguf path (embedded)")),
     ("--base-url", "llm_base_url", dict(help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, ...)")),
     ("--temperature", "llm_temperature", dict(type=_float)),
@@ -72,6 +88,7 @@ FIELD_FLAGS: tuple = (
     ("--agents", "num_agents", dict(type=_int, help="number of agents (a team that is not robots)")),
     ("--planner", "planner", dict(help="who plans (the scenario's planners; see --help of the scenario)")),
     ("--prompt-style", "prompt_style", dict(choices=PROMPT_STYLES, help="how the LLM is asked (docs/model-card.md)")),
+    ("--sim", "sim", dict(choices=Registered(sim_names), help="who moves the robots (docs/turtlesim.md)")),
 )
 
 
@@ -216,6 +233,9 @@ def _run(args: argparse.Namespace) -> int:
 
     sc = scenario(args.scenario_name)
     cfg = config_from_args(sc, args)
+    if hasattr(cfg, "sim"):               # every scenario that moves robots takes its simulator the same way
+        from consensus.sims import check_run
+        check_run(cfg, headless=args.headless)
     out = args.out or default_run_dir(sc.name)
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
     created = _created_by(Path(out))

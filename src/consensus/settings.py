@@ -43,12 +43,14 @@ import yaml
 
 from consensus.errors import ConfigError
 from consensus.llm.embedded import DEFAULT_MODEL_NAME
+from consensus.control.motion import KINEMATICS as _KINEMATICS, UNICYCLE, sim_names as _sim_names
+from consensus.llm.backends import names as _backend_names
 from consensus.llm.styles import PROMPT_STYLES     # how LLM agents are asked and answer
 
-BACKENDS = ("embedded", "openai", "replay")
-KINEMATICS = ("single_integrator", "unicycle", "point_mass_pid")
+BACKENDS = _backend_names()          # consensus.llm.backends: the one list of LLM backends
+KINEMATICS = _KINEMATICS                 # consensus.control.motion: the one list of kinematics
 EXECUTORS = ("events", "single")
-SIMS = ("builtin", "turtlesim", "gazebo", "none")   # who moves the robots: our simulator, turtlesim, gz sim, hardware
+SIMS = _sim_names()     # who moves the robots (consensus.control.motion: our simulator, turtlesim, gz sim, hardware)
 COLLISION_AVOIDANCE = ("auto", "cbf", "none")       # ControlParams.collision_avoidance
 
 
@@ -323,7 +325,8 @@ class LLMParams:
     def _check_llm(self) -> None:
         need(self.prompt_style in PROMPT_STYLES,
              f"unknown prompt_style '{self.prompt_style}'; valid: {', '.join(PROMPT_STYLES)}")
-        need(self.llm_backend in BACKENDS, f"unknown llm_backend '{self.llm_backend}'; valid: {', '.join(BACKENDS)}")
+        backends = _backend_names()          # the registry as it is now (a backend may be registered late)
+        need(self.llm_backend in backends, f"unknown llm_backend '{self.llm_backend}'; valid: {', '.join(backends)}")
         if self.llm_backend == "replay" and self.uses_llm():
             need(bool(self.replay_path), "llm_backend 'replay' needs replay_path (a transcripts.jsonl)")
             from consensus.llm.transcripts import check_replayable
@@ -457,6 +460,18 @@ class LiveViewParams:
 
 
 @dataclass
+class SimParams:
+    """Who moves the robots of a ROS run, for a scenario config that is not a ``RobotBaseConfig`` (which has the same
+    field and check): a simulator of ``consensus.control.motion`` (``consensus.sims.sim_processes``)."""
+
+    sim: str = "builtin"              # builtin | turtlesim | gazebo | none (real robots or another driver)
+
+    def _check_sim(self) -> None:
+        sims = _sim_names()               # the registry as it is now (a simulator may be registered late)
+        need(self.sim in sims, f"unknown sim '{self.sim}'; valid: {', '.join(sims)}")
+
+
+@dataclass
 class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams, BagParams):
     """What the kernel's robot nodes read (``sim``, the robot base ``consensus.ros.robot.RobotAgent``,
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs
@@ -482,9 +497,9 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
 
     def _check_robot_base(self) -> None:
         need(self.dim in (1, 2), f"dim must be 1 or 2 (got {self.dim})")
-        need(not (self.kinematics == "unicycle" and self.dim != 2), "unicycle kinematics needs dim 2")
+        need(not (self.kinematics == UNICYCLE and self.dim != 2), "unicycle kinematics needs dim 2")
         need_positive(self, "planner_period_s", "sim_rate_hz", "state_rate_hz", "init_radius", "robot_timeout_s")
-        need(self.sim in SIMS, f"unknown sim '{self.sim}'; valid: {', '.join(SIMS)}")
+        SimParams._check_sim(self)
         need(self.control_period_s <= self.planner_period_s,
              "control_period_s must not exceed planner_period_s (the controller is the fast loop)")
         need(self.max_rounds >= 0, f"max_rounds must be >= 0 (got {self.max_rounds})")

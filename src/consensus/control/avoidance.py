@@ -30,6 +30,7 @@ import numpy as np
 from consensus.control.collision import (CollisionCounters, filter_velocities, filter_velocity,
                                          near_identity_point, point_velocity, safety_distance, unicycle_command)
 from consensus.control.kinematics import PointMassPID
+from consensus.control.motion import POINT_MASS_PID, UNICYCLE
 
 #: the PID point mass's acceleration limit [m/s²]: its force limit over its mass (kinematics.PointMassPID defaults)
 _MASS = PointMassPID(1)
@@ -44,7 +45,7 @@ class Avoidance:
                  fleet_radius: float | None = None, delay_s: float = 0.0, fence=None) -> None:
         self.kinematics = kinematics
         self.gamma = float(gamma)
-        self.unicycle = kinematics == "unicycle"
+        self.unicycle = kinematics == UNICYCLE
         self._radii = (float(radius), float(radius if fleet_radius is None else max(radius, fleet_radius)))
         self._margin = float(margin)
         self.clearance_m = float(sum(self._radii) + margin)
@@ -64,7 +65,7 @@ class Avoidance:
         self.offset = self.v_max / self.w_max if self.unicycle else 0.0
         # the filtered point's speed limit: a unicycle's point moves at up to hypot(v, l w) = sqrt(2) v_max
         self.point_v_max = math.hypot(self.v_max, self.offset * self.w_max) if self.unicycle else self.v_max
-        a_max = POINT_MASS_A_MAX if self.kinematics == "point_mass_pid" else math.inf
+        a_max = POINT_MASS_A_MAX if self.kinematics == POINT_MASS_PID else math.inf
         self.d_min_m = safety_distance(*self._radii, margin=self._margin, offset=self.offset, v_max=self.point_v_max,
                                        a_max=a_max, delay_s=self.delay_s)
         if getattr(self, "_fence", None) is not None:

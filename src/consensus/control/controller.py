@@ -16,6 +16,7 @@ import numpy as np
 import transforms3d
 
 from consensus.control.kinematics import wrap_angle
+from consensus.control.motion import UNICYCLE
 from consensus.errors import ConfigError
 
 
@@ -120,7 +121,7 @@ class UnicycleController:
 
 def make_controller(kinematics: str, *, kp: float, v_max: float, w_max: float, deadband: float):
     """The fast-loop controller of one robot: ``UnicycleController`` or ``PController`` (``w_max`` unused)."""
-    if kinematics == "unicycle":
+    if kinematics == UNICYCLE:
         return UnicycleController(k_v=kp, v_max=v_max, w_max=w_max, deadband=deadband)
     return PController(kp=kp, v_max=v_max, deadband=deadband)
 

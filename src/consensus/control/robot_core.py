@@ -58,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from consensus.control.controller import make_controller
+from consensus.control.motion import UNICYCLE
 from consensus.control.packing import assign, slots
 from consensus.control.planner import Planner, PlanRequest, PlanResult
 from consensus.control.plausibility import Plausibility
@@ -397,7 +398,7 @@ class RobotCore:
     def _position_for_slots(self) -> np.ndarray:
         """Where this robot counts in the slot assignment: where the others it knows are counted, i.e. its
         near-identity point for a unicycle that knows the others' points (``nearby_points``), else its position."""
-        if self.kinematics == "unicycle" and self.avoid is not None and self.nearby_points:
+        if self.kinematics == UNICYCLE and self.avoid is not None and self.nearby_points:
             from consensus.control.collision import near_identity_point
 
             return near_identity_point(np.array([self.pos[0], self.pos[1], self.yaw]), self.avoid.offset)
@@ -448,7 +449,7 @@ class RobotCore:
         """The controller towards the goal and, with bodies, the collision filter (after ``rules`` said go)."""
         goal = self._goal(nearby)
         if self.avoid is None:
-            if self.kinematics == "unicycle":
+            if self.kinematics == UNICYCLE:
                 v, w = self.ctrl.compute(np.array([self.pos[0], self.pos[1], self.yaw]), goal)
                 self.last_speed = abs(v)
                 return Command(vx=float(v), wz=float(w), goal=goal)
@@ -465,7 +466,7 @@ class RobotCore:
         """What the collision filter gets: the filtered point (the position; a unicycle's near-identity point, which
         goes to the goal by a P law with the point's speed limit), the nominal velocity and the nominal as filtered
         (turned by the right-hand rule during a deadlock escape)."""
-        if self.kinematics == "unicycle":
+        if self.kinematics == UNICYCLE:
             from consensus.control.collision import near_identity_point
 
             av = self.avoid
@@ -490,7 +491,7 @@ class RobotCore:
         """The command from the filter's output ``u`` (the deadlock rule watches it)."""
         self._watch_deadlock(now, point, u_nom, u, goal)
         self.last_speed = float(np.linalg.norm(u))
-        if self.kinematics == "unicycle":
+        if self.kinematics == UNICYCLE:
             from consensus.control.collision import unicycle_command
 
             v, w = self.avoid._cap(*unicycle_command(self.yaw, u, self.avoid.offset))

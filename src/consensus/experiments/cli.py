@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from consensus.errors import ConfigError
 from consensus.experiments.study import Study
+from consensus.llm.backends import backend_spec, names as backend_names, starts_local_server
 
 _SPEC_FLAGS = ("trials", "seed", "planner", "backend", "model", "set", "sweep")
 _RESUME_FLAGS = ("workers", "concurrency", "base_url", "retry_failed", "quiet", "executor", "ray_address")
@@ -60,7 +61,8 @@ def register(subparsers: Any) -> None:
     exp.add_argument("--trials", type=_int_at_least(1), help="repetitions per grid point")
     exp.add_argument("--seed", type=_int_at_least(0), help="base seed of the trial seeds")
     exp.add_argument("--planner", help="= --set planner=NAME")
-    exp.add_argument("--backend", choices=("openai", "embedded"), help="LLM backend")
+    exp.add_argument("--backend", choices=[b for b in backend_names() if not backend_spec(b).needs_replay_path],
+                     help="LLM backend (a replay: --replay)")
     exp.add_argument("--model", help="model name (openai) or .gguf path (embedded)")
     exp.add_argument("--base-url", action="append", default=[], metavar="URL",
                      help="OpenAI-compatible endpoint; several times: a pool (llm.endpoints), --concurrency each")
@@ -204,7 +206,7 @@ def llm_estimate(spec, study: Study) -> str:
         return ""
     calls = spec.trials * sum(study.llm_calls(p) for p in grid(spec))
     text = f"up to {calls:,} LLM requests (parse retries aside; trials already recorded are skipped)"
-    if spec.llm["backend"] == "embedded" and not spec.llm["base_url"]:
+    if starts_local_server(spec.llm["backend"], spec.llm["base_url"]):
         speedup = EMBEDDED_BATCH_SPEEDUP if min(spec.llm["n_parallel"], spec.llm["concurrency"]) > 1 else 1.0
         lo, hi = (calls * s / speedup for s in EMBEDDED_SECONDS_PER_CALL)
         text += (f"; the embedded CPU model answers one request in ~{EMBEDDED_SECONDS_PER_CALL[0]:g}-"

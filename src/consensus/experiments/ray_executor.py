@@ -61,6 +61,7 @@ from consensus.experiments.runner import (TRANSCRIPTS_FILE, Outcome, TrialClient
                                           trial_log)
 from consensus.experiments.spec import ExperimentSpec
 from consensus.experiments.study import Study, Trial, TrialContext
+from consensus.llm.backends import starts_local_server
 from consensus.llm.base import LLMError
 
 log = logging.getLogger(__name__)
@@ -300,7 +301,7 @@ class RayExecutor:
         if not ray_available():
             raise ConfigError(RAY_MISSING)
         llm = spec.llm
-        if llm and llm["backend"] == "embedded" and not llm["base_url"]:
+        if llm and starts_local_server(llm["backend"], llm["base_url"]):
             raise ConfigError("--executor ray cannot use the embedded model of this process: start a model server "
                               "that the workers can reach (e.g. `ros2 run consensus llm_server` bound to a routable "
                               "address, vLLM, llama.cpp, Ollama) and give its --base-url")

@@ -434,14 +434,15 @@ def prune_transcripts(path: Path, keep: set[str]) -> int:
 
 
 def _make_shared_client(spec: ExperimentSpec, out: Path) -> tuple[LLMClient, Callable[[], None]]:
+    from consensus.llm.backends import backend_spec, endpoint_backend
     from consensus.llm.factory import make_client
     from consensus.llm.pool import endpoints_of
 
     llm = spec.llm
-    backend = "openai" if llm["backend"] == "embedded" and llm["base_url"] else llm["backend"]
+    backend = endpoint_backend(llm["backend"], llm["base_url"])
     return make_client(backend, model=llm["model"], base_url=llm["base_url"], api_key_env=llm["api_key_env"],
                        timeout_s=llm["timeout_s"], max_retries=llm["max_retries"], concurrency=llm["concurrency"],
-                       transcripts_path=None if backend == "replay" else str(out / TRANSCRIPTS_FILE),
+                       transcripts_path=str(out / TRANSCRIPTS_FILE) if backend_spec(backend).records else None,
                        replay_path=llm["replay_path"] or None, n_ctx=llm["n_ctx"], n_parallel=llm["n_parallel"],
                        endpoints=endpoints_of(llm) if llm.get("endpoints") else None)
 

@@ -46,12 +46,13 @@ from typing import Any, Mapping
 import yaml
 
 from consensus.errors import ConfigError
+from consensus.llm.backends import backend_spec, names as backend_names
 from consensus.settings import read_yaml
 from consensus.experiments.study import Study, Trial
 from consensus.runs.rundir import _jsonable as jsonable
 
 TOP_LEVEL_KEYS = ("study", "trials", "seed", "workers", "llm", "params", "sweep")
-LLM_BACKENDS = ("openai", "embedded", "replay")
+LLM_BACKENDS = backend_names()          # consensus.llm.backends
 MAX_TRIALS = 1_000_000     # trials of one sweep (all are expanded in memory before anything runs)
 MAX_WORKERS = 256           # a worker is a process (CPU sweeps) or a thread (LLM sweeps)
 EXECUTION_LLM_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries", "n_parallel", "endpoints")
@@ -269,10 +270,10 @@ def _resolve_llm(source: str, raw: Any) -> dict[str, Any]:
     for key, value in raw.items():
         empty = [] if key == "endpoints" else ""
         llm[key] = fit_type(_where(source, f"llm.{key}"), empty if value is None else value, LLM_DEFAULTS[key])
-    if llm["backend"] not in LLM_BACKENDS:
-        raise ConfigError(f"{_where(source, 'llm.backend')} must be one of {', '.join(LLM_BACKENDS)}, "
+    if llm["backend"] not in backend_names():
+        raise ConfigError(f"{_where(source, 'llm.backend')} must be one of {', '.join(backend_names())}, "
                           f"got {llm['backend']!r}")
-    if llm["backend"] == "replay" and not llm["replay_path"]:
+    if backend_spec(llm["backend"]).needs_replay_path and not llm["replay_path"]:
         raise ConfigError(f"{_where(source, 'llm.replay_path')} is required with backend 'replay'")
     for key, (low, high) in _LLM_RANGES.items():
         if not low <= llm[key] <= high:

@@ -17,12 +17,11 @@ def client_from_config(cfg, transcripts_path: str | Path | None = None
     """
     if not cfg.uses_llm():
         return None, lambda: None
+    from consensus.llm.backends import backend_spec, endpoint_backend
     from consensus.llm.factory import make_client
 
-    backend = cfg.llm_backend
-    llama_cpp = backend == "embedded"
-    if backend == "embedded" and cfg.llm_base_url:
-        backend = "openai"
+    llama_cpp = backend_spec(cfg.llm_backend).local_server
+    backend = endpoint_backend(cfg.llm_backend, cfg.llm_base_url)
     # one server slot per agent that asks at once (the llm_server node sizes its slots the same way)
     slots = max(1, min(cfg.llm_concurrency, getattr(cfg, "num_robots", cfg.llm_concurrency)))
     return make_client(

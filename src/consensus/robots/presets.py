@@ -41,6 +41,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from consensus.control.motion import SINGLE_INTEGRATOR, UNICYCLE
+
 TWIST = "geometry_msgs/msg/Twist"
 TWIST_STAMPED = "geometry_msgs/msg/TwistStamped"
 ODOMETRY = "nav_msgs/msg/Odometry"
@@ -86,12 +88,12 @@ def resolve(namespace: str, topic: str) -> str:
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("turtlebot3", "ROBOTIS TurtleBot 3 (turtlebot3_node: Twist cmd_vel, Odometry odom)",
-           kinematics="unicycle", v_max=0.22, w_max=2.84, footprint_radius_m=0.105),
+           kinematics=UNICYCLE, v_max=0.22, w_max=2.84, footprint_radius_m=0.105),
     Preset("turtlebot4", "Clearpath TurtleBot 4 (namespaced; TwistStamped cmd_vel, Odometry odom)",
-           cmd_type=TWIST_STAMPED, kinematics="unicycle", v_max=0.306, w_max=1.9, footprint_radius_m=0.17),
+           cmd_type=TWIST_STAMPED, kinematics=UNICYCLE, v_max=0.306, w_max=1.9, footprint_radius_m=0.17),
     Preset("crazyflie", "Bitcraze Crazyflie through crazyswarm2 (Twist cmd_vel to vel_mux -> cmd_hover; "
            "PoseStamped pose from motion capture)",
-           pose_topic="pose", pose_source="world_pose", kinematics="single_integrator", v_max=0.5, w_max=1.0,
+           pose_topic="pose", pose_source="world_pose", kinematics=SINGLE_INTEGRATOR, v_max=0.5, w_max=1.0,
            takeoff="crazyswarm2 vel_mux takes off to hover_height on the first non-zero command",
            footprint_radius_m=0.10),
     Preset("generic", "any robot with a Twist cmd_vel and an Odometry odom (odometry from its start pose)"),

@@ -92,6 +92,7 @@ from std_msgs.msg import Bool, String
 from consensus import names
 from consensus.control.avoidance import avoidance_from_config
 from consensus.control.controller import yaw_from_quaternion
+from consensus.control.motion import UNICYCLE
 from consensus.control.planner import Planner
 from consensus.control.robot_core import Heard, Nearby, RobotCore
 from consensus.control.ticks import TickTimer
@@ -333,7 +334,7 @@ class RobotAgent:
         vals = (x, y)[: self.cfg.dim]
         ok = sane(*vals)
         yaw = self.core.yaw
-        if ok and (self.kinematics == "unicycle" or self.entry is not None):
+        if ok and (self.kinematics == UNICYCLE or self.entry is not None):
             try:
                 yaw = yaw_from_quaternion(*quat)
             except ValueError:
@@ -418,7 +419,7 @@ class RobotAgent:
         """Publish the tick's command (``prepare``'s time) and mark the publish for the timing."""
         now = self._tick_now
         vx, vy, wz = cmd.vx, cmd.vy, cmd.wz
-        if self.entry is not None and self.kinematics != "unicycle" and self.core.yaw:
+        if self.entry is not None and self.kinematics != UNICYCLE and self.core.yaw:
             c, s = math.cos(self.core.yaw), math.sin(self.core.yaw)    # world-frame velocity -> the body frame
             vx, vy = c * vx + s * vy, -s * vx + c * vy
         self.send(vx, vy, wz, now)

@@ -26,6 +26,7 @@ from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 
 from consensus.control.kinematics import PointMassPID, step_single_integrator, step_unicycle
+from consensus.control.motion import POINT_MASS_PID, UNICYCLE
 from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, twist_values
 from consensus.settings import RobotBaseConfig
@@ -56,7 +57,7 @@ class Simulator:
         self.cmd = np.zeros((n, 3))          # vx, vy, wz
         self.cmd_time = np.full(n, -math.inf)
         self.dt = 1.0 / cfg.sim_rate_hz
-        self.mass = PointMassPID(n, 2) if cfg.kinematics == "point_mass_pid" else None
+        self.mass = PointMassPID(n, 2) if cfg.kinematics == POINT_MASS_PID else None
         self.t0 = time.monotonic()
         self.pubs = []
         for i in range(n):
@@ -99,7 +100,7 @@ class Simulator:
     def step(self) -> None:
         now = time.monotonic()
         cmd = np.where((now - self.cmd_time)[:, None] <= CMD_TIMEOUT_S, self.cmd, 0.0)
-        if self.cfg.kinematics == "unicycle":
+        if self.cfg.kinematics == UNICYCLE:
             self.pose = step_unicycle(self.pose, cmd[:, 0], cmd[:, 2], self.dt)
         elif self.mass is not None:
             pos = self.pose[:, :2]

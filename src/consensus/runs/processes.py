@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from consensus.llm.backends import starts_local_server
 from consensus.runs import security
 from consensus.runs.foxglove_live import check_live_view
 from consensus.runs.rundir import new_run_dir, write_manifest
@@ -46,7 +47,7 @@ def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None =
     check_live_view(cfg)          # --foxglove: the SDK is installed and the port free, before anything is written
     out = new_run_dir(out_dir)
     changes: dict = {"output_dir": str(out)}
-    if cfg.uses_llm() and cfg.llm_backend == "embedded" and not cfg.llm_base_url:
+    if cfg.uses_llm() and starts_local_server(cfg.llm_backend, cfg.llm_base_url):
         changes["llm_base_url"] = f"http://127.0.0.1:{cfg.llm_port}/v1"
     extra = dict(extra or {})
     if hasattr(cfg, "resolved_collision_avoidance"):    # the control group's rule: auto is cbf in a ROS run

@@ -1,2 +1,46 @@
 """Simulators and external worlds the robots can move in (turtlesim, gz sim): the pure parts (coordinate maps,
-world and bridge generation); their ROS nodes live in ``consensus.ros``."""
+world and bridge generation); their ROS nodes live in ``consensus.ros``.
+
+The simulators are named in ``consensus.control.motion`` (the registry: name -> process factory, checks); this
+package holds what every scenario that moves robots calls, so each takes its ``sim`` the same way:
+``prepare_sim(cfg)`` before anything starts (``check_run`` first for ``consensus run``), then
+``sim_processes(cfg, params, use_sim_time=...)`` in its process list, ``params`` being what it would give the
+built-in ``sim`` process (start positions, workspace, ``publish_clock``, ...).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from consensus.control.motion import sim_spec
+from consensus.errors import ConfigError
+from consensus.runs.processes import ProcessSpec
+
+
+def builtin_processes(cfg, params: dict, *, use_sim_time: bool = False) -> list[ProcessSpec]:
+    """The built-in simulator: one ``sim`` process (``consensus.ros.sim``) with ``params``."""
+    return [ProcessSpec("sim", "sim", params=dict(params))]
+
+
+def no_processes(cfg, params: dict, *, use_sim_time: bool = False) -> list[ProcessSpec]:
+    """``sim: none``: real robots (a robots_file) or another driver move the robots; nothing to start."""
+    return []
+
+
+def sim_processes(cfg, params: dict, *, use_sim_time: bool = False) -> list[ProcessSpec]:
+    """The processes of ``cfg.sim`` (the built-in ``sim`` for a config without that field)."""
+    return sim_spec(getattr(cfg, "sim", "builtin")).make_processes(cfg, params, use_sim_time=use_sim_time)
+
+
+def prepare_sim(cfg, **options: Any) -> tuple[Any, dict]:
+    """``cfg`` made ready for its simulator (checks before anything starts, the settings it needs) and the changes
+    for the manifest (field -> [was, now]; empty when none)."""
+    return sim_spec(getattr(cfg, "sim", "builtin")).make_ready(cfg, **options)
+
+
+def check_run(cfg, *, headless: bool) -> None:
+    """One ``ConfigError`` when ``consensus run`` cannot use ``cfg.sim`` this way (headless, or launch-only)."""
+    sim = sim_spec(getattr(cfg, "sim", "builtin"))
+    if headless and not sim.headless:
+        raise ConfigError(f"sim '{sim.name}' runs the robots as ROS 2 nodes: drop --headless")
+    if sim.launch_only:
+        raise ConfigError(f"sim '{sim.name}' starts with {sim.summary}: ros2 launch consensus {sim.launch_only}")

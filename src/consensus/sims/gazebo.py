@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from consensus.errors import ConfigError
+from consensus.control.motion import SINGLE_INTEGRATOR, UNICYCLE
 from consensus.runs.launch_file import LaunchVariant, node_actions
 from consensus.settings import RobotBaseConfig
 
@@ -87,7 +88,7 @@ def robots(base: RobotBaseConfig, height: float = FLY_HEIGHT_M) -> list[Robot]:
     from consensus.control.kinematics import initial_positions
 
     pos = initial_positions(base)
-    drive = "diff_drive" if base.kinematics == "unicycle" else "velocity"
+    drive = "diff_drive" if base.kinematics == UNICYCLE else "velocity"
     z = WHEEL_RADIUS if drive == "diff_drive" else height
     return [Robot(f"robot_{i}", float(p[0]), float(p[1]) if base.dim == 2 else 0.0, drive, z)
             for i, p in enumerate(pos)]
@@ -217,7 +218,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="its /**: params file (default: the packaged one)")
     p.add_argument("--robots", type=int, help="number of robots")
     p.add_argument("--seed", type=int)
-    p.add_argument("--kinematics", choices=("single_integrator", "unicycle"), help="unicycle: diff-drive robots")
+    p.add_argument("--kinematics", choices=(SINGLE_INTEGRATOR, UNICYCLE), help="unicycle: diff-drive robots")
     p.add_argument("--height", type=float, default=FLY_HEIGHT_M, help="height of velocity-controlled bodies [m]")
     p.add_argument("--out", type=Path, required=True, help="directory for world.sdf and bridge.yaml")
 
@@ -242,7 +243,7 @@ class GazeboLaunch(LaunchVariant):
     """launch/gazebo.launch.py: the scenario's processes but the builtin ``sim`` in gz sim (module docstring)."""
 
     use_sim_time = True
-    args = {"kinematics": ("unicycle", "unicycle: diff-drive robots | single_integrator: velocity-controlled "
+    args = {"kinematics": (UNICYCLE, "unicycle: diff-drive robots | single_integrator: velocity-controlled "
                                        "bodies at a fixed height"),
             "gz_args": ("-r", "arguments of `gz sim` before the world file, e.g. '-r -s' (no GUI)")}
 

@@ -12,7 +12,8 @@
   of the built-in ``sim``.
 * ``prepare``: the checks and settings of a turtlesim run, before anything starts: turtlesim installed
   (``find_turtlesim``), a display for its window, ``dim`` 2; the robots' kinematics is set to ``unicycle`` (turtles
-  are unicycles) and the change is returned for the manifest.
+  are unicycles; a scenario whose robots stay single integrators asks for holonomic turtles instead) and the change
+  is returned for the manifest.
 * Commands: turtlesim stops a turtle whose last ``cmd_vel`` is ``TURTLESIM_CMD_TIMEOUT_S`` old. The bridge forwards
   each robot command once and zeroes a turtle whose robot has been silent for ``CMD_HOLD_S`` (the built-in sim's
   timeout, shorter than turtlesim's), so a held command is always still live in turtlesim and a robot that stops
@@ -26,6 +27,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from consensus.control.motion import SINGLE_INTEGRATOR, UNICYCLE
 from consensus.errors import ConfigError
 from consensus.runs.processes import ProcessSpec
 
@@ -148,23 +150,32 @@ def check_display() -> None:
                           "DISPLAY=:55), or without a window with QT_QPA_PLATFORM=offscreen")
 
 
-def prepare(cfg):
-    """Check that a turtlesim run can start and adapt ``cfg`` (a ``RobotBaseConfig``) to it: ``dim`` must be 2,
-    and ``kinematics`` becomes ``unicycle``. Returns ``(cfg, changes)``; ``changes`` (field -> [was, now]) goes into
-    the run's manifest."""
-    if cfg.dim != 2:
+def prepare(cfg, *, holonomic: bool = False):
+    """Check that a turtlesim run can start and adapt ``cfg`` (a config with the control group) to it: ``dim`` (where
+    the config has one) must be 2, and ``kinematics`` becomes ``unicycle`` (turtles are unicycles) unless
+    ``holonomic``: then single integrators stay single integrators on holonomic turtles (turtlesim's ``holonomic``
+    parameter: a command's lateral speed moves the turtle sideways), e.g. the disaster drones. Returns
+    ``(cfg, changes)``; ``changes`` (field -> [was, now]) goes into the run's manifest."""
+    if getattr(cfg, "dim", 2) != 2:
         raise ConfigError(f"sim 'turtlesim' needs dim 2 (got dim {cfg.dim})")
     find_turtlesim()
     check_display()
     changes = {}
-    if cfg.kinematics != "unicycle":
-        changes["kinematics"] = [cfg.kinematics, "unicycle"]
-        cfg = cfg.replace(kinematics="unicycle")
+    if holonomic and cfg.kinematics == SINGLE_INTEGRATOR:
+        return cfg, changes
+    if cfg.kinematics != UNICYCLE:
+        changes["kinematics"] = [cfg.kinematics, UNICYCLE]
+        cfg = cfg.replace(kinematics=UNICYCLE)
     return cfg, changes
 
 
-def processes(cfg, *, use_sim_time: bool = False) -> list[ProcessSpec]:
-    """turtlesim's window and our bridge (it publishes ``/clock`` when the run uses sim time)."""
-    return [ProcessSpec(NODE_EXECUTABLE, "turtlesim", package=PACKAGE, params={"use_sim_time": False}),
-            ProcessSpec(BRIDGE_EXECUTABLE, BRIDGE_EXECUTABLE,
-                        params={"use_sim_time": False, "publish_clock": bool(use_sim_time)})]
+def processes(cfg, params: dict | None = None, *, use_sim_time: bool = False) -> list[ProcessSpec]:
+    """turtlesim's window and our bridge; the bridge gets ``params`` (what the built-in ``sim`` would get: start
+    positions, workspace, ...; default: it publishes ``/clock`` when the run uses sim time). Robots that are single
+    integrators get holonomic turtles."""
+    turtles = {"use_sim_time": False}
+    if cfg.kinematics == SINGLE_INTEGRATOR:
+        turtles["holonomic"] = True
+    bridge = {"use_sim_time": False, "publish_clock": bool(use_sim_time)} if params is None else dict(params)
+    return [ProcessSpec(NODE_EXECUTABLE, "turtlesim", package=PACKAGE, params=turtles),
+            ProcessSpec(BRIDGE_EXECUTABLE, BRIDGE_EXECUTABLE, params=bridge)]

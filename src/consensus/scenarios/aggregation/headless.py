@@ -51,6 +51,7 @@ import numpy as np
 from consensus.control.kinematics import initial_positions
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.control.kinematics import PointMassPID, step_single_integrator, step_unicycle
+from consensus.control.motion import POINT_MASS_PID, UNICYCLE
 from consensus.errors import ConfigError
 from consensus.graphs.topology import Graph
 from consensus.llm.base import LLMClient
@@ -104,8 +105,8 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
 
     pos = initial_positions(cfg)
     yaw = np.zeros(n)
-    unicycle = cfg.kinematics == "unicycle"
-    mass = PointMassPID(n, d) if cfg.kinematics == "point_mass_pid" else None
+    unicycle = cfg.kinematics == UNICYCLE
+    mass = PointMassPID(n, d) if cfg.kinematics == POINT_MASS_PID else None
     avoid = headless_avoidance(cfg)
     workers = min(cfg.llm_concurrency, n) if cfg.planner == "llm" else 1
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="planner") if workers > 1 else None

@@ -11,7 +11,9 @@ import logging
 from pathlib import Path
 from typing import Callable
 
+from consensus.control.motion import sim_spec
 from consensus.errors import ConfigError
+from consensus.llm.backends import backend_spec
 from consensus.llm.from_config import client_from_config
 from consensus.robots.map import apply_robots_file, fleet_footprint
 from consensus.runs.processes import prepare_run
@@ -20,7 +22,7 @@ from consensus.runs.ros_runner import run_processes
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.headless import run_headless
 from consensus.scenarios.aggregation.processes import aggregation_processes
-from consensus.sims import turtlesim
+from consensus.sims import check_run, prepare_sim
 
 
 def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
@@ -57,14 +59,16 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
 
 
 def prepare_aggregation_run(cfg: AggregationConfig, out_dir: str | Path) -> tuple[AggregationConfig, Path]:
-    """``consensus.runs.processes.prepare_run`` after the simulator's checks and settings (``sim: turtlesim``:
-    ``consensus.sims.turtlesim.prepare``; what it changed is recorded in the manifest as ``sim_changes``) and the
+    """``consensus.runs.processes.prepare_run`` after the simulator's checks and settings
+    (``consensus.sims.prepare_sim``, e.g. turtlesim's; what it changed is recorded in the manifest as
+    ``sim_changes``) and the
     robots of a ``robots_file`` (``consensus.robots.map.apply_robots_file``). Both ``consensus run`` and
     ``ros2 launch`` come through here."""
     cfg = apply_robots_file(cfg)
     extra = {}
-    if cfg.sim == "turtlesim":
-        cfg, extra["sim_changes"] = turtlesim.prepare(cfg)
+    cfg, changes = prepare_sim(cfg)
+    if sim_spec(cfg.sim).prepare:         # a simulator with checks and settings of its own records what it changed
+        extra["sim_changes"] = changes
     return prepare_run(cfg, out_dir, scenario="aggregation", extra=extra)
 
 
@@ -83,11 +87,7 @@ def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_
     """The registered runner of ``consensus run aggregation``."""
     if headless and cfg.foxglove:
         raise ConfigError("--foxglove serves the live view from a ROS run's recorder: drop --headless")
-    if headless and cfg.sim == "turtlesim":
-        raise ConfigError("sim 'turtlesim' runs the robots as ROS 2 nodes: drop --headless")
-    if cfg.sim == "gazebo":
-        raise ConfigError("sim 'gazebo' starts with gz sim and its bridge: ros2 launch consensus gazebo.launch.py "
-                          "(docs/gazebo.md)")
+    check_run(cfg, headless=headless)     # the simulator: turtlesim needs ROS, gazebo its launch file
     cfg = apply_robots_file(cfg)          # real robots: refused here, before anything starts, when the map is bad
     ok, msg = cfg.graph().consensus_check()
     if not ok:
@@ -95,7 +95,7 @@ def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_
     echo(f"aggregation: {cfg.num_robots} robots, topology={cfg.topology}, planner={cfg.planner}"
          + (f", backend={cfg.llm_backend}, prompt_style={cfg.prompt_style}" if cfg.uses_llm() else "")
          + (" (headless)" if headless else " (ROS 2 nodes)") + f" -> {out}")
-    if cfg.uses_llm() and cfg.llm_backend == "embedded":
+    if cfg.uses_llm() and backend_spec(cfg.llm_backend).local_server:
         echo(f"  planner llm: the embedded {cfg.manifest_llm()['model']} (llama.cpp on this machine), prompt style "
              f"{cfg.prompt_style}: its first answers take ~10-30 s per round on 2 cores (docs/model-card.md)")
     if headless:

@@ -27,16 +27,19 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from consensus.control.motion import SINGLE_INTEGRATOR
 from consensus.discussion.config import DiscussionParams
-from consensus.settings import ControlParams, FlatParams, FleetParams, RunParams, load_flat, need, need_positive
+from consensus.settings import (ControlParams, FlatParams, FleetParams, RunParams, SimParams, load_flat, need,
+                                need_positive)
 
 MOTIONS = ("teleport", "kinematic")
 
 
 @dataclass
-class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, FlatParams):
+class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, SimParams, FlatParams):
     """Parameters of one disaster response run (paper 2, scenario 1): the shared run, control and fleet groups of
-    ``consensus.settings`` (``num_robots`` is the number of drones N: the drones are the discussion team), the
+    ``consensus.settings`` (``num_robots`` is the number of drones N: the drones are the discussion team; ``sim``: who
+    flies them in a ROS run, ``SimParams``), the
     discussion group (``consensus.discussion.config.DiscussionParams``: protocol, roles, baselines, paper 2's LLM
     defaults; ``fallback_policy`` idle = the drone stays on its cell) and the scenario's own fields."""
 
@@ -93,7 +96,7 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Fl
     def check(self) -> None:
         need(self.motion in MOTIONS, f"unknown motion '{self.motion}'; valid: {', '.join(MOTIONS)}")
         need_positive(self, "cell_size_m")           # the ranges (RANGES) are checked before check()
-        need(self.kinematics == "single_integrator", "the drones fly as single integrators (kinematics: "
+        need(self.kinematics == SINGLE_INTEGRATOR, "the drones fly as single integrators (kinematics: "
              f"single_integrator; got '{self.kinematics}')")
         need(self.control_period_s <= self.round_time_s, "control_period_s must not exceed round_time_s")
         self.env_config().validate()

@@ -4,10 +4,11 @@
 Processes (every one reads the run's ``/**:`` parameters file, ``DisasterConfig``; per-process parameters on top):
 
 * ``llm_server`` (LLM teams on the embedded backend): the kernel's llama.cpp server on ``llm_port``;
-* ``sim``: the kernel simulator flies the drones (``/robot_<i>/cmd_vel`` -> ``/robot_<i>/odom``), single
-  integrator, started with the drones at the centres of their start cells (``start_cells``, as headless) and the
-  grid as its workspace; it publishes ``/clock`` with ``use_sim_time``. Its ``RobotBaseConfig`` parameters come
-  from ``controller_config`` and are validated here, before anything starts;
+* the simulator of ``sim`` (``consensus.sims.sim_processes``): by default the kernel's ``sim`` flies the drones
+  (``/robot_<i>/cmd_vel`` -> ``/robot_<i>/odom``), single integrator, started with the drones at the centres of
+  their start cells (``start_cells``, as headless) and the grid as its workspace; it publishes ``/clock`` with
+  ``use_sim_time``. Its ``RobotBaseConfig`` parameters come from ``controller_config`` and are validated here,
+  before anything starts; ``sim: turtlesim`` gives the same parameters to the turtlesim bridge (holonomic turtles);
 * ``drone``: all drones in one process (node ``/fleet``, ``fleet: true``) or one process per drone (node
   ``/robot_<i>/agent``);
 * ``aggregator`` (explicit mode only);
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from consensus.llm.backends import backend_spec
 from consensus.robots.map import fleet_avoidance
 from consensus.runs.processes import ProcessSpec, bag_specs, robot_base_overrides, robot_specs
 from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.headless import start_cells, start_positions
 from consensus.settings import RobotBaseConfig
+from consensus.sims import sim_processes
 
 SIM_RATE_HZ = 20.0
 STATUS_PERIOD_S = 1.0      # planner/status of every drone
@@ -60,14 +63,15 @@ def sim_params(cfg: DisasterConfig, *, use_sim_time: bool = False) -> dict:
 
 
 def disaster_processes(cfg: DisasterConfig, *, use_sim_time: bool = False) -> list[ProcessSpec]:
-    """The processes of a disaster run: [llm_server], sim, drone(s), [aggregator], disaster_grid."""
+    """The processes of a disaster run: [llm_server], the simulator (``sim``), drone(s), [aggregator],
+    disaster_grid."""
     run = cfg.resolved()
     sim_time = {"use_sim_time": bool(use_sim_time)}
     specs: list[ProcessSpec] = []
-    if run.uses_llm() and cfg.llm_backend == "embedded":
+    if run.uses_llm() and backend_spec(cfg.llm_backend).local_server:
         _, llm = controller_config(cfg)
         specs.append(ProcessSpec("llm_server", "llm_server", params={**llm, "use_sim_time": False}))
-    specs.append(ProcessSpec("sim", "sim", params=sim_params(cfg, use_sim_time=use_sim_time)))
+    specs += sim_processes(cfg, sim_params(cfg, use_sim_time=use_sim_time), use_sim_time=use_sim_time)
     specs += robot_specs("drone", cfg, sim_time, num_robots=run.num_robots)
     if run.mode == "explicit":
         specs.append(ProcessSpec("aggregator", "aggregator", params=sim_time))

@@ -13,10 +13,14 @@ from consensus.runs.processes import prepare_run
 from consensus.runs.ros_runner import run_processes
 from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.processes import disaster_processes
+from consensus.sims import prepare_sim
 
 
 def prepare_disaster_run(cfg: DisasterConfig, out_dir: str | Path) -> tuple[DisasterConfig, Path]:
-    """``consensus.runs.processes.prepare_run`` with the baseline-resolved settings recorded in the manifest."""
+    """``consensus.runs.processes.prepare_run`` with the baseline-resolved settings recorded in the manifest, after
+    the simulator's checks (``consensus.sims.prepare_sim``; the drones stay single integrators: holonomic turtles
+    in turtlesim)."""
+    cfg, _ = prepare_sim(cfg, holonomic=True)
     run = cfg.resolved()
     resolved = {k: v for k, v in run.to_dict().items() if cfg.to_dict()[k] != v}
     return prepare_run(cfg, out_dir, scenario="disaster", extra={"resolved": resolved})

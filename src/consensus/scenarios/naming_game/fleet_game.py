@@ -49,8 +49,8 @@ from consensus.runs.processes import robot_base_overrides
 from consensus.scenarios.naming_game.config import NamingGameParams
 from consensus.scenarios.naming_game.game import memory_space
 from consensus.scenarios.naming_game.policy import Policy
-from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, RobotBaseConfig, RunParams, need,
-                                need_in_range, need_positive)
+from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, RobotBaseConfig, RunParams,
+                                SimParams, need, need_in_range, need_positive)
 
 SCHEDULE_STREAM = 0          # spawn_key of the pair schedule's generator
 ROBOT_STREAM = 1             # spawn_key (ROBOT_STREAM, robot id) of each robot's generator
@@ -99,9 +99,9 @@ class RobotsParams(ControlParams):
 
 
 @dataclass
-class RobotsGameConfig(RunParams, FleetParams, NamingGameParams, RobotsParams, LLMParams, FlatParams):
+class RobotsGameConfig(RunParams, FleetParams, NamingGameParams, RobotsParams, LLMParams, SimParams, FlatParams):
     """The fleet demo's config (``config/naming_game_robots.yaml``): the naming game's rules played by a fleet of
-    ``num_robots`` robots (the run, fleet, control and LLM groups are ``consensus.settings``')."""
+    ``num_robots`` robots (the run, fleet, control, LLM and simulator groups are ``consensus.settings``')."""
 
     num_robots: int = 4               # a short demo: 4 robots, ...
     max_population_rounds: int = 10   # ... at most 10 population rounds
@@ -128,14 +128,16 @@ def controller_config(cfg: RobotsGameConfig, **settings: Any) -> tuple[RobotBase
 
 
 def robot_processes(cfg: RobotsGameConfig, *, use_sim_time: bool = False) -> list:
-    """The ROS processes of a fleet run of ``cfg``: ``sim``, the robots (executable ``naming_robot``: one process
+    """The ROS processes of a fleet run of ``cfg``: the simulator (``sim``: ``consensus.sims.sim_processes``; the
+    kernel's ``sim`` by default, turtlesim's turtles holonomic), the robots (executable ``naming_robot``: one process
     ``/fleet``, or one ``/robot_<i>/agent`` per robot with ``fleet: false``) and ``naming_matchmaker``, which ends
     the run. Validates the controller settings first (ConfigError)."""
     from consensus.runs.processes import ProcessSpec, bag_specs, robot_specs
+    from consensus.sims import sim_processes
 
     _, sim_overrides = controller_config(cfg, publish_clock=bool(use_sim_time))
     sim_time = {"use_sim_time": bool(use_sim_time)}
-    specs = [ProcessSpec("sim", "sim", params={**sim_overrides, "use_sim_time": False})]
+    specs = sim_processes(cfg, {**sim_overrides, "use_sim_time": False}, use_sim_time=use_sim_time)
     specs += robot_specs("naming_robot", cfg, sim_time)
     specs.append(ProcessSpec("naming_matchmaker", "matchmaker", params=sim_time, ends_run=True))
     specs += bag_specs(cfg, sim_time)              # MCAP bag of the run (always: no bag switch here)
@@ -328,7 +330,9 @@ def run(cfg: RobotsGameConfig, out, *, headless: bool = False, use_sim_time: boo
 
     if not headless:
         from consensus.runs.ros_runner import run_processes
+        from consensus.sims import prepare_sim
 
+        cfg, _ = prepare_sim(cfg, holonomic=True)        # the simulator's checks; the robots stay as they are
         specs = robot_processes(cfg, use_sim_time=use_sim_time)       # validates the controller settings first
         cfg, params = prepare_run(cfg, out, scenario=SCENARIO)
         return run_processes(specs, params, Path(cfg.output_dir), llm_base_url=cfg.llm_base_url, echo=echo)

@@ -226,15 +226,14 @@ def _open_client(client_or_settings: Any) -> tuple[Any, Callable[[], None]]:
     """A client and its closer: a client is used as given (not closed); llm settings (``llm_backend`` …) make one."""
     if not hasattr(client_or_settings, "llm_backend"):
         return client_or_settings, lambda: None
+    from consensus.llm.backends import backend_spec, endpoint_backend
     from consensus.llm.factory import make_client
 
     cfg = client_or_settings
-    backend = cfg.llm_backend
-    if backend == "replay":
-        raise ConfigError("llm_backend 'replay' has no logprobs: extract with backend openai or embedded "
-                          "(a finished extraction is replayed from its cache)")
-    if backend == "embedded" and getattr(cfg, "llm_base_url", ""):
-        backend = "openai"
+    if backend_spec(cfg.llm_backend).needs_replay_path:
+        raise ConfigError(f"llm_backend '{cfg.llm_backend}' has no logprobs: extract with a backend that asks a "
+                          "model (a finished extraction is replayed from its cache)")
+    backend = endpoint_backend(cfg.llm_backend, getattr(cfg, "llm_base_url", ""))
     return make_client(backend, model=cfg.llm_model, base_url=cfg.llm_base_url, api_key_env=cfg.llm_api_key_env,
                        timeout_s=cfg.llm_timeout_s, max_retries=cfg.llm_max_retries, concurrency=cfg.llm_concurrency)
 

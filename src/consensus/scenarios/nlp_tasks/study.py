@@ -39,6 +39,7 @@ import numpy as np
 from consensus.decision import ARCHITECTURE_LABELS, ARCHITECTURES, decide
 from consensus.discussion.baselines import trial_config
 from consensus.experiments.study import Study, Trial, TrialContext, TrialFailed, config_params
+from consensus.llm.backends import DEFAULT as DEFAULT_BACKEND, backend_spec
 from consensus.metrics.reliability import aurc, reliability_curve
 from consensus.scenarios.nlp_tasks.agents import (HeuristicAgent, HeuristicCoordinator, LLMTextAgent,
                                                   LLMTextCoordinator, add_text_counters, text_counters)
@@ -86,7 +87,7 @@ def _model_name(cfg: NLPTaskConfig, ctx: TrialContext, reported: Sequence[str]) 
     llm = ctx.llm_settings or {}
     if llm.get("model"):
         return str(llm["model"])
-    if llm.get("backend", "embedded") == "embedded":
+    if backend_spec(llm.get("backend", DEFAULT_BACKEND)).local_server:
         from consensus.llm.embedded import DEFAULT_MODEL_NAME
         return DEFAULT_MODEL_NAME
     return str(llm.get("backend", "llm"))
