@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from consensus.ros.records import RECORDS, HealthRecord, RecordError, StatusRecord, schema_table
+from consensus.ros.records import (RECORDS, GraphRecord, HealthRecord, ReasoningRecord, RecordError, StatusRecord,
+                                   schema_table)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +53,27 @@ def test_a_robot_s_status_keeps_its_json_and_a_scenario_s_fields(ros):
         node.destroy_node()
 
 
+def test_a_planning_round_s_record_and_a_graph_keep_their_json():
+    from consensus.control.robot_core import Heard, RobotCore
+    from consensus.graphs.topology import make_graph
+    from consensus.scenarios.aggregation.config import load_config
+    from consensus.scenarios.aggregation.planners.classical import AveragePlanner
+
+    cfg = load_config(None, num_robots=3, planner="average", seed=1)
+    core = RobotCore(cfg, 2, AveragePlanner(dim=2))
+    core.observe(0.5, [1.0, 2.0])
+    assert core.plan(0.5, Heard.none(2)) is not None
+    wire = core.collect(0.5)
+    rec = ReasoningRecord.from_dict(wire)
+    assert (rec.robot, rec.round, rec.target) == (2, wire["round"], [1.0, 2.0]) and rec.extra == {}
+    assert json.loads(rec.encode()) == wire
+
+    graph = make_graph("ring", 4).to_dict()
+    rec = GraphRecord.from_dict(graph)
+    assert rec.name == "ring" and rec.n == 4 and len(rec.adjacency) == 4
+    assert json.loads(rec.encode()) == graph
+
+
 def test_optional_fields_are_left_out_when_null_and_the_others_are_always_there():
     rec = StatusRecord.decode('{"robot": 0}')
     out = rec.to_dict()
@@ -73,6 +95,10 @@ def test_optional_fields_are_left_out_when_null_and_the_others_are_always_there(
     (StatusRecord, '{"robot": 0, "meeting_point": [1, "x"]}', "not [float] or null"),
     (StatusRecord, '{"robot": 0, "control": [1]}', "control is [1], not object"),
     (StatusRecord, b'\xff\xfe', "not JSON"),
+    (ReasoningRecord, '{"robot": 0}', "no round"),
+    (ReasoningRecord, '{"robot": 0, "round": 1, "reasoning": null}', "reasoning is null, not str"),
+    (GraphRecord, '{"name": "ring"}', "no adjacency"),
+    (GraphRecord, '{"adjacency": [[0, 1], "x"]}', "not [[float]]"),
 ])
 def test_what_is_not_the_record_is_one_record_error(cls, data, why):
     with pytest.raises(RecordError, match=re.escape(why)):
@@ -103,6 +129,31 @@ def test_the_recorder_counts_a_record_that_does_not_decode_as_a_bad_message(ros)
     assert rec.status[1]["round"] == 4 and rec.status[1]["phase"] == "act"
     assert rec.node_health == {"/sim": HealthRecord(node="/sim", callback_errors=2).to_dict()}
     assert rec.health.bad_by_input == {"recorder.status": 2, "recorder.health": 1}
+
+
+@pytest.mark.ros
+def test_the_recorder_counts_a_plan_or_graph_that_does_not_decode(ros):
+    from std_msgs.msg import String
+
+    from consensus.ros.params import Health
+    from consensus.scenarios.aggregation.ros.recorder import Recorder
+
+    noted, lines = [], []
+    rec = SimpleNamespace(health=Health(), cfg=SimpleNamespace(num_robots=3), rounds_planned=[0, 0, 0],
+                          _append=lambda name, fn: fn(), plans=SimpleNamespace(append=lines.append),
+                          _note_reasoning=lambda robot, r: noted.append((robot, r.reasoning)),
+                          edges=[], _graph_seen=None, t0=None, topology_changes=[])
+    Recorder._on_plan(rec, String(data='{"robot": 1, "round": 2, "reasoning": "avg"}'))
+    Recorder._on_plan(rec, String(data='{"robot": 1, "round": "3"}'))
+    assert rec.rounds_planned == [0, 3, 0] and noted == [(1, "avg")]
+    assert len(lines) == 2                                       # plans.jsonl keeps every record as it came
+    Recorder._on_graph(rec, String(data=json.dumps({"name": "line", "directed": False,
+                                                    "adjacency": [[0, 1, 0], [1, 0, 1], [0, 1, 0]]})))
+    Recorder._on_graph(rec, String(data='{"name": 3, "adjacency": [[0]]}'))
+    Recorder._on_graph(rec, String(data='{"adjacency": [[0, 1], [1, 0]]}'))                  # 2 robots, not 3
+    assert rec.edges == [(0, 1), (1, 2)]
+    assert rec.topology_changes == [{"t_s": 0.0, "topology": "line", "directed": False, "links": 4}]
+    assert rec.health.bad_by_input == {"recorder.plan": 1, "recorder.graph": 2}
 
 
 def test_the_docs_schema_tables_are_the_generated_ones():

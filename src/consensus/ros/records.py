@@ -221,4 +221,37 @@ class StatusRecord(Record):
     llm: dict | None = doc("the LLM client's state and counters", None, optional=True)
 
 
-RECORDS: tuple[type[Record], ...] = (HealthRecord, StatusRecord)
+@dataclass(kw_only=True)
+class ReasoningRecord(Record):
+    """``planner/reasoning``: one record per planning round of a robot (``RobotCore.collect``); the recorder keeps
+    them in ``plans.jsonl`` as they came."""
+
+    TOPIC: ClassVar[names.Topic] = names.PLANNER_REASONING
+
+    robot: int = doc("the robot's index")
+    round: int = doc("the planning round")
+    stamp: float = doc("when the round was applied [s, ROS clock]", 0.0)
+    target: list[float] | None = doc("the new meeting point, after geofence clamping", None)
+    reasoning: str = doc("the planner's reasoning (at most 500 characters)", "")
+    fallback: bool = doc("planned without a usable LLM reply", False)
+    fallback_reason: str = doc("why (empty without a fallback)", "")
+    clamped: bool = doc("the target was clamped into the workspace", False)
+    llm_calls: int = doc("LLM requests of this round", 0)
+    agreed: bool = doc("every meeting point heard is within packing_gap_m of its own", False)
+
+
+@dataclass(kw_only=True)
+class GraphRecord(Record):
+    """``/topology/graph`` (latched): the communication graph, at start and after each change
+    (``consensus.graphs.topology.Graph.to_dict``)."""
+
+    TOPIC: ClassVar[names.Topic] = names.TOPOLOGY_GRAPH
+
+    adjacency: list[list[float]] = doc("row i: whom robot i hears (0/1)")
+    name: str = doc("the topology's name (ring, complete, ...)", "")
+    n: int = doc("the number of robots", 0)
+    directed: bool = doc("the graph is directed", False)
+    edges: list[list[int]] = doc("[i, j]: i hears j", factory=list)
+
+
+RECORDS: tuple[type[Record], ...] = (HealthRecord, StatusRecord, ReasoningRecord, GraphRecord)

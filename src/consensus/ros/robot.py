@@ -27,17 +27,12 @@ topic                     type                                   meaning
 ``planner/status``        std_msgs/String, JSON                  counters, LLM client state, control timing
 ========================  =====================================  ==============================================
 
-``planner/reasoning`` JSON: ``{"robot": int, "round": int, "stamp": float, "target": [x, y] | null,
-"reasoning": str (<= 500 chars), "fallback": bool, "fallback_reason": str, "clamped": bool, "llm_calls": int,
-"agreed": bool}``.
-
-``planner/status`` JSON: ``RobotCore.status()`` (``robot``, ``round``, ``state``: "ok"|"waiting"|"degraded"|
-"stopped"|"estopped", the counters ``llm_calls``, ``llm_fallbacks``, ``clamped``, ``overruns``, ``planner_errors``,
-``stale_stops``, ``estops``, ``deadlocks``, ``meeting_point``, ``goal``, ``agreed``, ``slot``, ``collision``) plus
-``callback_errors``, ``bad_messages``, ``control`` (``consensus.control.ticks.TickTimer.as_dict``: the control ticks'
+``planner/reasoning`` and ``planner/status`` JSON: ``consensus.ros.records.ReasoningRecord`` (``RobotCore.collect``)
+and ``StatusRecord`` (``RobotCore.status()`` plus the health counts), encoded by those classes; their schema tables
+are in docs/nodes.md. The status's ``control`` is ``consensus.control.ticks.TickTimer.as_dict`` (the control ticks'
 start, ``{"ticks", "on_time", "max_late_ms", "rate_hz"}``, and the publish of their ``cmd_vel``, the delay a robot
 feels from its slot, ``{"published", "publish_on_time", "publish_late_ms": {"p50", "p99", "p999", "max"},
-"publish_late_hist"}``) and ``llm`` (with an LLM client).
+"publish_late_hist"}``); its ``llm`` is the LLM client's status (only with a client).
 
 Health (``consensus.ros.params.Health``, one per robot, counting into the process's ``HEALTH`` too):
 ``callback_errors`` = exceptions of the robot's control and planning ticks (caught, logged, counted; the robot goes
@@ -102,7 +97,7 @@ from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, header_stamp_ns, odom_pose, pose_array_xy
 from consensus.ros.nearby import read_nearby
 from consensus.ros.params import HEALTH, MAX_ABS_VALUE, Health, decode_or_count, guarded, sane
-from consensus.ros.records import StatusRecord
+from consensus.ros.records import ReasoningRecord, StatusRecord
 from consensus.settings import RobotBaseConfig
 
 
@@ -391,7 +386,7 @@ class RobotAgent:
         target, rec = self._round_out
         self._round_out = None
         self._publish_point(self.pub_target, target)
-        self.pub_reason.publish(String(data=json.dumps(rec)))
+        self.pub_reason.publish(String(data=ReasoningRecord.from_dict(rec).encode()))
         self.publish_status()
 
     # ------------------------------------------------------------------ controller (fast loop)

@@ -48,7 +48,6 @@ record as it arrives (``/reasoning``). It is independent of ``markers``.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -80,7 +79,7 @@ from consensus.robots.presets import ODOMETRY
 from consensus.control.controller import yaw_from_quaternion
 from consensus.ros.cdr import odom_pose
 from consensus.ros.params import decode_or_count, sane
-from consensus.ros.records import HealthRecord, RecordError, StatusRecord
+from consensus.ros.records import GraphRecord, HealthRecord, ReasoningRecord, RecordError, StatusRecord
 from consensus import names
 
 START_WAIT_S = 10.0
@@ -243,13 +242,13 @@ class Recorder:
     def _on_plan(self, msg: String) -> None:
         self._append("plans.jsonl", lambda: self.plans.append(msg.data.replace("\n", " ") + "\n"))
         try:
-            rec = json.loads(msg.data)
-            robot, rnd = int(rec["robot"]), int(rec["round"])
-        except (ValueError, KeyError, TypeError):
+            rec = ReasoningRecord.decode(msg.data)
+        except RecordError:
             self.health.count_bad_message("recorder.plan")
             return
+        robot = rec.robot
         if 0 <= robot < len(self.rounds_planned):
-            self.rounds_planned[robot] = max(self.rounds_planned[robot], rnd + 1)
+            self.rounds_planned[robot] = max(self.rounds_planned[robot], rec.round + 1)
             self._note_reasoning(robot, rec)
         else:
             self.health.count_bad_message("recorder.plan")
@@ -397,26 +396,26 @@ class Recorder:
                 self.tf_pub = node.create_publisher(markers.TFMessage, names.TF.name, qos.profile(names.TF))
         node.create_timer(VIZ_PERIOD_S, g(self.publish_viz, "recorder.viz"))
 
-    def _note_reasoning(self, robot: int, rec: dict) -> None:
+    def _note_reasoning(self, robot: int, rec: ReasoningRecord) -> None:
         if self.viz:
-            self.reasoning[robot] = text = str(rec.get("reasoning", ""))[:REASONING_CHARS + 1]
+            self.reasoning[robot] = text = rec.reasoning[:REASONING_CHARS + 1]
             if self.live is not None:
-                self.live.reasoning(self.node.get_clock().now().nanoseconds, robot, int(rec["round"]), text)
+                self.live.reasoning(self.node.get_clock().now().nanoseconds, robot, rec.round, text)
 
     def _on_graph(self, msg: String) -> None:
         try:
-            rec = json.loads(msg.data)
-            edges = markers.graph_edges(rec, self.cfg.num_robots)
-        except ValueError:
+            rec = GraphRecord.decode(msg.data)
+            edges = markers.graph_edges(rec.to_dict(), self.cfg.num_robots)
+        except RecordError:
             edges = None
         if edges is None:
             self.health.count_bad_message("recorder.graph")
             return
         self.edges = edges
-        adj = np.asarray(rec["adjacency"], dtype=float)
-        change = {"topology": str(rec.get("name", "")), "directed": bool(rec.get("directed", False)),
+        adj = np.asarray(rec.adjacency, dtype=float)
+        change = {"topology": rec.name, "directed": rec.directed,
                   "links": int((adj != 0).sum() - (np.diag(adj) != 0).sum())}
-        key = {**change, "adjacency": rec["adjacency"]}
+        key = {**change, "adjacency": rec.adjacency}
         if key == self._graph_seen:            # the same graph again (a latched re-delivery)
             return
         self._graph_seen = key
