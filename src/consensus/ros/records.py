@@ -44,6 +44,7 @@ class _Field:
     required: bool
     optional: bool
     doc: str
+    check: Any            # value -> bool: is it of the field's type (``_checker``)
 
 
 @dataclass(kw_only=True)
@@ -62,11 +63,11 @@ class Record:
             raise RecordError(f"{cls.TOPIC.name}: a JSON object expected, got {type(data).__name__}")
         values, extra = {}, {}
         fields = _fields(cls)
-        known = {f.name for f in fields}
+        known = _names(cls)
         for f in fields:
             if f.name in data:
                 value = data[f.name]
-                if not _is(value, f.type):
+                if not f.check(value):
                     raise RecordError(f"{cls.TOPIC.name}: {f.name} is {_short(value)}, not {type_name(f.type)}")
                 values[f.name] = value
             elif f.required:
@@ -102,40 +103,53 @@ class Record:
 
 
 @functools.cache
+def _names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in _fields(cls))
+
+
+@functools.cache
 def _fields(cls: type) -> tuple[_Field, ...]:
     hints = typing.get_type_hints(cls)
     return tuple(_Field(f.name, hints[f.name],
                         f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                        bool(f.metadata.get("optional")), f.metadata.get("doc", ""))
+                        bool(f.metadata.get("optional")), f.metadata.get("doc", ""), _checker(hints[f.name]))
                  for f in dataclasses.fields(cls) if f.name != "extra")
 
 
 def _is(value: Any, tp: Any) -> bool:
     """Is the decoded JSON ``value`` of the field type ``tp`` (int, float, str, bool, Any, dict, list[T],
     dict[str, T], T | None)?"""
+    return _checker(tp)(value)
+
+
+@functools.cache
+def _checker(tp: Any):
+    """The check of one field type, built once (a record is checked at every publish and receipt)."""
     if tp is Any:
-        return True
+        return lambda v: True
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        return any(_is(value, arg) for arg in typing.get_args(tp))
+        checks = tuple(_checker(arg) for arg in typing.get_args(tp))
+        return lambda v: any(check(v) for check in checks)
     if tp is type(None):
-        return value is None
+        return lambda v: v is None
     if tp is bool:
-        return isinstance(value, bool)
+        return lambda v: v is True or v is False
     if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return lambda v: type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
     if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return lambda v: type(v) is float or (isinstance(v, (int, float)) and not isinstance(v, bool))
     if tp is str:
-        return isinstance(value, str)
+        return lambda v: isinstance(v, str)
     if tp is dict:
-        return isinstance(value, dict)
+        return lambda v: isinstance(v, dict)
     if origin is list:
-        (item,) = typing.get_args(tp)
-        return isinstance(value, list) and all(_is(v, item) for v in value)
+        item = _checker(typing.get_args(tp)[0])
+        return lambda v: isinstance(v, list) and all(map(item, v))
     if origin is dict:
-        key, item = typing.get_args(tp)
-        return isinstance(value, dict) and all(_is(k, key) and _is(v, item) for k, v in value.items())
+        key_tp, item_tp = typing.get_args(tp)
+        key, item = _checker(key_tp), _checker(item_tp)
+        return lambda v: isinstance(v, dict) and all(key(k) and item(x) for k, x in v.items())
     raise TypeError(f"record field type {tp!r} is not supported")
 
 
