@@ -137,3 +137,80 @@ def test_the_add_a_scenario_example_is_what_the_code_does(tmp_path, monkeypatch)
     finally:
         for mod in [m for m in sys.modules if m.startswith("consensus.scenarios.formation")]:
             sys.modules.pop(mod, None)
+
+
+# ----------------------------------------------------------------------------------------- add a backend / simulator
+def _blocks_of(title: str) -> dict[str, str]:
+    """The python blocks of section ``title``, by the file their first comment line names (``# llm/fixed.py``)."""
+    text = DOC.read_text()
+    section = text[text.index(f"## {title}"):]
+    section = section[:section.index("\n## ", 5)]
+    blocks = {}
+    for code in re.findall(r"```python\n(.*?)```", section, flags=re.S):
+        code = textwrap.dedent(code)
+        m = re.match(r"# ([\w/]+\.py)[^\n]*\n", code)
+        if m:
+            blocks[m.group(1)] = code
+    return blocks
+
+
+def _add_module(monkeypatch, tmp_path, package, code: str, name: str) -> None:
+    """``code`` as module ``name`` of ``package`` (written into a throwaway folder on the package's path)."""
+    folder = tmp_path / package.__name__.replace(".", "_")
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(code)
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+    monkeypatch.delitem(sys.modules, f"{package.__name__}.{name}", raising=False)
+
+
+def test_the_add_an_llm_backend_example_is_what_the_code_does(tmp_path, monkeypatch):
+    """The doc's backend module and registration, added as written, give a backend that every list of backends
+    offers and that `consensus run aggregation --headless --planner llm --backend fixed` plans with."""
+    import json
+
+    import consensus.llm
+    from consensus import cli
+    from consensus.experiments.spec import LLM_BACKENDS  # noqa: F401 - imported before: still sees the new one
+    from consensus.llm import backends
+    from consensus.runs.launch_file import launch_arguments
+
+    blocks = _blocks_of("How to add an LLM backend")
+    assert set(blocks) == {"llm/fixed.py", "llm/backends.py"}, sorted(blocks)
+    _add_module(monkeypatch, tmp_path, consensus.llm, blocks["llm/fixed.py"], "fixed")
+    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    exec(blocks["llm/backends.py"], vars(backends).copy())          # the lines added at the end of backends.py
+    assert "fixed" in backends.names() and not backends.backend_spec("fixed").local_server
+    assert "fixed" in launch_arguments("aggregation")["llm_backend"]
+    out = tmp_path / "run"
+    assert cli.main(["run", "aggregation", "--headless", "--planner", "llm", "--backend", "fixed", "--robots", "3",
+                     "--duration", "20", "--out", str(out), "-q"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["llm_calls"] > 0 and summary["llm_fallbacks"] == 0
+    assert summary["consensus_point"] == pytest.approx([0.0, 0.0], abs=0.1)    # the fixed reply's position
+    assert (out / "transcripts.jsonl").read_text().count("\n") == summary["llm_calls"]    # recorded
+    assert json.loads((out / "manifest.json").read_text())["backend"] == "fixed"
+
+
+def test_the_add_a_simulator_example_is_what_the_code_does(tmp_path, monkeypatch):
+    """The doc's simulator module and registration, added as written, give a `sim` that the CLI, the launch
+    arguments and the process lists of the aggregation, the disaster drones and the naming-game fleet take."""
+    import consensus.sims
+    from consensus import cli, registry
+    from consensus.control import motion
+    from consensus.runs.launch_file import launch_arguments
+
+    blocks = _blocks_of("How to add a simulator")
+    assert set(blocks) == {"sims/coarse.py", "control/motion.py"}, sorted(blocks)
+    _add_module(monkeypatch, tmp_path, consensus.sims, blocks["sims/coarse.py"], "coarse")
+    monkeypatch.setattr(motion, "_SIMS", dict(motion._SIMS))
+    exec(blocks["control/motion.py"], vars(motion).copy())
+    for name in ("aggregation", "disaster", "naming-game-robots"):
+        sc = registry.scenario(name)
+        assert "coarse" in launch_arguments(name)["sim"]
+        args = cli.build_parser().parse_args(["run", name, "--sim", "coarse", "--robots", "3"])
+        cfg = cli.config_from_args(sc, args)
+        assert cfg.sim == "coarse"
+        sims = [s for s in sc.processes(cfg) if s.executable == "sim"]
+        assert len(sims) == 1 and sims[0].params["sim_rate_hz"] == 5.0, name
+    assert cli.main(["run", "disaster", "--set", "sim=nowhere", "--out", str(tmp_path / "bad")]) == 2
+    assert not (tmp_path / "bad").exists()

@@ -35,7 +35,7 @@ COMMON_ARGS = {
     "num_robots": "number of robots (drones)",
     "seed": "seed of the run (initial positions, environment, graphs, link drops)",
     "fleet": "true: all robots in one process; false: one process per robot",
-    "llm_backend": "embedded | openai | replay",
+    "llm_backend": "",            # the backends' names (consensus.llm.backends), filled in by launch_arguments
     "llm_model": "model name (openai backend) or a .gguf path (embedded)",
     "llm_base_url": "OpenAI-compatible endpoint, e.g. http://localhost:11434/v1",
     "output_dir": "run directory (default: runs/<scenario>-<time>)",
@@ -81,10 +81,17 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
 
 
 def launch_arguments(name: str) -> dict[str, str]:
-    """The config-field launch arguments of scenario ``name``: argument -> description."""
+    """The config-field launch arguments of scenario ``name``: argument -> description. ``llm_backend`` lists the
+    registered backends, and a scenario whose config has ``sim`` gets that argument (the registered simulators)."""
+    from consensus.control.motion import sim_names
+    from consensus.llm.backends import names as backend_names
     from consensus.registry import scenario
 
-    return {**COMMON_ARGS, **scenario(name).launch_args}
+    sc = scenario(name)
+    args = {**COMMON_ARGS, "llm_backend": " | ".join(backend_names())}
+    if "sim" in getattr(sc.config_cls, "field_names", lambda: ())():
+        args["sim"] = f"{' | '.join(sim_names())}: who moves the robots"
+    return {**args, **sc.launch_args}
 
 
 def launch_description(name: str, *, variant: LaunchVariant | None = None, **defaults: str):

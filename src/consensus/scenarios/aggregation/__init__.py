@@ -11,7 +11,6 @@ from consensus.scenarios.aggregation.config import PERSONALITIES, PLANNERS, Aggr
 from consensus.graphs.topology import TOPOLOGIES
 from consensus.llm.styles import PROMPT_STYLES
 from consensus.runs import foxglove_live
-from consensus.settings import SIMS
 
 
 register(Scenario(
@@ -34,7 +33,6 @@ register(Scenario(
                                                        "for this many seconds (0 = run for --duration)")),
         ("--rounds", "max_rounds", dict(type=int, help="stop planning after this many rounds (a ROS run ends "
                                                        "one planning period later)")),
-        ("--sim", "sim", dict(choices=SIMS, help="who moves the robots (turtlesim: docs/turtlesim.md)")),
         ("--robots-file", "robots_file", dict(help="YAML robots: map of real robots (docs/real-robots.md)")),
         ("--dry-run", "dry_run", dict(action="store_true", default=None,
                                       help="log the velocity commands (RUN/dry_run.jsonl) instead of publishing them")),
@@ -50,7 +48,6 @@ register(Scenario(
         "duration_s": "run length in seconds (the upper bound when settle_s ends it earlier)",
         "settle_s": "end once the robots held converge_tol_m this many seconds (0 = run for duration_s)",
         "max_rounds": "stop planning after this many rounds (0 = until duration_s)",
-        "sim": "builtin | turtlesim | gazebo | none: who moves the robots",
         "robots_file": "YAML robots: map of real robots (docs/real-robots.md)",
         "dry_run": "true: log the velocity commands instead of publishing them",
         **foxglove_live.LAUNCH_ARGS,
