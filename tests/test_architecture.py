@@ -88,16 +88,7 @@ def test_the_module_map_names_every_module_and_no_other():
 # ----------------------------------------------------------------------------------------------- add a scenario
 def _example_blocks() -> dict[str, str]:
     """The "How to add a scenario" section's python blocks, by the file their first comment line names."""
-    text = DOC.read_text()
-    section = text[text.index("## How to add a scenario"):]
-    section = section[:section.index("\n## ", 5)]
-    blocks = {}
-    for code in re.findall(r"```python\n(.*?)```", section, flags=re.S):
-        code = textwrap.dedent(code)
-        m = re.match(r"# (formation/[\w/]+\.py)\n", code)
-        if m:
-            blocks[m.group(1)] = code
-    return blocks
+    return _blocks_of("How to add a scenario")
 
 
 def test_the_add_a_scenario_example_is_what_the_code_does(tmp_path, monkeypatch):

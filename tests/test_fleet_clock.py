@@ -88,6 +88,17 @@ class ToPoint:
         pass
 
 
+def _robots(cfg, point=(1.0, 1.0)):
+    """The fleet node and ``cfg.num_robots`` robots (planner: to ``point``) on their own nodes."""
+    from rclpy.node import Node
+
+    from consensus.ros.robot import RobotAgent
+
+    main = Node("fleet")
+    nodes = [Node("agent", namespace=f"robot_{i}") for i in range(cfg.num_robots)]
+    return main, nodes, [RobotAgent(nodes[i], cfg, i, ToPoint(point), None) for i in range(cfg.num_robots)]
+
+
 @pytest.mark.ros
 def test_one_clock_steps_every_robot_and_a_failing_robot_fails_alone(ros):
     from geometry_msgs.msg import Twist
@@ -159,15 +170,10 @@ def test_one_clock_steps_every_robot_and_a_failing_robot_fails_alone(ros):
 
 @pytest.mark.ros
 def test_a_failing_fleet_step_is_counted_and_every_robot_steps_alone(ros):
-    from rclpy.node import Node
-
     from consensus.ros.fleet import FleetClock
-    from consensus.ros.robot import RobotAgent
 
     cfg = _cfg(num_robots=2)
-    main = Node("fleet")
-    nodes = [Node("agent", namespace=f"robot_{i}") for i in range(2)]
-    robots = [RobotAgent(nodes[i], cfg, i, ToPoint((1.0, 1.0)), None) for i in range(2)]
+    main, nodes, robots = _robots(cfg)
     clock = FleetClock(main, cfg, robots, nearby_in_process=True)
 
     def broken(*_args):
@@ -187,15 +193,10 @@ def test_a_failing_fleet_step_is_counted_and_every_robot_steps_alone(ros):
 
 @pytest.mark.ros
 def test_a_fleet_larger_than_robots_per_step_is_stepped_in_groups_each_robot_once_a_period(ros):
-    from rclpy.node import Node
-
     from consensus.ros.fleet import FleetClock
-    from consensus.ros.robot import RobotAgent
 
     cfg = _cfg(num_robots=5, robots_per_step=2, control_period_s=0.1)
-    main = Node("fleet")
-    nodes = [Node("agent", namespace=f"robot_{i}") for i in range(5)]
-    robots = [RobotAgent(nodes[i], cfg, i, ToPoint((1.0, 1.0)), None) for i in range(5)]
+    main, nodes, robots = _robots(cfg)
     clock = FleetClock(main, cfg, robots, nearby_in_process=True, start=False)
     try:
         assert clock.groups == [[0, 1], [2, 3], [4]]
@@ -278,15 +279,10 @@ def test_endpoint_ready_waits_for_the_llm_server_s_models_route_and_gives_up_aft
 
 @pytest.mark.ros
 def test_robots_do_not_plan_before_the_llm_server_is_ready_but_their_commands_go_out(ros):
-    from rclpy.node import Node
-
     from consensus.ros.fleet import FleetClock
-    from consensus.ros.robot import RobotAgent
 
     cfg = _cfg(num_robots=2)
-    main = Node("fleet")
-    nodes = [Node("agent", namespace=f"robot_{i}") for i in range(2)]
-    robots = [RobotAgent(nodes[i], cfg, i, ToPoint((1.0, 1.0)), None) for i in range(2)]
+    main, nodes, robots = _robots(cfg)
     ready = [False]
     clock = FleetClock(main, cfg, robots, nearby_in_process=True, start=False, ready=lambda: ready[0])
     try:
