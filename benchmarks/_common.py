@@ -281,9 +281,9 @@ def _bag_lost(bag: Path, n: int) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
     from mcap.reader import make_reader
 
-    cmd = {names.CMD_VEL.of(i): i for i in range(n)}
-    status = {names.PLANNER_STATUS.of(i): i for i in range(n)}
-    reason = {names.PLANNER_REASONING.of(i): i for i in range(n)}
+    cmd = {"/" + names.CMD_VEL.of(i): i for i in range(n)}             # a root-namespace run's bag: absolute names
+    status = {"/" + names.PLANNER_STATUS.of(i): i for i in range(n)}
+    reason = {"/" + names.PLANNER_REASONING.of(i): i for i in range(n)}
     cmd_times: dict[int, list[int]] = {i: [] for i in range(n)}
     stat: dict[int, list[tuple[int, int]]] = {i: [] for i in range(n)}         # (log time, published)
     rounds: dict[int, set] = {i: set() for i in range(n)}

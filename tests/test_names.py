@@ -15,9 +15,10 @@ ENDPOINTS = ("create_publisher", "create_subscription", "create_client", "create
 
 def test_per_robot_topics_resolve_into_the_robot_namespace_and_fleet_topics_do_not():
     assert names.namespace(3) == "robot_3" and names.base_link(3) == "robot_3/base_link"
-    assert names.ODOM.of(0) == "/robot_0/odom" and names.PLANNER_STATUS.of(12) == "/robot_12/planner/status"
+    # relative: /robot_0/odom from the root namespace, /<ns>/robot_0/odom in a fleet's namespace (namespace:=)
+    assert names.ODOM.of(0) == "robot_0/odom" and names.PLANNER_STATUS.of(12) == "robot_12/planner/status"
     for topic in names.ROBOT_TOPICS:
-        assert not topic.name.startswith("/") and topic.of(7).startswith("/robot_7/")
+        assert not topic.name.startswith("/") and topic.of(7).startswith("robot_7/")
     with pytest.raises(ValueError, match="not a per-robot topic"):
         names.CLOCK.of(0)
     with pytest.raises(ValueError, match="unknown QoS class"):

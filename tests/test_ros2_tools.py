@@ -41,6 +41,44 @@ def test_ros2_launch_runs_each_launch_file_to_completion(name, tmp_path):
     assert summary.get("callback_errors", 0) == 0
 
 
+@pytest.mark.usefixtures("ros2_daemon")
+def test_two_fleets_in_their_own_namespaces_share_a_domain_and_each_converges(tmp_path):
+    """namespace:= (issue 30): every node and relative topic of a run under /<ns>; two runs at once, one per process
+    layout, each on its own robots."""
+    runs = {"fleet_a": dict(fleet="true", seed=3), "fleet_b": dict(fleet="false", seed=4)}
+    launches = {ns: start_ros2("launch", "consensus", "aggregation.launch.py",
+                               *launch_args(namespace=ns, planner="average", num_robots=3, duration_s=25,
+                                            output_dir=tmp_path / ns, **extra), log=tmp_path / f"{ns}.log")
+                for ns, extra in runs.items()}
+    try:
+        expected = {"/fleet_a/recorder", "/fleet_a/robot_0/agent", "/fleet_b/recorder", "/fleet_b/robot_2/agent",
+                    "/fleet_a/sim", "/fleet_b/sim"}
+        nodes = wait_until(lambda: expected <= set(ros2("node", "list", timeout=20).stdout.split()) or None, 60)
+        assert nodes, ros2("node", "list").stdout
+        topics = set(ros2("topic", "list", timeout=20).stdout.split())
+        assert {"/fleet_a/robot_0/cmd_vel", "/fleet_b/robot_0/cmd_vel", "/fleet_a/topology/graph"} <= topics, topics
+        assert "/robot_0/cmd_vel" not in topics
+        codes = {ns: launch.wait(timeout=120) for ns, launch in launches.items()}
+    finally:
+        for launch in launches.values():
+            stop_group(launch)                 # also what a finished launch left behind
+    for ns in runs:
+        log = (tmp_path / f"{ns}.log").read_text()
+        assert codes[ns] == 0 and "Traceback" not in log, log[-3000:]
+        summary = json.loads((tmp_path / ns / "summary.json").read_text())
+        assert summary["converged"] is True and summary.get("bad_messages", 0) == 0, summary
+
+
+def test_a_namespace_that_is_not_a_ros_name_is_refused_with_one_line(tmp_path):
+    out = tmp_path / "run"
+    result = ros2("launch", "consensus", "aggregation.launch.py", *launch_args(namespace="9lives", output_dir=out),
+                  timeout=60)
+    assert result.returncode != 0
+    errors = [ln for ln in result.stdout.splitlines() if "[ERROR]" in ln]
+    assert len(errors) == 1 and "not a ROS namespace" in errors[0], result.stdout
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("name, args, message", [
     ("aggregation", dict(num_robots=1), "num_robots must be at least 2"),
     ("aggregation", dict(out="elsewhere"), "unknown launch argument(s) out"),   # ros2 launch alone ignores it
@@ -104,7 +142,10 @@ def test_ros2_cli_sees_and_drives_a_running_aggregation(tmp_path):
     assert json.loads((out / "summary.json").read_text())["end_reason"] == "interrupted"
 
 
-def test_ros2_launch_fails_when_the_process_that_ends_the_run_dies(tmp_path):
+@pytest.mark.parametrize("exe, message", [("recorder", "recorder ended the run with exit code -9"),
+                                          ("sim", "process 'sim' exited with code -9; the run ended")])
+def test_ros2_launch_fails_when_a_process_the_run_needs_dies(exe, message, tmp_path):
+    """As under `consensus run` (issue 30: one launch behaviour): the recorder, or another process the run needs."""
     import os
     import signal
     import subprocess
@@ -114,11 +155,11 @@ def test_ros2_launch_fails_when_the_process_that_ends_the_run_dies(tmp_path):
                         *launch_args(planner="average", num_robots=2, duration_s=60, output_dir=out),
                         log=tmp_path / "launch.log")
     try:
-        def recorder_pid():
-            ps = subprocess.run(["pgrep", "-f", f"lib/consensus/recorder .*{out}"], capture_output=True, text=True)
+        def pid():
+            ps = subprocess.run(["pgrep", "-f", f"lib/consensus/{exe} .*{out}"], capture_output=True, text=True)
             return [int(p) for p in ps.stdout.split()]
 
-        pids = wait_until(recorder_pid, 40)
+        pids = wait_until(pid, 40)
         assert pids, (tmp_path / "launch.log").read_text()[-2000:]
         os.kill(pids[0], signal.SIGKILL)
         code = launch.wait(timeout=40)
@@ -126,7 +167,7 @@ def test_ros2_launch_fails_when_the_process_that_ends_the_run_dies(tmp_path):
         stop_group(launch)
     log = (tmp_path / "launch.log").read_text()
     assert code != 0, log[-2000:]
-    assert "recorder ended the run with exit code -9" in log, log[-2000:]
+    assert message in log, log[-2000:]
 
 
 @pytest.mark.usefixtures("ros2_daemon")

@@ -183,7 +183,7 @@ def test_turtlesim_launch_file_is_the_aggregation_on_turtlesim(fake_turtlesim, m
     from launch.actions import DeclareLaunchArgument
     from launch_ros.actions import Node
 
-    from consensus.runs.launch_file import SECURITY_ARGS, launch_arguments
+    from consensus.runs.launch_file import NAMESPACE_ARG, SECURITY_ARGS, launch_arguments
     from ros2_tools import launch_actions, node_info, tool_env
 
     monkeypatch.setenv("AMENT_PREFIX_PATH", tool_env()["AMENT_PREFIX_PATH"])   # the package and the fake turtlesim
@@ -192,7 +192,8 @@ def test_turtlesim_launch_file_is_the_aggregation_on_turtlesim(fake_turtlesim, m
     spec.loader.exec_module(module)
     declared = {e.name: e for e in module.generate_launch_description().entities
                 if isinstance(e, DeclareLaunchArgument)}
-    assert set(declared) == {"config", "use_sim_time", *launch_arguments("aggregation"), *SECURITY_ARGS}
+    assert set(declared) == {"config", "use_sim_time", NAMESPACE_ARG[0], *launch_arguments("aggregation"),
+                             *SECURITY_ARGS}
     assert declared["sim"].default_value[0].text == "turtlesim"
     actions = launch_actions("turtlesim.launch.py", monkeypatch, num_robots=3, planner="average",
                              output_dir=tmp_path / "run")

@@ -38,10 +38,12 @@ class Topic:
             raise ValueError(f"topic {self.name}: unknown QoS class {self.qos!r}")
 
     def of(self, robot_id: int) -> str:
-        """The absolute name of this per-robot topic for robot ``robot_id``: ``/robot_<i>/<name>``."""
+        """The name of this per-robot topic for robot ``robot_id`` as a node outside the robots uses it:
+        ``robot_<i>/<name>``, relative, so ``/robot_<i>/<name>`` from the root namespace and
+        ``/<ns>/robot_<i>/<name>`` for a fleet launched in namespace ``ns`` (``namespace:=`` launch argument)."""
         if self.name.startswith("/"):
             raise ValueError(f"{self.name} is not a per-robot topic")
-        return f"/{namespace(robot_id)}/{self.name}"
+        return f"{namespace(robot_id)}/{self.name}"
 
 
 # --- a robot (inside /robot_<i>): its driver, its controller, its planner --------------------------------------
@@ -66,7 +68,7 @@ DIAGNOSTICS = Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", "even
 ESTOP = Topic("/estop", "std_msgs/msg/Bool", "latched")               # the fleet's e-stop (default of estop_topic)
 CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", "stream")          # sim time (publish_clock)
 TF = Topic("/tf", "tf2_msgs/msg/TFMessage", "events")                 # world -> robot_<i>/base_link
-TOPOLOGY_GRAPH = Topic("/topology/graph", "std_msgs/msg/String", "latched")   # the communication graph (JSON)
+TOPOLOGY_GRAPH = Topic("topology/graph", "std_msgs/msg/String", "latched")    # the communication graph (JSON)
 MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # relative to the recorder: /markers
 
 ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEIGHBOR_TARGETS, NEARBY, TARGET, PLANNER_REASONING,
@@ -74,12 +76,13 @@ ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEIGHBOR_TARGETS, NEARBY, TARGE
 FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, TF, TOPOLOGY_GRAPH, MARKERS)
 
 def robot_topic(robot_id: int, name: str) -> str:
-    """``/robot_<i>/<name>``: a scenario's own per-robot topic (e.g. the disaster drones' vote requests)."""
-    return f"/{namespace(robot_id)}/{name.lstrip('/')}"
+    """``robot_<i>/<name>`` (relative, like ``Topic.of``): a scenario's own per-robot topic (e.g. the disaster
+    drones' vote requests)."""
+    return f"{namespace(robot_id)}/{name.lstrip('/')}"
 
 
 # --- turtlesim (the external simulator's own names; consensus.ros.turtlesim_bridge) ------------------------------
-TURTLESIM_SPAWN = "/spawn"                          # turtlesim/srv/Spawn
+TURTLESIM_SPAWN = "spawn"                           # turtlesim/srv/Spawn (relative: a namespaced fleet's turtlesim)
 TURTLE_POSE = "pose"                                # turtlesim/msg/Pose, inside /<turtle>
 TURTLE_CMD_VEL = "cmd_vel"                          # geometry_msgs/msg/Twist, inside /<turtle>
 TURTLE_SET_PEN = "set_pen"                          # turtlesim/srv/SetPen, inside /<turtle>
@@ -87,8 +90,8 @@ TURTLE_TELEPORT = "teleport_absolute"               # turtlesim/srv/TeleportAbso
 
 
 def turtle_name(turtle: str, name: str) -> str:
-    """``/<turtle>/<name>``: a name of one of turtlesim's turtles."""
-    return f"/{turtle}/{name}"
+    """``<turtle>/<name>`` (relative: turtlesim runs in the fleet's namespace): a name of one of its turtles."""
+    return f"{turtle}/{name}"
 
 
 # --- frames --------------------------------------------------------------------------------------------------------

@@ -64,18 +64,21 @@ from consensus import names
 namespace = names.namespace          # robot_<i> (consensus.names)
 
 
+def robot_namespace(node: Node) -> int | None:
+    """``i`` when ``node`` runs in a robot's namespace (``.../robot_<i>``: ``/robot_3``, or ``/fleet_a/robot_3`` in a
+    fleet launched with ``namespace:=fleet_a``), else None (a fleet process, in the root or a fleet's namespace)."""
+    m = re.fullmatch(r"(?:.*/)?robot_(\d+)", node.get_namespace())
+    return int(m.group(1)) if m else None
+
+
 def robot_ids(node: Node, num_robots: int) -> list[int]:
     """The robots this process runs: ``robot_id``, else the namespace's ``robot_<i>``, else all (fleet)."""
     rid = node.declare_parameter("robot_id", -1).value
     if rid < 0:
-        m = re.fullmatch(r"/?robot_(\d+)", node.get_namespace())
-        if m:
-            rid = int(m.group(1))
-        elif node.get_namespace() in ("", "/"):
+        own = robot_namespace(node)
+        if own is None:
             return list(range(num_robots))
-        else:
-            raise ConfigError(f"cannot tell the robot index: set parameter robot_id or run in namespace robot_<i> "
-                              f"(namespace is '{node.get_namespace()}')")
+        rid = own
     if not 0 <= rid < num_robots:
         raise ConfigError(f"robot_id {rid} out of range for num_robots={num_robots}")
     return [rid]
@@ -352,15 +355,17 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
         main_node = Node(name)
         cfg = read_config(main_node)
         ids = robot_ids(main_node, cfg.num_robots)
-        fleet = main_node.get_namespace() in ("", "/")
+        fleet = robot_namespace(main_node) is None
+        # a fleet process's robots in its namespace (the root, or a fleet's: namespace:=fleet_a -> /fleet_a/robot_3)
+        base = main_node.get_namespace().rstrip("/")
         policies, pool, status, close = policies_with_llm(cfg, lambda client: build(cfg, ids, client))
         executor = make_executor(cfg.executor)
         robots, nodes = [], []
         sim_time = Parameter("use_sim_time", value=main_node.get_parameter("use_sim_time").value)
         for i, policy in zip(ids, policies):
             # use_global_arguments=False: the process's `-r __node:=fleet` must not rename the robots' nodes
-            node = (Node(ROBOT_NODE, namespace=namespace(i), start_parameter_services=False, use_global_arguments=False,
-                         parameter_overrides=[sim_time]) if fleet else main_node)
+            node = (Node(ROBOT_NODE, namespace=f"{base}/{namespace(i)}", start_parameter_services=False,
+                         use_global_arguments=False, parameter_overrides=[sim_time]) if fleet else main_node)
             robots.append(attach(node, cfg, i, policy, pool, status))
             if node is not main_node:
                 nodes.append(node)

@@ -18,6 +18,8 @@ when the process marked ``ends_run`` exits. ``launch/gazebo.launch.py`` is the a
 the builtin ``sim`` (a ``LaunchVariant``: ``consensus.sims.gazebo.GAZEBO``). ``security:=true`` (with
 ``keystore:=DIR``, default ``$ROS_SECURITY_KEYSTORE``) runs every node in its SROS2 enclave, as
 ``consensus run --security`` does (``consensus.runs.security``; refused where the DDS lacks the security plugins).
+``namespace:=fleet_a`` runs the whole run under ``/fleet_a`` (``/fleet_a/robot_0/cmd_vel``, ``/fleet_a/recorder``),
+so two fleets can share a ROS domain; ``/diagnostics``, ``/tf``, ``/clock`` and the e-stop stay absolute.
 
 ``launch`` and ``launch_ros`` come with a ROS 2 install (they are not on PyPI), so they are imported only here.
 """
@@ -25,11 +27,12 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 from consensus.errors import ConfigError
 from consensus.runs import security
-from consensus.runs.processes import ProcessSpec
+from consensus.runs.processes import GOES_ON_WITHOUT, ProcessSpec
 
 COMMON_ARGS = {
     "num_robots": "number of robots (drones)",
@@ -42,6 +45,11 @@ COMMON_ARGS = {
 }
 
 
+#: not a config field: the ROS namespace of the whole run, so that two fleets can share a domain
+NAMESPACE_ARG = ("namespace", "", "ROS namespace of the whole run (e.g. fleet_a: /fleet_a/robot_0/cmd_vel, "
+                                  "/fleet_a/recorder); empty: the root namespace")
+_NAME_PART = r"[A-Za-z_][A-Za-z0-9_]*"
+
 #: SROS2 (``consensus.runs.security``): not config fields; argument -> (default, description)
 SECURITY_ARGS = {
     "security": ("false", "true: every node in its SROS2 enclave (enforced; docs/real-robots.md)"),
@@ -53,7 +61,8 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
     """One ``launch_ros.actions.Node`` per spec (the run's parameters file, then the spec's own parameters; another
     package's node only its own); the whole launch shuts down when the process marked ``ends_run`` exits - with an
     error (``ros2 launch`` exits 1, one line naming the process) when it failed, so a failed run is never reported
-    as a success."""
+    as a success. Any other process that dies with an error ends the run the same way, except a robot's own
+    process (``expendable``) and ``GOES_ON_WITHOUT`` (the bag recorder), as under ``consensus run``."""
     from launch.actions import EmitEvent, RegisterEventHandler
     from launch.event_handlers import OnProcessExit
     from launch.events import Shutdown
@@ -66,6 +75,15 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
             raise ConsensusError(f"{name} ended the run with exit code {event.returncode} (its error is above)")
         return [EmitEvent(event=Shutdown(reason=f"{name} finished the run"))]
 
+    def lost(event, context, name):
+        # as under `consensus run`: a process the run needs (the sim, the fleet, the topology node...) that dies ends
+        # the run with an error; a robot's own process (fleet:=false) or the bag recorder may die, the run goes on
+        # (the recorder lists a lost robot); the exits of a launch that is shutting down are not deaths
+        if context.is_shutdown or event.returncode in (0, None, -2, 130, -15, 143):
+            return None
+        raise ConsensusError(f"process '{name}' exited with code {event.returncode}; the run ended (its error is "
+                             f"above)")
+
     actions = []
     for spec in specs:
         node = Node(package=spec.package, executable=spec.executable, name=spec.name,
@@ -77,6 +95,9 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
         if spec.ends_run:
             actions.append(RegisterEventHandler(OnProcessExit(
                 target_action=node, on_exit=functools.partial(end_of_run, name=spec.name))))
+        elif not spec.expendable and spec.executable not in GOES_ON_WITHOUT:
+            actions.append(RegisterEventHandler(OnProcessExit(
+                target_action=node, on_exit=functools.partial(lost, name=spec.name))))
     return actions
 
 
@@ -113,6 +134,7 @@ def launch_description(name: str, *, variant: LaunchVariant | None = None, **def
                           "install/setup.bash)")
     default_config = os.path.join(share, "config", sc.config_file)
     args = [DeclareLaunchArgument("config", default_value=default_config, description="the /**: parameters file"),
+            DeclareLaunchArgument(NAMESPACE_ARG[0], default_value=NAMESPACE_ARG[1], description=NAMESPACE_ARG[2]),
             DeclareLaunchArgument("use_sim_time", default_value=str(bool(variant and variant.use_sim_time)).lower(),
                                   description="the sim publishes /clock and all other nodes follow it")]
     unknown = sorted(set(defaults) - set(fields))
@@ -123,7 +145,7 @@ def launch_description(name: str, *, variant: LaunchVariant | None = None, **def
     variant = variant or LaunchVariant()
     args += [DeclareLaunchArgument(arg, default_value=default, description=desc)
              for arg, (default, desc) in {**SECURITY_ARGS, **variant.args}.items()]
-    declared = {"config", "use_sim_time", *fields, *SECURITY_ARGS, *variant.args}
+    declared = {"config", "use_sim_time", NAMESPACE_ARG[0], *fields, *SECURITY_ARGS, *variant.args}
     return LaunchDescription(args + [OpaqueFunction(function=functools.partial(_setup, name=name, declared=declared,
                                                                                variant=variant))])
 
@@ -164,6 +186,10 @@ def _setup(context, name: str, declared: set[str], variant: LaunchVariant):
         raise ConfigError(f"{name}.launch.py: unknown launch argument(s) {', '.join(unknown)}; "
                           f"valid: {', '.join(sorted(declared))}")
     config_file = LaunchConfiguration("config").perform(context)
+    ns = given.get(NAMESPACE_ARG[0], "").strip().strip("/")
+    if ns and not re.fullmatch(rf"{_NAME_PART}(/{_NAME_PART})*", ns):
+        raise ConfigError(f"{name}.launch.py: namespace:={ns}: not a ROS namespace (letters, digits and _, parts "
+                          f"separated by /, each not starting with a digit)")
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
     overrides = {arg: LaunchConfiguration(arg).perform(context) for arg in launch_arguments(name)}
     overrides = {k: v for k, v in overrides.items() if v != ""}
@@ -184,4 +210,12 @@ def _setup(context, name: str, declared: set[str], variant: LaunchVariant):
     specs = sc.processes(cfg, use_sim_time=use_sim_time)
     if security.enabled():
         security.check_keystore(os.environ.get("ROS_SECURITY_KEYSTORE", ""), specs)
-    return variant.actions(cfg, specs, params_file, context)
+    actions = variant.actions(cfg, specs, params_file, context)
+    if not ns:
+        return actions
+    from launch.actions import GroupAction
+    from launch_ros.actions import PushRosNamespace
+
+    # every node (and so every relative name: the robots' topics, health, the graph) under /<ns>; not scoped, so the
+    # end-of-run handlers stay registered for the whole launch
+    return [GroupAction([PushRosNamespace(ns), *actions], scoped=False)]

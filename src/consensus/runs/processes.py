@@ -24,6 +24,12 @@ FLEET_NODE = names.FLEET_NODE      # the node of a process that runs every robot
 ROBOT_NODE = names.ROBOT_NODE      # a robot's node: /robot_<i>/agent
 
 
+#: processes whose death does not end the run (under ``consensus run`` and ``ros2 launch`` alike): they only write its
+#: record (the run's own summary and trajectories are the recorder's); ``consensus run`` repairs what they wrote at
+#: the end and summary.json names them
+GOES_ON_WITHOUT = ("bag_recorder",)
+
+
 @dataclass(frozen=True)
 class ProcessSpec:
     executable: str               # name under lib/<package>

@@ -24,7 +24,7 @@ from typing import Callable
 
 from consensus.errors import ConsensusError
 from consensus.runs import security
-from consensus.runs.processes import ProcessSpec
+from consensus.runs.processes import GOES_ON_WITHOUT, ProcessSpec
 
 LLM_READY_TIMEOUT_S = 600.0     # first start assembles and hashes the 1.1 GB model
 
@@ -170,11 +170,6 @@ def stop_all(procs: list[_Proc], grace_s: float = 8.0) -> None:
 
 def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
-
-
-#: processes whose death does not end the run: they only write its record (the run's own summary and trajectories
-#: are the recorder's); what they wrote is repaired at the end and summary.json names them
-GOES_ON_WITHOUT = ("bag_recorder",)
 
 
 def _lost(p: _Proc, code: int | None, rule: str) -> dict:
