@@ -28,4 +28,8 @@ def profile(topic, *, best_effort_commands: bool = False) -> QoSProfile:
     """The QoS profile of a ``consensus.names.Topic`` (its QoS class), for its publishers and subscribers alike."""
     if topic.qos == "command":
         return command(best_effort_commands)
-    return {"stream": STREAM, "events": EVENTS, "latched": LATCHED}[topic.qos]
+    base = {"stream": STREAM, "events": EVENTS, "latched": LATCHED}[topic.qos]
+    depth = topic.depth            # a protocol's kept records: the class with a deeper history
+    if depth is None or depth == base.depth:
+        return base
+    return QoSProfile(depth=depth, reliability=base.reliability, durability=base.durability)
