@@ -54,8 +54,11 @@ def _probe(run_dir: Path, run) -> tuple[dict, dict]:
     from std_msgs.msg import String
     from visualization_msgs.msg import MarkerArray
 
-    from consensus.scenarios.disaster.ros.agent import DISCUSSION, STATE, STATE_QOS
-    from consensus.ros.qos import EVENTS
+    from consensus import names
+    from consensus.ros.qos import EVENTS, profile
+
+    STATE, DISCUSSION, STATE_QOS = names.DISASTER_STATE.name, names.DISASTER_DISCUSSION.name, \
+        profile(names.DISASTER_STATE)
 
     result: dict = {}
     seen: dict = {"state": [], "metrics": [], "markers": [], "discussion": []}
@@ -370,7 +373,12 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
 
     from consensus.scenarios.disaster.environment import DisasterEnv
     from consensus.scenarios.disaster.agents import make_drone
-    from consensus.scenarios.disaster.ros.agent import DISCUSSION, STATE, STATE_QOS, RosDrone
+    from consensus import names
+    from consensus.ros.qos import profile
+    from consensus.scenarios.disaster.ros.agent import RosDrone
+
+    STATE, DISCUSSION, STATE_QOS = names.DISASTER_STATE.name, names.DISASTER_DISCUSSION.name, \
+        profile(names.DISASTER_STATE)
 
     cfg = _cfg(num_robots=2, control_period_s=0.05, v_max=1.5)
     obs = DisasterEnv(cfg.env_config(), seed=4).begin_round()

@@ -13,32 +13,20 @@ prompt, parsing, validation or fallback is done here.
 Namespaces: drone i lives in ``robot_<i>`` (the namespace the ``sim`` node and real-robot drivers of this
 package serve, so the same simulator and drivers carry both scenarios). Its own topics are relative (``odom``,
 ``cmd_vel``, ``state``, ``target``, ``planner/status``, see robot_agent.py, and ``disaster/vote_request``); the
-shared channels of the team are absolute. Every record is a ``std_msgs/String`` holding one JSON object:
+shared channels of the team are absolute (``consensus.names.DISASTER_TOPICS``: ``/disaster/state``,
+``/disaster/discussion``, ``/disaster/decisions``, ``/disaster/votes``, ``/disaster/collective``, as the grid and
+the aggregator live in the root namespace and the drones in their own). Every record is a ``std_msgs/String``
+holding one JSON object, one dataclass each in ``consensus.scenarios.disaster.ros.protocol`` (its schema table in
+docs/disaster.md): the drone decodes ``StateRecord`` (grid -> all, the round clock) and ``VoteRequestRecord``
+(aggregator -> drone i) and publishes ``DiscussionRecord``, ``DecisionRecord`` (implicit) and ``VoteRecord``
+(explicit).
 
-=====================================  ========================  ==============================================
-topic                                  from -> to                JSON
-=====================================  ========================  ==============================================
-``/disaster/state``                    grid -> all (reliable,    ``{"seq", "round", "rounds", "phase", "turn",
-                                       transient local, 10)      "mode", "strategy", "deadline_s",
-                                                                 "observation", "cells", "heard", "actions",
-                                                                 "stamp"}`` — the round clock
-``/disaster/discussion``               drone -> all              ``{"round", "turn", "drone", "message",
-                                                                 "reply"}``
-``/disaster/decisions``                drone -> grid (implicit)  ``{"round", "drone", "action", "reply"}``
-``/robot_<i>/disaster/vote_request``   aggregator -> drone i     ``{"round", "id", "agent", "turn", "context"}``
-``/disaster/votes``                    drone -> aggregator       ``{"round", "id", "agent", "turn", "action",
-                                                                 "reply"}``
-``/disaster/collective``               aggregator -> grid        see ``consensus.scenarios.disaster.ros.aggregator``
-=====================================  ========================  ==============================================
-
-``/disaster/state`` fields: ``seq`` increases with every phase (a heartbeat re-publishes the same seq every
+``/disaster/state``: ``seq`` increases with every phase (a heartbeat re-publishes the same seq every
 ``HEARTBEAT_S``); ``phase`` is ``"waiting"`` (before round 0), ``"discuss"`` (turn ``turn`` = 0..K-1),
 ``"decide"`` (implicit: every drone acts; explicit: the aggregator collects votes), ``"flight"`` (``actions`` = the
-cell of every drone, drone order) or ``"done"``; ``observation`` = ``Observation.to_dict()`` of the round;
-``cells`` = every drone's cell at the round's start (what the core calls ``own_cell``); ``heard`` = the
-``InboxMessage.to_dict()`` list the phase reads (the core's ``heard``; each drone reads ``inbox_for(id, heard)``);
-``deadline_s`` = node-clock time by which replies are due. ``reply`` = ``DroneReply.to_dict()``; ``message`` = the
-reply's message text; ``action``/cells = ``[x, y]`` or null; ``context`` = ``ProposeContext`` as JSON (cells as
+cell of every drone, drone order) or ``"done"``; ``cells`` = every drone's cell at the round's start (what the core
+calls ``own_cell``); ``heard`` = the ``InboxMessage.to_dict()`` list the phase reads (each drone reads
+``inbox_for(id, heard)``). ``reply`` = ``DroneReply.to_dict()``; ``context`` = ``ProposeContext`` as JSON (cells as
 lists, see ``context_to_dict``).
 
 Threads: an LLM policy call runs on the thread pool (never on the executor thread, like robot_agent.py's planner);
@@ -58,7 +46,7 @@ Safety on top of robot_agent.py: an action off the grid is refused (the drone ho
 the round clock counts as the planner for ``target_timeout_s``: without a state message (phase or heartbeat) for
 ``target_timeout_s`` the drone stops.
 
-Health: a malformed ``/disaster/state`` or vote request record (not JSON, a missing or ill-typed field, a cell off
+Health: a malformed ``/disaster/state`` or vote request record (one that does not decode, a cell off
 the grid, a flight action off the grid) is dropped and counted in the drone's health (``consensus.ros.params.Health``,
 the robot agent's), so the status ``bad_messages`` holds these and the robot agent's dropped odometry/neighbours;
 an exception of any other kind in a callback is counted in ``callback_errors``.
@@ -66,13 +54,11 @@ an exception of any other kind in a callback is counted in ``callback_errors``.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
 
 from consensus.decision import ProposeContext
@@ -80,26 +66,18 @@ from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.environment import Disaster, Observation, ReportItem, in_grid
 from consensus.scenarios.disaster.rounds import inbox_for
 from consensus.scenarios.disaster.agents import DroneReply, InboxMessage
+from consensus import names
 from consensus.ros import qos
 from consensus.ros.params import guarded_record, declare_config
+from consensus.ros.records import Record
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.disaster.cell_slots import pattern_point
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.round_clock import cell_list
 from consensus.scenarios.disaster.processes import controller_config
+from consensus.scenarios.disaster.ros.protocol import (DecisionRecord, DiscussionRecord, StateRecord, VoteRecord,
+                                                       VoteRequestRecord)
 
-
-# shared channels of the team (absolute: drones live in their own namespaces)
-STATE = "/disaster/state"
-DISCUSSION = "/disaster/discussion"
-DECISIONS = "/disaster/decisions"
-VOTE_REQUEST = "disaster/vote_request"      # relative: each drone hears only its own requests
-VOTES = "/disaster/votes"
-COLLECTIVE = "/disaster/collective"
-METRICS = "disaster/metrics"               # the grid node's per-round metrics (relative: /disaster/metrics)
-MARKERS = "disaster/markers"               # the grid's MarkerArray (relative: /disaster/markers)
-#: the round clock: reliable, kept for late joiners (a drone started after the grid gets the current phase)
-STATE_QOS = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 HEARTBEAT_S = 2.0          # the grid re-publishes the current state this often
 
@@ -165,8 +143,9 @@ def context_from_dict(d: dict, width: int, height: int) -> ProposeContext:
                           history=tuple(tuple(cell(c) for c in turn) for turn in d["history"]))
 
 
-def dumps(record: dict) -> String:
-    return String(data=json.dumps(record, ensure_ascii=False))
+def message(record: Record) -> String:
+    """The ``std_msgs/String`` of a record (its ``encode``)."""
+    return String(data=record.encode())
 
 
 # ------------------------------------------------------------------------------------------------------ policy jobs
@@ -237,47 +216,52 @@ class RosDrone(RobotAgent):
         self.jobs = PolicyJobs(pool)
         self.now_phase = _Phase()
         self.prepared_round = -1
-        self.vote_requests: list[dict] = []
+        self.vote_requests: list[VoteRequestRecord] = []
         self.counters.update(replies=0, jobs_skipped=0, bad_actions=0)    # (+ bad_messages from self.health)
-        node.create_subscription(String, STATE, self._guard(self._on_state), STATE_QOS)
-        node.create_subscription(String, VOTE_REQUEST, self._guard(self._on_vote_request), qos.EVENTS)
-        self.pub_discussion = node.create_publisher(String, DISCUSSION, qos.EVENTS)
-        self.pub_decision = node.create_publisher(String, DECISIONS, qos.EVENTS)
-        self.pub_vote = node.create_publisher(String, VOTES, qos.EVENTS)
+        node.create_subscription(String, names.DISASTER_STATE.name, self._guard(self._on_state),
+                                 qos.profile(names.DISASTER_STATE))
+        node.create_subscription(String, names.DISASTER_VOTE_REQUEST.name, self._guard(self._on_vote_request),
+                                 qos.profile(names.DISASTER_VOTE_REQUEST))
+        self.pub_discussion = node.create_publisher(String, names.DISASTER_DISCUSSION.name,
+                                                    qos.profile(names.DISASTER_DISCUSSION))
+        self.pub_decision = node.create_publisher(String, names.DISASTER_DECISIONS.name,
+                                                  qos.profile(names.DISASTER_DECISIONS))
+        self.pub_vote = node.create_publisher(String, names.DISASTER_VOTES.name, qos.profile(names.DISASTER_VOTES))
 
     def _guard(self, fn: Callable[[String], None]) -> Callable[[String], None]:
-        """Subscription callback: a malformed record is counted (``bad_messages``) and dropped; any other
+        """Subscription callback: a malformed record (one that does not decode: ``RecordError``, or whose cells are
+        off the grid) is counted (``bad_messages``) and dropped; any other
         exception is counted by ``guarded`` (``callback_errors``); nothing reaches the executor."""
         return guarded_record(fn, f"drone_{self.id}.{fn.__name__.lstrip('_')}", self.health)
 
     # ------------------------------------------------------------------ the round clock
     def _on_state(self, msg: String) -> None:
-        st = json.loads(msg.data)
+        st = StateRecord.decode(msg.data)
         self.core.alive(self._now())                # the round clock is alive (phase or heartbeat)
-        if int(st["seq"]) <= self.now_phase.seq:
+        if st.seq <= self.now_phase.seq:
             return
         cfg = self.dcfg
-        phase = _Phase(seq=int(st["seq"]), round=int(st["round"]), phase=str(st["phase"]), turn=int(st["turn"]))
+        phase = _Phase(seq=st.seq, round=st.round, phase=st.phase, turn=st.turn)
         if phase.phase in ("discuss", "decide"):
-            phase.obs = observation_from_dict(st["observation"])
-            phase.cells = [cell_or_none(c, cfg.width, cfg.height) for c in st["cells"]]
-            phase.heard = [inbox_from_dict(m) for m in st["heard"]]
+            phase.obs = observation_from_dict(st.observation)
+            phase.cells = [cell_or_none(c, cfg.width, cfg.height) for c in st.cells]
+            phase.heard = [inbox_from_dict(m) for m in st.heard]
         self.now_phase = phase
         self.round = max(phase.round, 0)
         if phase.phase == "discuss":
             self._submit(("discuss", phase.round, phase.turn), self._discuss_job(phase))
-        elif phase.phase == "decide" and st["mode"] == "explicit":
-            self._submit(("prepare", phase.round), self._prepare_job(phase, str(st["strategy"])))
+        elif phase.phase == "decide" and st.mode == "explicit":
+            self._submit(("prepare", phase.round), self._prepare_job(phase, st.strategy))
         elif phase.phase == "decide":
             self._submit(("act", phase.round), self._act_job(phase))
         if phase.phase == "flight":
-            self._fly_to(st["actions"][self.id], st["actions"])
+            self._fly_to(st.actions[self.id], st.actions)
         elif cfg.motion == "kinematic" and self.target is not None and self.pos is not None:
             self._hold()
 
     def _on_vote_request(self, msg: String) -> None:
-        req = json.loads(msg.data)
-        if int(req["agent"]) != self.id:
+        req = VoteRequestRecord.decode(msg.data)
+        if req.agent != self.id:
             return
         self.vote_requests.append(req)
         self._release_votes()
@@ -286,10 +270,10 @@ class RosDrone(RobotAgent):
         """Vote requests of the prepared round go to the policy (a request may overtake its round's state)."""
         keep = []
         for req in self.vote_requests:
-            if int(req["round"]) == self.prepared_round:
-                ctx = context_from_dict(req["context"], self.dcfg.width, self.dcfg.height)
-                self._submit(("vote", int(req["round"]), int(req["id"]), ctx.turn), self._vote_job(ctx))
-            elif int(req["round"]) > self.prepared_round:
+            if req.round == self.prepared_round:
+                ctx = context_from_dict(req.context, self.dcfg.width, self.dcfg.height)
+                self._submit(("vote", req.round, req.id, ctx.turn), self._vote_job(ctx))
+            elif req.round > self.prepared_round:
                 keep.append(req)
         self.vote_requests = keep
 
@@ -344,17 +328,18 @@ class RosDrone(RobotAgent):
             self._count(result)
             stamp = self._now()
             if key[0] == "discuss":
-                self.pub_discussion.publish(dumps({"round": key[1], "turn": key[2], "drone": self.id,
-                                                   "message": result.message, "reply": result.to_dict(),
-                                                   "stamp": stamp}))
+                self.pub_discussion.publish(message(DiscussionRecord(
+                    round=key[1], turn=key[2], drone=self.id, message=result.message, reply=result.to_dict(),
+                    stamp=stamp)))
             elif key[0] == "act":
-                self.pub_decision.publish(dumps({"round": key[1], "drone": self.id,
-                                                 "action": cell_list(result.action), "reply": result.to_dict(),
-                                                 "stamp": stamp}))
+                self.pub_decision.publish(message(DecisionRecord(
+                    round=key[1], drone=self.id, action=cell_list(result.action), reply=result.to_dict(),
+                    stamp=stamp)))
             else:
-                self.pub_vote.publish(dumps({"round": key[1], "id": key[2], "agent": self.id, "turn": key[3],
-                                             "action": None if result.fallback else cell_list(result.action),
-                                             "reply": result.to_dict(), "stamp": stamp}))
+                self.pub_vote.publish(message(VoteRecord(
+                    round=key[1], id=key[2], agent=self.id, turn=key[3],
+                    action=None if result.fallback else cell_list(result.action), reply=result.to_dict(),
+                    stamp=stamp)))
         self.counters["jobs_skipped"] = self.jobs.skipped
 
     def _count(self, reply: DroneReply) -> None:

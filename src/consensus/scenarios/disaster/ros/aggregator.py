@@ -4,25 +4,18 @@ When the round clock (``/disaster/state``) enters ``decide`` in explicit mode, a
 ``consensus.scenarios.disaster.rounds.explicit_decision(proxies, obs, cells, heard, strategy, coordinator=...,
 max_turns=max_agreement_turns)`` — i.e. ``consensus.decision.decide`` — exactly as the headless round does,
 with ``RemoteDrone`` proxies in place of the drones: a proxy's ``propose(ctx)`` publishes a vote request on
-``/robot_<i>/disaster/vote_request`` (``{"round", "id", "agent", "turn", "context"}``, see drone_agent.py) and waits
-for the drone's answer on ``/disaster/votes``; the agents of one voting turn are asked in parallel (``map_fn`` = a
-thread pool's ``map``). A drone that does not answer within ``round_timeout_s`` gives a failed vote (``None`` to the
-aggregation, a ``timeout`` fallback reply in the log). The spoke & wheel coordinator is the core's
+``/robot_<i>/disaster/vote_request`` (``VoteRequestRecord``) and waits for the drone's answer on ``/disaster/votes``
+(``VoteRecord``; the records are ``consensus.scenarios.disaster.ros.protocol``'s, their schemas in
+docs/disaster.md); the agents of one voting turn are asked in parallel (``map_fn`` = a thread pool's ``map``). A
+drone that does not answer within ``round_timeout_s`` gives a failed vote (``None`` to the aggregation, a ``timeout``
+fallback reply in the log). The spoke & wheel coordinator is the core's
 (``make_coordinator``: the LLM coordinator for LLM teams, with its own client recording to the run's
 transcripts, else the heuristic one) and runs here.
 
-The result goes to the grid on ``/disaster/collective`` (std_msgs/String JSON)::
+The result goes to the grid on ``/disaster/collective`` (``CollectiveRecord``), the node's status on
+``/disaster/aggregator/status`` every second (``AggregatorStatusRecord``).
 
-    {"round": int, "decision": [x, y] | null,
-     "aggregation": {"architecture", "decision", "turns", "agreed", "failures", "coordinator_failures",
-                     "fallback", "proposals": [[cell|null per drone] per turn], "coordinator_plans": [...]},
-     "votes": [[DroneReply dict per drone] per turn], "coordinator": [DroneReply dict per merge],
-     "stamp": float}
-
-Status on ``/disaster/aggregator/status`` every second: ``{"state": "idle"|"voting", "round", "requests",
-"replies", "timeouts", "late_votes", "bad_messages", "callback_errors", "llm": {...}}``.
-
-Health: a malformed ``/disaster/state`` record, a malformed vote (not JSON, no request id) and a vote whose reply is
+Health: a malformed ``/disaster/state`` record, a vote that does not decode (``VoteRecord``) and a vote whose reply is
 malformed (e.g. an action off the grid; it becomes a ``bad_message`` fallback reply) are counted in the node's
 ``consensus.ros.params.Health`` (``bad_messages``), every other exception of a callback in ``callback_errors``; the
 node's health record goes out on ``/health`` every second (``consensus.ros.params.publish_health``) and the same two
@@ -31,7 +24,6 @@ counts are in its status.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,13 +40,11 @@ from consensus.scenarios.disaster.prompts import role_for
 from consensus.ros import qos
 from consensus import names
 from consensus.scenarios.disaster.round_clock import cell_list, timeout_reply
-from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, STATE, STATE_QOS, VOTE_REQUEST, VOTES, cell_or_none,
-                                                    context_to_dict, declare_disaster_config, dumps, inbox_from_dict,
-                                                    observation_from_dict, reply_from_dict)
+from consensus.scenarios.disaster.ros.agent import (cell_or_none, context_to_dict, declare_disaster_config,
+                                                    inbox_from_dict, message, observation_from_dict, reply_from_dict)
+from consensus.scenarios.disaster.ros.protocol import (AggregatorStatusRecord, CollectiveRecord, StateRecord,
+                                                       VoteRecord, VoteRequestRecord)
 from consensus.ros.params import node_main, HEALTH, Health, guarded, on_stop, publish_health
-
-
-STATUS = "/disaster/aggregator/status"
 
 
 class RemoteDrone:
@@ -98,19 +88,24 @@ class Aggregator:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._waiting: dict[int, tuple[threading.Event, list]] = {}   # request id -> (event, [reply dict])
-        self._outbox: list[dict] = []
+        self._outbox: list[VoteRequestRecord] = []
         self._stopping = False
         self.started_round = -1
         self.job: tuple[int, Future] | None = None
         self.counters = {"requests": 0, "replies": 0, "timeouts": 0, "late_votes": 0}   # + self.health's counts
         self.health = Health(parent=HEALTH, logger=node.get_logger())
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
-        node.create_subscription(String, STATE, g(self._on_state, "aggregator.state"), STATE_QOS)
-        node.create_subscription(String, VOTES, g(self._on_vote, "aggregator.votes"), qos.EVENTS)
-        self.pub_requests = [node.create_publisher(String, names.robot_topic(i, VOTE_REQUEST), qos.EVENTS)
+        node.create_subscription(String, names.DISASTER_STATE.name, g(self._on_state, "aggregator.state"),
+                                 qos.profile(names.DISASTER_STATE))
+        node.create_subscription(String, names.DISASTER_VOTES.name, g(self._on_vote, "aggregator.votes"),
+                                 qos.profile(names.DISASTER_VOTES))
+        self.pub_requests = [node.create_publisher(String, names.DISASTER_VOTE_REQUEST.of(i),
+                                                   qos.profile(names.DISASTER_VOTE_REQUEST))
                              for i in range(cfg.num_robots)]
-        self.pub_collective = node.create_publisher(String, COLLECTIVE, qos.EVENTS)
-        self.pub_status = node.create_publisher(String, STATUS, qos.EVENTS)
+        self.pub_collective = node.create_publisher(String, names.DISASTER_COLLECTIVE.name,
+                                                    qos.profile(names.DISASTER_COLLECTIVE))
+        self.pub_status = node.create_publisher(String, names.DISASTER_AGGREGATOR_STATUS.name,
+                                                qos.profile(names.DISASTER_AGGREGATOR_STATUS))
         node.create_timer(0.05, g(self.tick, "aggregator.tick"))
         node.create_timer(1.0, g(self.publish_status, "aggregator.status"))
         self.publish_health = publish_health(node, self.health)
@@ -118,13 +113,13 @@ class Aggregator:
     # ------------------------------------------------------------------ executor thread
     def _on_state(self, msg: String) -> None:
         try:
-            st = json.loads(msg.data)
-            if st["phase"] != "decide" or st["mode"] != "explicit" or int(st["round"]) <= self.started_round:
+            st = StateRecord.decode(msg.data)
+            if st.phase != "decide" or st.mode != "explicit" or st.round <= self.started_round:
                 return
             cfg = self.cfg
-            obs = observation_from_dict(st["observation"])
-            cells = [cell_or_none(c, cfg.width, cfg.height) for c in st["cells"]]
-            heard = [inbox_from_dict(m) for m in st["heard"]]
+            obs = observation_from_dict(st.observation)
+            cells = [cell_or_none(c, cfg.width, cfg.height) for c in st.cells]
+            heard = [inbox_from_dict(m) for m in st.heard]
         except (ValueError, LookupError, TypeError) as exc:
             self.health.count_bad_message("aggregator.state")
             self.node.get_logger().warning(f"aggregator: bad state record: {exc}")
@@ -134,47 +129,48 @@ class Aggregator:
 
     def _on_vote(self, msg: String) -> None:
         try:
-            vote = json.loads(msg.data)
-            rid = int(vote["id"])
-        except (ValueError, LookupError, TypeError):
-            self.health.count_bad_message("aggregator.votes")       # malformed
+            vote = VoteRecord.decode(msg.data)
+        except ValueError as exc:                                   # RecordError: not a vote
+            self.health.count_bad_message("aggregator.votes")
+            self.node.get_logger().warning(f"aggregator: bad vote record: {exc}")
             return
+        rid = vote.id
         with self._lock:
             waiter = self._waiting.pop(rid, None)
             if waiter is None:                        # answered after its timeout
                 self.counters["late_votes"] += 1
                 return
-        waiter[1].append(vote.get("reply"))
+        waiter[1].append(vote.reply)
         waiter[0].set()
 
     def tick(self) -> None:
         with self._lock:
             out, self._outbox = self._outbox, []
         for req in out:
-            self.pub_requests[req["agent"]].publish(dumps(req))
+            self.pub_requests[req.agent].publish(message(req))
         if self.job is not None and self.job[1].done():
             rnd, fut = self.job
             self.job = None
-            self.pub_collective.publish(dumps(self._record(rnd, fut.result())))
+            self.pub_collective.publish(message(self._record(rnd, fut.result())))
 
-    def _record(self, rnd: int, out) -> dict:
+    def _record(self, rnd: int, out) -> CollectiveRecord:
         votes = [[d.vote_log[t].to_dict() for d in self.drones] for t in range(out.turns)]
         coordinator = [r.to_dict() for r in self.coordinator.log] if self.coordinator is not None else []
-        return {"round": rnd, "decision": cell_list(out.decision), "votes": votes, "coordinator": coordinator,
-                "aggregation": {
-                    "architecture": out.architecture, "decision": cell_list(out.decision), "turns": out.turns,
-                    "agreed": out.agreed, "failures": out.failures,
-                    "coordinator_failures": out.coordinator_failures, "fallback": out.fallback,
-                    "proposals": [[cell_list(c) for c in turn] for turn in out.proposals],
-                    "coordinator_plans": [cell_list(c) for c in out.coordinator_plans]},
-                "stamp": self.node.get_clock().now().nanoseconds * 1e-9}
+        return CollectiveRecord(
+            round=rnd, decision=cell_list(out.decision), votes=votes, coordinator=coordinator,
+            aggregation={
+                "architecture": out.architecture, "decision": cell_list(out.decision), "turns": out.turns,
+                "agreed": out.agreed, "failures": out.failures,
+                "coordinator_failures": out.coordinator_failures, "fallback": out.fallback,
+                "proposals": [[cell_list(c) for c in turn] for turn in out.proposals],
+                "coordinator_plans": [cell_list(c) for c in out.coordinator_plans]},
+            stamp=self.node.get_clock().now().nanoseconds * 1e-9)
 
     def publish_status(self) -> None:
-        st = {"state": "voting" if self.job is not None else "idle", "round": self.started_round, **self.counters,
-              **self.health.counts()}
-        if self.client is not None:
-            st["llm"] = self.client.status()
-        self.pub_status.publish(String(data=json.dumps(st)))
+        st = AggregatorStatusRecord(state="voting" if self.job is not None else "idle", round=self.started_round,
+                                    **self.counters, **self.health.counts(),
+                                    llm=self.client.status() if self.client is not None else None)
+        self.pub_status.publish(message(st))
 
     # ------------------------------------------------------------------ worker threads
     def _vote(self, obs, cells, heard):
@@ -188,8 +184,8 @@ class Aggregator:
         with self._lock:
             rid = next(self._ids)
             self._waiting[rid] = (event, box)
-            self._outbox.append({"round": rnd, "id": rid, "agent": drone, "turn": ctx.turn,
-                                 "context": context_to_dict(ctx)})
+            self._outbox.append(VoteRequestRecord(round=rnd, id=rid, agent=drone, turn=ctx.turn,
+                                                  context=context_to_dict(ctx)))
             self.counters["requests"] += 1
         answered = event.wait(self.cfg.round_timeout_s) and not self._stopping
         with self._lock:

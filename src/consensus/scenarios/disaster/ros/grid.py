@@ -39,15 +39,16 @@ its slot by another cell's drones makes the flight time out at its deadline. The
 ``collision`` (the drones' filter counters summed, ``avoidance.sum_collision``) and ``crowded_cells`` (over the
 run's flights).
 
-Topics (relative; the node lives in the root namespace): ``disaster/state`` (the round clock, schema in
-``consensus.scenarios.disaster.ros.agent``; re-published every ``HEARTBEAT_S``), ``disaster/metrics``
-(std_msgs/String JSON per round: ``RoundOutcome.to_dict()`` plus ``counters``, ``cells_end``, ``ros``),
+Topics (``consensus.names.DISASTER_TOPICS``; the records are the dataclasses of
+``consensus.scenarios.disaster.ros.protocol``, their schemas in docs/disaster.md): ``/disaster/state`` (the round
+clock, ``StateRecord``; re-published every ``HEARTBEAT_S``), ``disaster/metrics`` (relative: the node lives in the
+root namespace; ``MetricsRecord`` per round: ``RoundOutcome.to_dict()`` plus ``counters``, ``cells_end``, ``ros``),
 ``disaster/markers`` (visualization_msgs/MarkerArray, frame ``world``, 2 Hz: namespace ``grid`` = the cell
 lines, ``disasters`` = one cube per active disaster coloured yellow (severity 1) to red (10) and as tall as its
 severity, ``labels`` = kind and severity, ``drones`` = a sphere per drone at its odometry, ``targets`` = a flat
 square on each drone's chosen cell). Inputs: ``/robot_<i>/odom`` (nav_msgs/Odometry), ``/robot_<i>/planner/status``
 (readiness, per-drone counters), ``/disaster/discussion``, ``/disaster/decisions``, ``/disaster/collective``,
-``/disaster/aggregator/status``.
+``/disaster/aggregator/status``, ``/health``. A record that does not decode is a counted bad message of the node.
 
 Start: the node reports the team ready when every drone reports a position and a status past ``waiting`` (and, in
 explicit mode, the aggregator is up); the clock then begins round 0 (or without them after its start timeout).
@@ -90,10 +91,10 @@ from consensus.scenarios.disaster.plots import plot_run
 from consensus.scenarios.disaster.round_clock import COUNTERS, RoundClock, Step
 from consensus.ros import qos
 from consensus import names
-from consensus.scenarios.disaster.ros.agent import (COLLECTIVE, DECISIONS, DISCUSSION, HEARTBEAT_S, MARKERS, METRICS,
-                                                    STATE, STATE_QOS,
-                                                    declare_disaster_config, dumps, reply_from_dict)
-from consensus.scenarios.disaster.ros.aggregator import STATUS as AGGREGATOR_STATUS
+from consensus.scenarios.disaster.ros.agent import HEARTBEAT_S, declare_disaster_config, message, reply_from_dict
+from consensus.scenarios.disaster.ros.protocol import (AggregatorStatusRecord, CollectiveRecord, DecisionRecord,
+                                                       DiscussionRecord, MetricsRecord, StateRecord)
+from consensus.ros.records import HealthRecord, Record, RecordError, StatusRecord
 from consensus.ros.params import node_main, HEALTH, Health, guarded, publish_health, read_xy, sum_health
 from consensus.scenarios.disaster.cell_slots import ARRIVE_FRACTION, CellSlots
 from consensus.scenarios.disaster.environment import cell_centre
@@ -152,14 +153,11 @@ class DisasterGrid:
             node.create_subscription(String, names.PLANNER_STATUS.of(i),
                                      guarded(self._on_status, "grid.status", self.health),
                                      qos.profile(names.PLANNER_STATUS))
-        node.create_subscription(String, DISCUSSION, guarded(self._on_discussion, "grid.discussion", self.health),
-                                 qos.EVENTS)
-        node.create_subscription(String, DECISIONS, guarded(self._on_decision, "grid.decision", self.health),
-                                 qos.EVENTS)
-        node.create_subscription(String, COLLECTIVE, guarded(self._on_collective, "grid.collective", self.health),
-                                 qos.EVENTS)
-        node.create_subscription(String, AGGREGATOR_STATUS,
-                                 guarded(self._on_aggregator, "grid.aggregator", self.health), qos.EVENTS)
+        for topic, callback, what in ((names.DISASTER_DISCUSSION, self._on_discussion, "grid.discussion"),
+                                      (names.DISASTER_DECISIONS, self._on_decision, "grid.decision"),
+                                      (names.DISASTER_COLLECTIVE, self._on_collective, "grid.collective"),
+                                      (names.DISASTER_AGGREGATOR_STATUS, self._on_aggregator, "grid.aggregator")):
+            node.create_subscription(String, topic.name, guarded(callback, what, self.health), qos.profile(topic))
         node.create_subscription(String, names.HEALTH.name, guarded(self._on_health, "grid.health", self.health),
                                  qos.profile(names.HEALTH))
         publish_health(node, self.health)
@@ -170,9 +168,11 @@ class DisasterGrid:
                                                                base.workspace)
         self._set_goals(start_cells(cfg))
         self.nearby = NearbyRelay(node, base, self.health) if self.avoid is not None else None
-        self.pub_state = node.create_publisher(String, STATE.lstrip("/"), STATE_QOS)
-        self.pub_metrics = node.create_publisher(String, METRICS, qos.EVENTS)
-        self.pub_markers = node.create_publisher(MarkerArray, MARKERS, qos.EVENTS)
+        self.pub_state = node.create_publisher(String, names.DISASTER_STATE.name, qos.profile(names.DISASTER_STATE))
+        self.pub_metrics = node.create_publisher(String, names.DISASTER_METRICS.name,
+                                                 qos.profile(names.DISASTER_METRICS))
+        self.pub_markers = node.create_publisher(MarkerArray, names.DISASTER_MARKERS.name,
+                                                 qos.profile(names.DISASTER_MARKERS))
         node.create_timer(TICK_S, guarded(self.tick, "grid.tick", self.health))
         node.create_timer(1.0 / SAMPLE_HZ, guarded(self.sample, "grid.sample", self.health))
         node.create_timer(0.5, guarded(self.publish_markers, "grid.markers", self.health))
@@ -191,42 +191,47 @@ class DisasterGrid:
         return cb
 
     def _on_status(self, msg: String) -> None:
-        st = self._decoded(msg)
-        if isinstance(st, dict) and isinstance(st.get("drone"), int) and 0 <= st["drone"] < self.n:
-            self.status[st["drone"]] = st
-        else:
+        st = self._decoded(StatusRecord, msg, "grid.status")
+        drone = None if st is None else st.extra.get("drone")
+        if isinstance(drone, int) and not isinstance(drone, bool) and 0 <= drone < self.n:
+            self.status[drone] = st.to_dict()
+        elif st is not None:
             self.health.count_bad_message("grid.status")
 
     def _on_aggregator(self, msg: String) -> None:
-        st = self._decoded(msg)
-        if isinstance(st, dict):
-            self.aggregator_status = st
-        else:
-            self.health.count_bad_message("grid.aggregator")
+        st = self._decoded(AggregatorStatusRecord, msg, "grid.aggregator")
+        if st is not None:
+            self.aggregator_status = st.to_dict()
 
     def _on_health(self, msg: String) -> None:
-        rec = self._decoded(msg)
-        if not isinstance(rec, dict) or not isinstance(rec.get("node"), str):
-            self.health.count_bad_message("grid.health")
-        elif rec["node"] != self.node.get_fully_qualified_name():     # the grid's own counts are read directly
-            self.node_health[rec["node"]] = rec
+        rec = self._decoded(HealthRecord, msg, "grid.health")
+        if rec is not None and rec.node != self.node.get_fully_qualified_name():   # its own counts: read directly
+            self.node_health[rec.node] = rec.to_dict()
 
-    @staticmethod
-    def _decoded(msg: String):
-        """The JSON value of a record; None (which the clock counts as a bad message) when it is no JSON."""
+    def _decoded(self, cls: type[Record], msg: String, what: str):
+        """The record ``cls`` in ``msg``; None, counted as a bad message of input ``what``, when it does not
+        decode (what decodes but does not fit the round, e.g. a drone index off the team, the clock counts)."""
         try:
-            return json.loads(msg.data)
-        except ValueError:
+            return cls.decode(msg.data)
+        except RecordError as exc:
+            self.health.count_bad_message(what)
+            self.node.get_logger().warning(f"bad message ({what}): {exc}")
             return None
 
     def _on_discussion(self, msg: String) -> None:
-        self.clock.on_discussion(self._decoded(msg))
+        rec = self._decoded(DiscussionRecord, msg, "grid.discussion")
+        if rec is not None:
+            self.clock.on_discussion(rec.to_dict())
 
     def _on_decision(self, msg: String) -> None:
-        self.clock.on_decision(self._decoded(msg))
+        rec = self._decoded(DecisionRecord, msg, "grid.decision")
+        if rec is not None:
+            self.clock.on_decision(rec.to_dict())
 
     def _on_collective(self, msg: String) -> None:
-        self.clock.on_collective(self._decoded(msg))
+        rec = self._decoded(CollectiveRecord, msg, "grid.collective")
+        if rec is not None:
+            self.clock.on_collective(rec.to_dict())
 
     # ------------------------------------------------------------------ the round clock
     def tick(self) -> None:
@@ -287,7 +292,7 @@ class DisasterGrid:
 
     def _publish_state(self) -> None:
         """Publish the current phase (also every HEARTBEAT_S: the drones' sign that the round clock is alive)."""
-        self.pub_state.publish(dumps(self.clock.state))
+        self.pub_state.publish(message(StateRecord.from_dict(self.clock.state)))
 
     def begin_round(self) -> None:
         now = self._now()
@@ -307,8 +312,9 @@ class DisasterGrid:
                   "cells_start": [list(c) for c in clock.cells], "decision": decision.to_dict(),
                   "cells_end": [list(c) for c in cells], "outcome": outcome.to_dict(), "ros": clock.record}
         self.log.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.pub_metrics.publish(dumps({**outcome.to_dict(), "counters": decision.counters,
-                                        "cells_end": [list(c) for c in cells], "ros": clock.record}))
+        self.pub_metrics.publish(message(MetricsRecord.from_dict({
+            **outcome.to_dict(), "counters": decision.counters, "cells_end": [list(c) for c in cells],
+            "ros": clock.record})))
         m, totals = outcome.metrics, clock.round_counters
         coverage = "n/a" if m["coverage"] is None else f"{m['coverage']:.3f}"
         self.node.get_logger().info(
