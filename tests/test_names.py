@@ -29,8 +29,11 @@ def test_every_topic_has_a_profile_that_publisher_and_subscriber_share():
     rclpy_qos = pytest.importorskip("rclpy.qos")
     from consensus.ros import qos
 
-    for topic in (*names.ROBOT_TOPICS, *names.FLEET_TOPICS):
+    for topic in (*names.ROBOT_TOPICS, *names.FLEET_TOPICS, *names.SCENARIO_TOPICS):
         assert isinstance(qos.profile(topic), rclpy_qos.QoSProfile), topic
+    kept = qos.profile(names.NAMING_GAME_WORDS)            # a protocol's kept records: latched, deeper history
+    assert (kept.depth, kept.durability) == (50, rclpy_qos.DurabilityPolicy.TRANSIENT_LOCAL)
+    assert qos.profile(names.DISASTER_STATE).depth == 10 and qos.profile(names.TOPOLOGY_GRAPH).depth == 1
     assert qos.profile(names.TOPOLOGY_GRAPH).durability == rclpy_qos.DurabilityPolicy.TRANSIENT_LOCAL
     assert qos.profile(names.CMD_VEL).reliability == rclpy_qos.ReliabilityPolicy.RELIABLE
     assert qos.profile(names.CMD_VEL, best_effort_commands=True).reliability == \
@@ -52,3 +55,32 @@ def test_no_topic_name_is_spelled_out_at_a_publisher_or_subscriber():
     """Topic names come from consensus.names (or a scenario's protocol module), never a literal at the call."""
     found = [hit for path in SRC.rglob("*.py") for hit in _literal_endpoints(path)]
     assert not found, "\n".join(found)
+
+
+# endpoints whose topic is not a name of the table: a configured name (the e-stop topic, the robot's cmd_vel topic
+# of its robots map entry) or whatever the bag recorder was told to record
+NOT_FROM_THE_TABLE = {"ros/robot.py": {"cfg.estop_topic", "self.cmd_topic"}, "ros/bag_recorder.py": {"name"}}
+
+
+def test_every_endpoint_of_the_kernel_and_the_scenarios_takes_its_topic_from_the_names_table():
+    """A scenario's protocol names its topics in consensus.names too (a section per scenario): an endpoint's topic is
+    ``names.X.name``, ``names.X.of(i)``, ``names.robot_topic(...)`` or ``topic.name`` of a loop over them."""
+    found = []
+    for path in SRC.rglob("*.py"):
+        rel = str(path.relative_to(SRC))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ENDPOINTS \
+                    and len(node.args) >= 2:
+                text = ast.unparse(node.args[1])
+                if "names." not in text and text != "topic.name" and text not in NOT_FROM_THE_TABLE.get(rel, ()):
+                    found.append(f"{rel}:{node.lineno}: {text}")
+    assert not found, "\n".join(found)
+
+
+def test_the_scenario_protocols_topics_are_in_the_table_and_absolute_where_namespaces_meet():
+    assert set(names.SCENARIO_TOPICS) == {*names.DISASTER_TOPICS, *names.NAMING_GAME_TOPICS}
+    absolute = {t.name for t in names.SCENARIO_TOPICS if t.name.startswith("/")}
+    assert absolute == {"/disaster/state", "/disaster/discussion", "/disaster/decisions", "/disaster/votes",
+                        "/disaster/collective", "/disaster/aggregator/status", "/naming_game/pairs",
+                        "/naming_game/words", "/naming_game/outcomes", "/naming_game/status"}
+    assert names.DISASTER_VOTE_REQUEST.of(2).endswith("robot_2/disaster/vote_request")

@@ -51,8 +51,9 @@ from consensus.ros.params import (node_main, guarded_record, HEALTH, Health, gua
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest
 from consensus.scenarios.naming_game.fleet_game import (PairSchedule, Tally, controller_config, fleet_policy,
                                                     game_summary, interaction_record, play_headless, sequence)
-from consensus.scenarios.naming_game.ros.protocol import (GAME_QOS, OUTCOMES, PAIRS, STATUS, STATUS_PERIOD_S,
-                                                          WORDS, declare_game_config, dumps, parse_word)
+from consensus.ros.records import HealthRecord, StatusRecord
+from consensus.scenarios.naming_game.ros.protocol import (STATUS_PERIOD_S, GameStatusRecord, OutcomeRecord, PairRecord,
+                                                          declare_game_config, message, parse_word)
 
 
 TICK_S = 0.05
@@ -96,12 +97,13 @@ class Matchmaker:
             node.create_subscription(String, names.PLANNER_STATUS.of(i),
                                      self._guard(self._on_robot_status, "robot_status"),
                                      qos.profile(names.PLANNER_STATUS))
-        node.create_subscription(String, WORDS, self._guard(self._on_word, "words"), GAME_QOS)
+        node.create_subscription(String, names.NAMING_GAME_WORDS.name, self._guard(self._on_word, "words"),
+                                 qos.profile(names.NAMING_GAME_WORDS))
         node.create_subscription(String, names.HEALTH.name, self._guard(self._on_health, "health"),
                                  qos.profile(names.HEALTH))
-        self.pub_pair = node.create_publisher(String, PAIRS, GAME_QOS)
-        self.pub_outcome = node.create_publisher(String, OUTCOMES, GAME_QOS)
-        self.pub_status = node.create_publisher(String, STATUS, qos.EVENTS)
+        self.pub_pair, self.pub_outcome, self.pub_status = (
+            node.create_publisher(String, topic.name, qos.profile(topic))
+            for topic in (names.NAMING_GAME_PAIRS, names.NAMING_GAME_OUTCOMES, names.NAMING_GAME_STATUS))
         publish_health(node, self.health)
         base, _ = controller_config(cfg)
         self.avoid = fleet_avoidance(base, ros=True)
@@ -117,32 +119,31 @@ class Matchmaker:
 
     # ------------------------------------------------------------------ inputs
     def _on_robot_status(self, msg: String) -> None:
-        st = json.loads(msg.data)
-        robot = st["robot"]
-        if isinstance(robot, bool) or not isinstance(robot, int) or not 0 <= robot < self.n:
-            raise ValueError(f"status of robot {robot!r}")
-        self.robot_status[robot] = st
+        st = StatusRecord.decode(msg.data)
+        if not 0 <= st.robot < self.n:
+            raise ValueError(f"status of robot {st.robot!r}")
+        self.robot_status[st.robot] = st.to_dict()
 
     def _on_health(self, msg: String) -> None:
-        rec = json.loads(msg.data)
-        if rec.get("node") != self.node.get_fully_qualified_name():
-            self.node_health[str(rec["node"])] = rec
+        rec = HealthRecord.decode(msg.data)
+        if rec.node != self.node.get_fully_qualified_name():     # its own counts are read directly
+            self.node_health[rec.node] = rec.to_dict()
 
     def _on_word(self, msg: String) -> None:
         rec = parse_word(msg.data, self.n)
         cur = self.current
-        if cur is None or rec["interaction"] != cur["interaction"]:
+        if cur is None or rec.interaction != cur["interaction"]:
             self.counters["late_words"] += 1       # an interaction already resolved (or a replayed history)
             return
-        robot = rec["robot"]
+        robot = rec.robot
         if robot not in (cur["i"], cur["j"]):
             raise ValueError(f"robot {robot} answered interaction {cur['interaction']} of {cur['i']} and {cur['j']}")
         if robot in cur["words"]:
-            if cur["words"][robot] != rec["word"]:
+            if cur["words"][robot] != rec.word:
                 raise ValueError(f"robot {robot} changed its word in interaction {cur['interaction']}")
             return
-        cur["words"][robot] = rec["word"]
-        cur["states"][robot] = rec["state"]
+        cur["words"][robot] = rec.word
+        cur["states"][robot] = rec.state
         if len(cur["words"]) == 2:
             self._resolve()
 
@@ -182,9 +183,8 @@ class Matchmaker:
         self.current = {"interaction": k, "round": self.round, "i": i, "j": j, "deadline": deadline, "words": {},
                         "states": {}}
         self.next_at = now + self.cfg.interaction_period_s
-        self.pub_pair.publish(dumps({"interaction": k, "round": self.round, "i": i, "j": j,
-                                     "played_i": self.played[i], "played_j": self.played[j], "deadline": deadline,
-                                     "stamp": now}))
+        self.pub_pair.publish(message(PairRecord(interaction=k, round=self.round, i=i, j=j, played_i=self.played[i],
+                                                 played_j=self.played[j], deadline=deadline, stamp=now)))
 
     def _resolve(self) -> None:
         cur, self.current = self.current, None
@@ -209,9 +209,9 @@ class Matchmaker:
         rec.update(skipped=bool(missing), missing=missing, stamp=now)
         self.records.append(rec)
         self.log.write(json.dumps(rec) + "\n")
-        self.pub_outcome.publish(dumps({"interaction": k, "round": t, "i": i, "j": j, "word_i": rec["word_i"],
-                                        "word_j": rec["word_j"], "success": rec["success"], "skipped": bool(missing),
-                                        "missing": missing, "stamp": now}))
+        self.pub_outcome.publish(message(OutcomeRecord(
+            interaction=k, round=t, i=i, j=j, word_i=rec["word_i"], word_j=rec["word_j"], success=rec["success"],
+            skipped=bool(missing), missing=missing, stamp=now)))
         if (k + 1) % self.n == 0:
             converged = self.tally.end_round(t)
             self.node.get_logger().info(f"progress: round {t}/{self.cfg.max_population_rounds}, "
@@ -246,10 +246,10 @@ class Matchmaker:
         return True
 
     def publish_status(self) -> None:
-        self.pub_status.publish(dumps({"phase": self.phase, "round": self.round, "interactions": len(self.records),
-                                       "played": self.tally.played, "skipped": sum(r["skipped"] for r in self.records),
-                                       "successes": self.tally.successes, "converged": self.tally.converged,
-                                       "word": self.tally.word, "stamp": self._now()}))
+        self.pub_status.publish(message(GameStatusRecord(
+            phase=self.phase, round=self.round, interactions=len(self.records), played=self.tally.played,
+            skipped=sum(r["skipped"] for r in self.records), successes=self.tally.successes,
+            converged=self.tally.converged, word=self.tally.word, stamp=self._now())))
 
     def finish(self) -> dict:
         """Write summary.json (once; also after an interrupted run) and print ``RESULTS <dir>``; nothing before the

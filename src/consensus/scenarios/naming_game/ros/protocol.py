@@ -13,24 +13,20 @@ them, in the agents:
   schedule (``fleet_game.PairSchedule``) and the convergence tally (``fleet_game.Tally``). It announces one pair every
   ``interaction_period_s``, collects both words, publishes the outcome, and ends the run.
 
-Topics (absolute; every record is a ``std_msgs/String`` holding one JSON object; ``stamp`` = the sender's node-clock
-time in seconds):
+Topics (``consensus.names.NAMING_GAME_TOPICS``, absolute: the robots live in ``/robot_<i>``, the matchmaker in the
+root namespace). Every record is a ``std_msgs/String`` holding one JSON object, one dataclass each below (built on
+``consensus.ros.records.Record``, encoded by its publisher and decoded by its receivers; the schema tables in
+docs/naming-game.md are generated from them); ``stamp`` = the sender's node-clock time in seconds:
 
 ==========================  ===========================  =============================================================
-topic                       from -> to                   JSON
+topic                       from -> to                   record
 ==========================  ===========================  =============================================================
-``/naming_game/pairs``      matchmaker -> robots         ``{"interaction": k, "round": t, "i": int, "j": int,
-                            (``GAME_QOS``)               "played_i": int, "played_j": int, "deadline": float,
-                                                         "stamp": float}``
-``/naming_game/words``      robot -> matchmaker          ``{"interaction": k, "robot": int, "word": 0|1,
-                            (``GAME_QOS``)               "state": memory key before the interaction, "stamp": float}``
-``/naming_game/outcomes``   matchmaker -> robots         ``{"interaction": k, "round": t, "i": int, "j": int,
-                            (``GAME_QOS``)               "word_i": 0|1|null, "word_j": 0|1|null, "success": bool,
-                                                         "skipped": bool, "missing": [robot, ...], "stamp": float}``
-``/naming_game/status``     matchmaker -> all, every     ``{"phase": "waiting"|"playing"|"arriving"|"done",
-                            ``STATUS_PERIOD_S``          "round": t, "interactions": int, "played": int,
-                            (``qos.EVENTS``)             "skipped": int, "successes": int, "converged": bool,
-                                                         "word": -1|0|1, "stamp": float}``
+``/naming_game/pairs``      matchmaker -> robots (kept)  ``PairRecord``: the pair of interaction k
+``/naming_game/words``      robot -> matchmaker (kept)   ``WordRecord``: a robot's word (``state`` = its memory key
+                                                         before the interaction)
+``/naming_game/outcomes``   matchmaker -> robots (kept)  ``OutcomeRecord``: both words, or the interaction skipped
+``/naming_game/status``     matchmaker -> all, every     ``GameStatusRecord``: the game's phase and tally
+                            ``STATUS_PERIOD_S``
 ==========================  ===========================  =============================================================
 
 ``k`` counts the announced interactions from 0, and ``t`` = k // N + 1 is the population round. ``played_i`` is the
@@ -38,9 +34,9 @@ number of interactions robot i has played before k (the outcomes it must have ap
 pair answers once, when it has applied that many outcomes: pairs and outcomes are two topics, so an outcome may
 arrive after the next pair. ``deadline`` is when the matchmaker stops waiting (``answer_timeout_s`` after the
 announcement). Then the interaction is skipped (``"skipped": true``, ``missing`` = the robots that did not answer,
-each counted in the summary's ``timeouts``), nobody's memory changes, and the next pair follows. ``GAME_QOS`` is
-reliable and transient local, so an endpoint matched late still gets the records of the last ``GAME_DEPTH``
-interactions, and every side ignores what it has seen before.
+each counted in the summary's ``timeouts``), nobody's memory changes, and the next pair follows. The kept topics
+(QoS class ``latched`` with depth ``GAME_DEPTH``: reliable and transient local) give an endpoint matched late the
+records of the last ``GAME_DEPTH`` interactions, and every side ignores what it has seen before.
 
 Each robot also publishes its ``planner/status`` (``consensus.ros.robot``'s record plus ``"memory"``, ``"word"``,
 ``"played"``, ``"draws"``, ``"target"``, ``"position"``, ``"pending"``). The matchmaker starts the game when every
@@ -54,30 +50,26 @@ with ``state_i``/``state_j`` and the robots' targets, ``fleet_game.interaction_r
 ``bad_messages``, ``callback_errors``, ``reference_match`` and ``first_mismatch`` against ``fleet_game.play_headless``
 of the same config, and the robots' final positions and targets).
 
-Health: a record that is not JSON, lacks a field or has a wrong type or an out-of-range value is dropped and counted
+Health: a record that does not decode (``RecordError``: not JSON, a field missing or of a wrong type) or has an
+out-of-range value is dropped and counted
 (``bad_messages``) by the node that got it. The same holds for a word from a robot that is not in the pair, a second,
 different word, and an outcome that contradicts what the robot said. An exception of any other kind in a callback
 is counted in ``callback_errors`` (``consensus.ros.params.guarded``).
 """
 from __future__ import annotations
 
-import json
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
+from consensus import names
 from consensus.ros.params import declare_config
+from consensus.ros.records import Record, doc
 from consensus.scenarios.naming_game.fleet_game import RobotsGameConfig
 
-PAIRS = "/naming_game/pairs"
-WORDS = "/naming_game/words"
-OUTCOMES = "/naming_game/outcomes"
-STATUS = "/naming_game/status"
-GAME_DEPTH = 50
-GAME_QOS = QoSProfile(depth=GAME_DEPTH, reliability=ReliabilityPolicy.RELIABLE,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+GAME_DEPTH = names.NAMING_GAME_PAIRS.depth     # interactions kept for an endpoint matched late
 STATUS_PERIOD_S = 1.0
 
 
@@ -87,75 +79,125 @@ def declare_game_config(node: Node, runtime: tuple[str, ...] = ()) -> RobotsGame
     return declare_config(node, RobotsGameConfig, runtime)
 
 
+# ---------------------------------------------------------------------------------------------------------- records
+@dataclass(kw_only=True)
+class PairRecord(Record):
+    """``/naming_game/pairs`` (matchmaker -> robots): the pair of an interaction."""
+
+    TOPIC: ClassVar[names.Topic] = names.NAMING_GAME_PAIRS
+
+    interaction: int = doc("k, the announced interactions counted from 0")
+    round: int = doc("the population round t = k // N + 1")
+    i: int = doc("the first robot of the pair")
+    j: int = doc("the second robot")
+    played_i: int = doc("interactions robot i played before k (the outcomes it must have applied first)")
+    played_j: int = doc("the same for robot j")
+    deadline: float = doc("when the matchmaker stops waiting for the words [s, its node clock]")
+    stamp: float = doc("the matchmaker's node-clock time [s]", 0.0)
+
+
+@dataclass(kw_only=True)
+class WordRecord(Record):
+    """``/naming_game/words`` (robot -> matchmaker): the word a robot said in an interaction."""
+
+    TOPIC: ClassVar[names.Topic] = names.NAMING_GAME_WORDS
+
+    interaction: int = doc("k")
+    robot: int = doc("the robot's index")
+    word: int = doc("0 (point A) or 1 (point B)")
+    state: str = doc("its memory key before the interaction", "")
+    stamp: float = doc("the robot's node-clock time [s]", 0.0)
+
+
+@dataclass(kw_only=True)
+class OutcomeRecord(Record):
+    """``/naming_game/outcomes`` (matchmaker -> robots): both words of an interaction, or why it was skipped."""
+
+    TOPIC: ClassVar[names.Topic] = names.NAMING_GAME_OUTCOMES
+
+    interaction: int = doc("k")
+    round: int = doc("t")
+    i: int = doc("the first robot of the pair")
+    j: int = doc("the second robot")
+    word_i: int | None = doc("robot i's word (null: skipped)")
+    word_j: int | None = doc("robot j's word (null: skipped)")
+    success: bool = doc("both said the same word", False)
+    skipped: bool = doc("a word did not come by the deadline: nobody's memory changes")
+    missing: list[int] = doc("the robots that did not answer", factory=list)
+    stamp: float = doc("the matchmaker's node-clock time [s]", 0.0)
+
+
+@dataclass(kw_only=True)
+class GameStatusRecord(Record):
+    """``/naming_game/status`` (matchmaker -> all, every ``STATUS_PERIOD_S``): the game clock of the robots."""
+
+    TOPIC: ClassVar[names.Topic] = names.NAMING_GAME_STATUS
+
+    phase: str = doc('"waiting", "playing", "arriving" or "done"')
+    round: int = doc("the population round", 0)
+    interactions: int = doc("interactions resolved", 0)
+    played: int = doc("interactions played (not skipped)", 0)
+    skipped: int = doc("interactions skipped", 0)
+    successes: int = doc("interactions whose two words agreed", 0)
+    converged: bool = doc("every robot says the same word", False)
+    word: int = doc("the word converged on (-1: none yet)", -1)
+    stamp: float = doc("the matchmaker's node-clock time [s]", 0.0)
+
+
+RECORDS: tuple[type[Record], ...] = (PairRecord, WordRecord, OutcomeRecord, GameStatusRecord)
+
+
 # ------------------------------------------------------------------------------------------------------ wire format
-def dumps(record: dict) -> String:
-    return String(data=json.dumps(record))
+def message(record: Record) -> String:
+    """The ``std_msgs/String`` of a record (its ``encode``)."""
+    return String(data=record.encode())
 
 
-def _int(rec: dict, key: str, lo: int, hi: int | None = None) -> int:
-    v = rec[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
-        raise ValueError(f"'{key}' must be an integer in [{lo}, {hi if hi is not None else 'inf'}] (got {v!r})")
+def _in_range(name: str, v: int, lo: int, hi: int | None = None) -> int:
+    if v < lo or (hi is not None and v > hi):
+        raise ValueError(f"'{name}' must be an integer in [{lo}, {hi if hi is not None else 'inf'}] (got {v!r})")
     return v
 
 
-def _word(rec: dict, key: str, allow_null: bool = False) -> int | None:
-    v = rec[key]
+def _word(name: str, v: int | None, allow_null: bool = False) -> int | None:
     if v is None and allow_null:
         return None
-    if isinstance(v, bool) or v not in (0, 1):
-        raise ValueError(f"'{key}' must be 0 or 1 (got {v!r})")
-    return int(v)
+    if v not in (0, 1):
+        raise ValueError(f"'{name}' must be 0 or 1 (got {v!r})")
+    return v
 
 
-def _number(rec: dict, key: str) -> float:
-    v = rec[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"'{key}' must be a number (got {v!r})")
-    return float(v)
+def _check_pair(rec: PairRecord | OutcomeRecord, n: int) -> None:
+    _in_range("interaction", rec.interaction, 0)
+    _in_range("round", rec.round, 1)
+    _in_range("i", rec.i, 0, n - 1)
+    _in_range("j", rec.j, 0, n - 1)
+    if rec.i == rec.j:
+        raise ValueError(f"a robot cannot meet itself (i = j = {rec.i})")
 
 
-def _object(data: str) -> dict:
-    rec = json.loads(data)
-    if not isinstance(rec, dict):
-        raise ValueError("a record must be a JSON object")
+def parse_pair(data: str, n: int) -> PairRecord:
+    """A ``/naming_game/pairs`` record of a fleet of ``n`` (``RecordError`` or ValueError when malformed)."""
+    rec = PairRecord.decode(data)
+    _check_pair(rec, n)
+    _in_range("played_i", rec.played_i, 0)
+    _in_range("played_j", rec.played_j, 0)
     return rec
 
 
-def _pair_fields(rec: dict, n: int) -> dict[str, Any]:
-    out = {"interaction": _int(rec, "interaction", 0), "round": _int(rec, "round", 1), "i": _int(rec, "i", 0, n - 1),
-           "j": _int(rec, "j", 0, n - 1)}
-    if out["i"] == out["j"]:
-        raise ValueError(f"a robot cannot meet itself (i = j = {out['i']})")
-    return out
-
-
-def parse_pair(data: str, n: int) -> dict:
-    """A ``/naming_game/pairs`` record of a fleet of ``n`` (ValueError, TypeError, KeyError when malformed)."""
-    rec = _object(data)
-    out = _pair_fields(rec, n)
-    out.update(played_i=_int(rec, "played_i", 0), played_j=_int(rec, "played_j", 0),
-               deadline=_number(rec, "deadline"))
-    return out
-
-
-def parse_word(data: str, n: int) -> dict:
+def parse_word(data: str, n: int) -> WordRecord:
     """A ``/naming_game/words`` record."""
-    rec = _object(data)
-    state = rec.get("state", "")
-    if not isinstance(state, str):
-        raise ValueError(f"'state' must be a string (got {state!r})")
-    return {"interaction": _int(rec, "interaction", 0), "robot": _int(rec, "robot", 0, n - 1),
-            "word": _word(rec, "word"), "state": state}
+    rec = WordRecord.decode(data)
+    _in_range("interaction", rec.interaction, 0)
+    _in_range("robot", rec.robot, 0, n - 1)
+    _word("word", rec.word)
+    return rec
 
 
-def parse_outcome(data: str, n: int) -> dict:
+def parse_outcome(data: str, n: int) -> OutcomeRecord:
     """A ``/naming_game/outcomes`` record: words null only for a skipped interaction."""
-    rec = _object(data)
-    out = _pair_fields(rec, n)
-    skipped = rec["skipped"]
-    if not isinstance(skipped, bool):
-        raise ValueError(f"'skipped' must be true or false (got {skipped!r})")
-    out.update(skipped=skipped, word_i=_word(rec, "word_i", allow_null=skipped),
-               word_j=_word(rec, "word_j", allow_null=skipped))
-    return out
+    rec = OutcomeRecord.decode(data)
+    _check_pair(rec, n)
+    _word("word_i", rec.word_i, allow_null=rec.skipped)
+    _word("word_j", rec.word_j, allow_null=rec.skipped)
+    return rec

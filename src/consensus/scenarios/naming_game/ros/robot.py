@@ -17,13 +17,14 @@ from typing import Callable
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from consensus import names
 from consensus.ros import qos
 from consensus.ros.fleet import run_robots
 from consensus.ros.params import guarded_record
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.naming_game.fleet_game import Player, RobotsGameConfig, controller_config, fleet_policy
-from consensus.scenarios.naming_game.ros.protocol import (GAME_QOS, OUTCOMES, PAIRS, STATUS, WORDS,
-                                                          declare_game_config, dumps, parse_outcome, parse_pair)
+from consensus.scenarios.naming_game.ros.protocol import (WordRecord, declare_game_config, message, parse_outcome,
+                                                          parse_pair)
 from consensus.settings import ControlParams, RobotBaseConfig
 
 
@@ -41,10 +42,12 @@ class RosPlayer(RobotAgent):
         self.last_pair = -1                               # newest interaction we were named in
         self.last_outcome = -1                            # newest outcome of ours applied (or skipped)
         self.counters.update(words=0, deferred=0, skipped=0, late_pairs=0)
-        node.create_subscription(String, PAIRS, self._guard(self._on_pair), GAME_QOS)
-        node.create_subscription(String, OUTCOMES, self._guard(self._on_outcome), GAME_QOS)
-        node.create_subscription(String, STATUS, self._guard(self._on_game_status), qos.EVENTS)
-        self.pub_word = node.create_publisher(String, WORDS, GAME_QOS)
+        for topic, callback in ((names.NAMING_GAME_PAIRS, self._on_pair),
+                                (names.NAMING_GAME_OUTCOMES, self._on_outcome),
+                                (names.NAMING_GAME_STATUS, self._on_game_status)):
+            node.create_subscription(String, topic.name, self._guard(callback), qos.profile(topic))
+        self.pub_word = node.create_publisher(String, names.NAMING_GAME_WORDS.name,
+                                              qos.profile(names.NAMING_GAME_WORDS))
 
     def _guard(self, fn: Callable[[String], None]) -> Callable[[String], None]:
         """A malformed record is counted (``bad_messages``) and dropped; any other exception is counted by
@@ -58,14 +61,14 @@ class RosPlayer(RobotAgent):
     def _on_pair(self, msg: String) -> None:
         rec = parse_pair(msg.data, self.n)
         self.core.alive(self._now())
-        if self.id not in (rec["i"], rec["j"]) or rec["interaction"] <= self.last_pair:
+        if self.id not in (rec.i, rec.j) or rec.interaction <= self.last_pair:
             return                                  # not ours, or seen before (a late-matched history)
-        self.last_pair = rec["interaction"]
-        expected = rec["played_i"] if self.id == rec["i"] else rec["played_j"]
+        self.last_pair = rec.interaction
+        expected = rec.played_i if self.id == rec.i else rec.played_j
         if self.player.played > expected:
-            raise ValueError(f"interaction {rec['interaction']}: the matchmaker counts {expected} games of ours, "
+            raise ValueError(f"interaction {rec.interaction}: the matchmaker counts {expected} games of ours, "
                              f"we played {self.player.played}")
-        self.waiting = {"interaction": rec["interaction"], "played": expected, "deadline": rec["deadline"]}
+        self.waiting = {"interaction": rec.interaction, "played": expected, "deadline": rec.deadline}
         if self.player.played < expected:
             self.counters["deferred"] += 1          # an earlier outcome is still on its way
         self._answer_if_due()
@@ -82,29 +85,29 @@ class RosPlayer(RobotAgent):
         word = self.player.say()
         self.open = (w["interaction"], word, key)
         self.counters["words"] += 1
-        self.pub_word.publish(dumps({"interaction": w["interaction"], "robot": self.id, "word": word, "state": key,
-                                     "stamp": self._now()}))
+        self.pub_word.publish(message(WordRecord(interaction=w["interaction"], robot=self.id, word=word, state=key,
+                                                 stamp=self._now())))
 
     def _on_outcome(self, msg: String) -> None:
         rec = parse_outcome(msg.data, self.n)
         self.core.alive(self._now())
-        k = rec["interaction"]
-        if self.id not in (rec["i"], rec["j"]) or k <= self.last_outcome:
+        k = rec.interaction
+        if self.id not in (rec.i, rec.j) or k <= self.last_outcome:
             return
         self.last_outcome = k
         if self.waiting is not None and self.waiting["interaction"] == k:
             self.waiting = None                     # skipped before we could answer
         if self.open is None or self.open[0] != k:
-            if not rec["skipped"]:
+            if not rec.skipped:
                 raise ValueError(f"outcome of interaction {k}, which we did not answer")
             return
         _, said, _ = self.open
         self.open = None
-        if rec["skipped"]:
+        if rec.skipped:
             self.counters["skipped"] += 1           # our draw is spent; the reference is left behind
             self._answer_if_due()
             return
-        own, partner = (rec["word_i"], rec["word_j"]) if self.id == rec["i"] else (rec["word_j"], rec["word_i"])
+        own, partner = (rec.word_i, rec.word_j) if self.id == rec.i else (rec.word_j, rec.word_i)
         if own != said:
             raise ValueError(f"outcome of interaction {k} says we said {own}, we said {said}")
         self.player.hear(own, partner)
