@@ -38,7 +38,6 @@ plausible positions: its body must be avoided). The health record carries ``impl
 """
 from __future__ import annotations
 
-import json
 import numpy as np
 from geometry_msgs.msg import PointStamped, PoseArray
 from rcl_interfaces.msg import SetParametersResult
@@ -53,6 +52,7 @@ from consensus.ros.cdr import pose_array_bytes
 from consensus.graphs.links import LinkModel
 from consensus.ros.nearby import NearbyRelay, checked_state
 from consensus.ros.params import HEALTH, Health, declare_config, guarded, node_main, publish_health, read_xy
+from consensus.ros.records import GraphRecord
 from consensus import names
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
@@ -177,7 +177,7 @@ class TopologyRelay:
             self.target_pubs[i].publish(pose_array_bytes(stamp_ns, names.WORLD_FRAME, values[i, known, 2:4]))
 
     def publish_graph(self) -> None:
-        self.graph_pub.publish(String(data=json.dumps(self.graph.to_dict())))
+        self.graph_pub.publish(String(data=GraphRecord.from_dict(self.graph.to_dict()).encode()))
 
     def _on_params(self, params) -> SetParametersResult:
         changes = {p.name: p.value for p in params if p.name in GRAPH_PARAMS}
