@@ -74,7 +74,7 @@ def test_key_values_are_bounded_in_number_and_length():
 
 
 def _robot(node, rid, status=None, entry=None, errors=0, bad=0):
-    from consensus.ros.params import Health
+    from consensus.ros.health import Health
 
     health = Health()
     for _ in range(errors):
@@ -88,7 +88,7 @@ def _node(name):
 
 
 def test_a_fleet_has_its_main_node_and_one_status_per_robot_and_one_robot_one_status():
-    from consensus.ros.params import Health
+    from consensus.ros.health import Health
 
     main, clock = _node("/fleet"), Health()
     clock.count_callback_error("fleet.step")
@@ -121,7 +121,7 @@ def test_a_large_fleet_goes_out_in_small_arrays_each_robot_once_a_second(monkeyp
             sent.append([name for name, _, _ in entries])
 
     monkeypatch.setattr(D, "DiagnosticsPublisher", Recorder)
-    from consensus.ros.params import Health
+    from consensus.ros.health import Health
 
     robots = [_robot(_node(f"/robot_{i}/agent"), i, {"robot": i}) for i in range(25)]
     rd = D.RobotsDiagnostics(_node("/fleet"), robots, Health(), per_array=10)
@@ -158,7 +158,7 @@ def test_a_node_with_publish_health_shows_on_diagnostics_with_its_level(ros):
 
     from consensus import names
     from consensus.ros import qos
-    from consensus.ros.params import Health, guarded, publish_health
+    from consensus.ros.health import Health, guarded, publish_health
 
     health = Health()
     node = Node("diag_probe")

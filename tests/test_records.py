@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_health_record_with_a_node_s_own_fields_keeps_its_json():
-    from consensus.ros.params import Health
+    from consensus.ros.health import Health
 
     health = Health()
     health.count_callback_error("relay.tick")
@@ -115,7 +115,7 @@ def test_numbers_of_a_float_field_may_be_integers_and_keep_their_json():
 def test_the_recorder_counts_a_record_that_does_not_decode_as_a_bad_message(ros):
     from std_msgs.msg import String
 
-    from consensus.ros.params import Health
+    from consensus.ros.health import Health
     from consensus.scenarios.aggregation.ros.recorder import Recorder
 
     rec = SimpleNamespace(health=Health(), cfg=SimpleNamespace(num_robots=2), status={}, node_health={},
@@ -135,7 +135,7 @@ def test_the_recorder_counts_a_record_that_does_not_decode_as_a_bad_message(ros)
 def test_the_recorder_counts_a_plan_or_graph_that_does_not_decode(ros):
     from std_msgs.msg import String
 
-    from consensus.ros.params import Health
+    from consensus.ros.health import Health
     from consensus.scenarios.aggregation.ros.recorder import Recorder
 
     noted, lines = [], []

@@ -1,4 +1,4 @@
-"""Health counters of the ROS nodes (``consensus.ros.params.Health``): callback exceptions caught by ``guarded``
+"""Health counters of the ROS nodes (``consensus.ros.health.Health``): callback exceptions caught by ``guarded``
 are counted (not only logged), every dropped input is counted in ``bad_messages``, and both reach the robots'
 ``planner/status`` and the nodes' ``health`` topic.
 
@@ -48,7 +48,7 @@ def _pose(x: float, y: float):
 
 # ------------------------------------------------------------------------------------------------ unit level
 def test_health_counts_per_name_into_its_parent_and_sums_records():
-    from consensus.ros.params import Health, sum_health
+    from consensus.ros.health import Health, sum_health
 
     parent = Health()
     child = Health(parent=parent)
@@ -67,7 +67,7 @@ def test_health_counts_per_name_into_its_parent_and_sums_records():
 
 
 def test_sane_refuses_non_finite_and_absurd_values():
-    from consensus.ros.params import MAX_ABS_VALUE, sane
+    from consensus.ros.inputs import MAX_ABS_VALUE, sane
 
     assert sane(0.0, -3.5, MAX_ABS_VALUE, -MAX_ABS_VALUE)
     for bad in (math.nan, math.inf, -math.inf, 1e308, -1e308, 2 * MAX_ABS_VALUE):
@@ -82,7 +82,8 @@ def test_read_xy_keeps_sane_positions_and_counts_what_it_drops():
     from nav_msgs.msg import Odometry
     from rclpy.serialization import serialize_message
 
-    from consensus.ros.params import MAX_ABS_VALUE, Health, read_xy
+    from consensus.ros.health import Health
+    from consensus.ros.inputs import MAX_ABS_VALUE, read_xy
 
     def point(x, y):
         m = PointStamped()
@@ -118,7 +119,7 @@ def test_read_xy_keeps_sane_positions_and_counts_what_it_drops():
 
 
 def test_guarded_counts_every_exception_but_logs_only_the_first_five(ros, caplog):
-    from consensus.ros.params import HEALTH, Health, guarded
+    from consensus.ros.health import HEALTH, Health, guarded
 
     health = Health()
     before = HEALTH.counts()["callback_errors"]
@@ -271,7 +272,7 @@ def test_health_topic_reports_callback_errors_and_bad_messages(ros):
     from rclpy.node import Node
     from std_msgs.msg import String
 
-    from consensus.ros.params import Health, guarded, publish_health
+    from consensus.ros.health import Health, guarded, publish_health
 
     health = Health()
     node = Node("health_probe")
@@ -305,7 +306,8 @@ _CHILD = textwrap.dedent("""
     import rclpy.task
     from rclpy.node import Node
     from std_msgs.msg import String
-    from consensus.ros.params import Health, guarded, make_executor
+    from consensus.ros.health import Health, guarded
+    from consensus.ros.process import make_executor
 
     wrap = sys.argv[1] == "guarded"
     rclpy.init()

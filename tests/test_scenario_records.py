@@ -87,7 +87,7 @@ def test_a_game_record_out_of_range_is_refused(parse, data):
 def test_the_grid_counts_a_record_that_does_not_decode_as_a_bad_message(ros):
     from std_msgs.msg import String
 
-    from consensus.ros.params import Health
+    from consensus.ros.health import Health
     from consensus.scenarios.disaster.ros.grid import DisasterGrid
 
     got = []
@@ -119,7 +119,7 @@ def test_the_aggregator_counts_a_vote_that_does_not_decode(ros):
 
     from std_msgs.msg import String
 
-    from consensus.ros.params import Health
+    from consensus.ros.health import Health
     from consensus.scenarios.disaster.ros.aggregator import Aggregator
 
     event, box = threading.Event(), []

@@ -50,7 +50,7 @@ def _node(role: str, value: float) -> int:
                 key = str(round(msg.point.x))
                 counts[key] = counts.get(key, 0) + 1
 
-            node.create_subscription(PointStamped, names.STATE.of(0), heard, qos.profile(names.STATE))
+            node.create_subscription(PointStamped, "/" + names.STATE.of(0), heard, qos.profile(names.STATE))
             print("LISTENING", flush=True)
             honest = str(round(HONEST_X))
             while counts.get(honest, 0) < value or (role == "listen_both" and len(counts) < 2):
@@ -60,7 +60,7 @@ def _node(role: str, value: float) -> int:
         ns, name = ("robot_0", "agent") if role == "honest" else ("", "stranger")
         node = rclpy.create_node(name, namespace=ns)
         try:
-            pub = node.create_publisher(PointStamped, names.STATE.of(0), qos.profile(names.STATE))
+            pub = node.create_publisher(PointStamped, "/" + names.STATE.of(0), qos.profile(names.STATE))
         except Exception as exc:  # noqa: BLE001 - a refused writer is this role's expected outcome
             print(f"REFUSED {type(exc).__name__}: {exc}", flush=True)
             return 3

@@ -21,7 +21,7 @@ scenario's own. A flag whose field the config renamed (``FlatParams.renamed_fiel
 game) is refused with the new flag's name. A run refused with a ``ConfigError`` removes the run directory it created
 (and its new parents), so a refused command leaves nothing on disk.
 
-Errors: ``error_boundary`` is the one place where every command (and, through ``consensus.ros.params.run_node``,
+Errors: ``error_boundary`` is the one place where every command (and, through ``consensus.ros.process.run_node``,
 every node main) turns an exception into one line on stderr and an exit status: bad input (``ConfigError``) 2,
 a failure of the run, the LLM or the file system 1, Ctrl-C 130, anything unexpected 70 (set ``CONSENSUS_DEBUG=1``
 for the traceback).

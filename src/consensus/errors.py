@@ -2,7 +2,7 @@
 
 ``ConfigError`` is the one error type for bad user input (YAML, CLI, params): the CLI prints its message and exits
 with status 2, without a traceback. ``error_boundary`` is where every command (``consensus.cli``) and every node main
-(``consensus.ros.params.run_node``) turns an exception into one line on stderr and an exit status: bad input
+(``consensus.ros.process.run_node``) turns an exception into one line on stderr and an exit status: bad input
 (``ConfigError``) 2, a failure of the run, the LLM (``consensus.llm.base.LLMError`` is a ``ConsensusError``) or the
 file system 1, Ctrl-C 130, anything unexpected 70 (``CONSENSUS_DEBUG=1`` prints the traceback).
 """

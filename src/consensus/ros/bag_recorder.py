@@ -34,7 +34,9 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from consensus.errors import ConfigError
-from consensus.ros.params import node_main, HEALTH, Health, declare_config, guarded, publish_health
+from consensus.ros.health import HEALTH, Health, guarded, publish_health
+from consensus.ros.params import declare_config
+from consensus.ros.process import node_main
 from consensus.runs.bag import BAG_DIR, BagWriter
 from consensus.runs.rundir import default_run_dir
 from consensus.settings import BagParams, FlatParams, RunParams

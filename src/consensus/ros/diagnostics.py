@@ -1,6 +1,6 @@
 """Node health on ``/diagnostics`` (diagnostic_msgs/DiagnosticArray), the topic rqt_robot_monitor,
 diagnostic_aggregator and Foxglove's diagnostics panel read, next to the JSON records it is made from (``health`` of
-a root node, ``consensus.ros.params.publish_health``; ``planner/status`` of a robot).
+a root node, ``consensus.ros.health.publish_health``; ``planner/status`` of a robot).
 
 One ``DiagnosticStatus`` per node, every second:
 

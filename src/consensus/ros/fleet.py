@@ -54,8 +54,9 @@ from consensus.settings import ControlParams
 from consensus.llm.from_config import client_from_config
 from consensus.ros import diagnostics
 from consensus.ros.nearby import FleetNearby
-from consensus.ros.params import (CONTROL_SWITCH_INTERVAL_S, HEALTH, SWITCH_INTERVAL_S, Health,
-                                  freeze_startup_objects, guarded, make_executor, on_stop, run_node, spin)
+from consensus.ros.health import HEALTH, Health, guarded
+from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, freeze_startup_objects,
+                                   make_executor, on_stop, run_node, spin)
 from consensus.runs.processes import ROBOT_NODE
 from consensus import names
 

@@ -14,7 +14,9 @@ from rclpy.node import Node
 
 from consensus.llm.embedded import EmbeddedServer, ensure_default_model
 from consensus.settings import RobotBaseConfig
-from consensus.ros.params import declare_config, publish_health, run_node
+from consensus.ros.health import publish_health
+from consensus.ros.params import declare_config
+from consensus.ros.process import run_node
 
 # context tokens per parallel request: a disaster drone's prompt with a full discussion inbox is ~650-900 tokens
 # plus up to 256 reply tokens; the KV cache costs ~28 kB per token for the 1.5B model (2048 x 4 slots ~ 230 MB)

@@ -47,7 +47,8 @@ from consensus.control.robot_core import Nearby, RobotCore
 from consensus.graphs.links import LinkModel
 from consensus.ros import qos
 from consensus.ros.cdr import header_stamp_ns
-from consensus.ros.params import MAX_ABS_VALUE, Health, guarded, read_xy
+from consensus.ros.health import Health, guarded
+from consensus.ros.inputs import MAX_ABS_VALUE, read_xy
 
 NEARBY_FIELDS = (("x", PointField.FLOAT64, "<f8"), ("y", PointField.FLOAT64, "<f8"), ("z", PointField.FLOAT64, "<f8"),
                  ("age", PointField.FLOAT32, "<f4"), ("speed", PointField.FLOAT32, "<f4"),

@@ -3,7 +3,7 @@ it, every receiver ``decode``s it, so a record's fields, their types and their m
 
 * ``decode`` refuses what is not the record (not JSON, not an object, a field of the wrong type, a required field
   missing) with ``RecordError`` (a ``ValueError``): a receiver counts it as a bad message
-  (``consensus.ros.params.Health.count_bad_message``, or ``guarded_record``).
+  (``consensus.ros.health.Health.count_bad_message``, or ``guarded_record``).
 * Fields a record does not name (a scenario's additions, e.g. a disaster drone's ``phase`` in its status, or a
   node's extra health fields) are kept in ``extra`` and encoded next to the named ones, so the JSON on the wire is
   what it was before these classes (bags, readers and ``plans.jsonl`` unchanged).
@@ -191,7 +191,7 @@ def schema_table(cls: type) -> str:
 @dataclass(kw_only=True)
 class HealthRecord(Record):
     """``health`` (``/health`` for the root namespace's nodes): a node's counters, every second
-    (``consensus.ros.params.publish_health``)."""
+    (``consensus.ros.health.publish_health``)."""
 
     TOPIC: ClassVar[names.Topic] = names.HEALTH
 

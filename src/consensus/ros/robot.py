@@ -34,7 +34,7 @@ start, ``{"ticks", "on_time", "max_late_ms", "rate_hz"}``, and the publish of th
 feels from its slot, ``{"published", "publish_on_time", "publish_late_ms": {"p50", "p99", "p999", "max"},
 "publish_late_hist"}``); its ``llm`` is the LLM client's status (only with a client).
 
-Health (``consensus.ros.params.Health``, one per robot, counting into the process's ``HEALTH`` too):
+Health (``consensus.ros.health.Health``, one per robot, counting into the process's ``HEALTH`` too):
 ``callback_errors`` = exceptions of the robot's control and planning ticks (caught, logged, counted; the robot goes
 on); ``bad_messages`` = inputs dropped: an odometry message with a non-finite or absurd (``|v| > MAX_ABS_VALUE``,
 1e6 m) position or an invalid orientation (unicycle), each neighbour pose of ``neighbors``, ``neighbor_targets`` and
@@ -96,7 +96,8 @@ from consensus.robots.presets import ODOMETRY, TWIST
 from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, header_stamp_ns, odom_pose, pose_array_xy
 from consensus.ros.nearby import read_nearby
-from consensus.ros.params import HEALTH, MAX_ABS_VALUE, Health, decode_or_count, guarded, sane
+from consensus.ros.health import HEALTH, Health, guarded
+from consensus.ros.inputs import MAX_ABS_VALUE, decode_or_count, sane
 from consensus.ros.records import ReasoningRecord, StatusRecord
 from consensus.settings import RobotBaseConfig
 

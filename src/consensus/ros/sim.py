@@ -11,7 +11,7 @@ P controller; set ``v_max`` high enough that it never clips), and the PID force 
 
 A command with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) velocity, or undecodable, is ignored (the robot keeps
 its last valid command) and counted (``bad_messages``), as is every exception of a callback (``callback_errors``); the
-node's health record goes out on ``/health`` every second (``consensus.ros.params.publish_health``).
+node's health record goes out on ``/health`` every second (``consensus.ros.health.publish_health``).
 """
 from __future__ import annotations
 
@@ -30,8 +30,10 @@ from consensus.control.motion import POINT_MASS_PID, UNICYCLE
 from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, twist_values
 from consensus.settings import RobotBaseConfig
-from consensus.ros.params import (HEALTH, Health, declare_config, decode_or_count, guarded, node_main, publish_health,
-                                  sane)
+from consensus.ros.health import HEALTH, Health, guarded, publish_health
+from consensus.ros.inputs import decode_or_count, sane
+from consensus.ros.params import declare_config
+from consensus.ros.process import node_main
 from consensus.control.kinematics import initial_positions
 from consensus import names
 

@@ -37,7 +37,10 @@ import rclpy
 from consensus.control.kinematics import initial_positions
 from consensus.errors import ConsensusError
 from consensus.ros import qos
-from consensus.ros.params import node_main, HEALTH, Health, declare_config, guarded, publish_health, sane
+from consensus.ros.health import HEALTH, Health, guarded, publish_health
+from consensus.ros.inputs import sane
+from consensus.ros.params import declare_config
+from consensus.ros.process import node_main
 from consensus.settings import RobotBaseConfig
 from consensus.sims.turtlesim import CommandHold, WindowMap, odom_from_pose, pen, turtle_name
 from consensus import names

@@ -70,15 +70,17 @@ from consensus.scenarios.aggregation.headless import agreement_measure
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.ros import markers
-from consensus.ros.params import (node_main, HEALTH, Health, declare_config, guarded, publish_health, read_xy,
-                                  sum_health)
+from consensus.ros.health import HEALTH, Health, guarded, publish_health, sum_health
+from consensus.ros.inputs import read_xy
+from consensus.ros.params import declare_config
+from consensus.ros.process import node_main
 from consensus.runs.rundir import TrajectoryStream, default_run_dir, finalize, release_space, write_manifest
 from consensus.jsonl import AppendFile
 from consensus.robots.map import robot_entry
 from consensus.robots.presets import ODOMETRY
 from consensus.control.controller import yaw_from_quaternion
 from consensus.ros.cdr import odom_pose
-from consensus.ros.params import decode_or_count, sane
+from consensus.ros.inputs import decode_or_count, sane
 from consensus.ros.records import GraphRecord, HealthRecord, ReasoningRecord, RecordError, StatusRecord
 from consensus import names
 

@@ -25,7 +25,7 @@ invalid graph is refused with its reason. A graph on which consensus is impossib
 
 A state with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position, or undecodable, is dropped and counted
 (``bad_messages``), as is every exception of a callback (``callback_errors``); the node's health record goes out on
-``/health`` every second (``consensus.ros.params.publish_health``).
+``/health`` every second (``consensus.ros.health.publish_health``).
 
 Nothing heard is trusted (``consensus.control.plausibility``, one check shared with the ``nearby`` relay): a state
 outside the workspace plus a margin, one that jumps beyond the speed limit since the robot's last accepted state, or
@@ -51,7 +51,10 @@ from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.ros.cdr import pose_array_bytes
 from consensus.graphs.links import LinkModel
 from consensus.ros.nearby import NearbyRelay, checked_state
-from consensus.ros.params import HEALTH, Health, declare_config, guarded, node_main, publish_health, read_xy
+from consensus.ros.health import HEALTH, Health, guarded, publish_health
+from consensus.ros.inputs import read_xy
+from consensus.ros.params import declare_config
+from consensus.ros.process import node_main
 from consensus.ros.records import GraphRecord
 from consensus import names
 

@@ -47,7 +47,7 @@ the round clock counts as the planner for ``target_timeout_s``: without a state 
 ``target_timeout_s`` the drone stops.
 
 Health: a malformed ``/disaster/state`` or vote request record (one that does not decode, a cell off
-the grid, a flight action off the grid) is dropped and counted in the drone's health (``consensus.ros.params.Health``,
+the grid, a flight action off the grid) is dropped and counted in the drone's health (``consensus.ros.health.Health``,
 the robot agent's), so the status ``bad_messages`` holds these and the robot agent's dropped odometry/neighbours;
 an exception of any other kind in a callback is counted in ``callback_errors``.
 """
@@ -68,7 +68,8 @@ from consensus.scenarios.disaster.rounds import inbox_for
 from consensus.scenarios.disaster.agents import DroneReply, InboxMessage
 from consensus import names
 from consensus.ros import qos
-from consensus.ros.params import guarded_record, declare_config
+from consensus.ros.health import guarded_record
+from consensus.ros.params import declare_config
 from consensus.ros.records import Record
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.disaster.cell_slots import pattern_point

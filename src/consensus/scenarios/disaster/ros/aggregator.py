@@ -17,8 +17,8 @@ The result goes to the grid on ``/disaster/collective`` (``CollectiveRecord``), 
 
 Health: a malformed ``/disaster/state`` record, a vote that does not decode (``VoteRecord``) and a vote whose reply is
 malformed (e.g. an action off the grid; it becomes a ``bad_message`` fallback reply) are counted in the node's
-``consensus.ros.params.Health`` (``bad_messages``), every other exception of a callback in ``callback_errors``; the
-node's health record goes out on ``/health`` every second (``consensus.ros.params.publish_health``) and the same two
+``consensus.ros.health.Health`` (``bad_messages``), every other exception of a callback in ``callback_errors``; the
+node's health record goes out on ``/health`` every second (``consensus.ros.health.publish_health``) and the same two
 counts are in its status.
 """
 from __future__ import annotations
@@ -44,7 +44,8 @@ from consensus.scenarios.disaster.ros.agent import (cell_or_none, context_to_dic
                                                     inbox_from_dict, message, observation_from_dict, reply_from_dict)
 from consensus.scenarios.disaster.ros.protocol import (AggregatorStatusRecord, CollectiveRecord, StateRecord,
                                                        VoteRecord, VoteRequestRecord)
-from consensus.ros.params import node_main, HEALTH, Health, guarded, on_stop, publish_health
+from consensus.ros.health import HEALTH, Health, guarded, publish_health
+from consensus.ros.process import node_main, on_stop
 
 
 class RemoteDrone:

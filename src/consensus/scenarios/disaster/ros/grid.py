@@ -95,7 +95,9 @@ from consensus.scenarios.disaster.ros.agent import HEARTBEAT_S, declare_disaster
 from consensus.scenarios.disaster.ros.protocol import (AggregatorStatusRecord, CollectiveRecord, DecisionRecord,
                                                        DiscussionRecord, MetricsRecord, StateRecord)
 from consensus.ros.records import HealthRecord, Record, RecordError, StatusRecord
-from consensus.ros.params import node_main, HEALTH, Health, guarded, publish_health, read_xy, sum_health
+from consensus.ros.health import HEALTH, Health, guarded, publish_health, sum_health
+from consensus.ros.inputs import read_xy
+from consensus.ros.process import node_main
 from consensus.scenarios.disaster.cell_slots import ARRIVE_FRACTION, CellSlots
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import attended_cells, start_cells

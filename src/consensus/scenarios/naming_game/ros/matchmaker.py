@@ -47,7 +47,8 @@ from consensus.ros.nearby import NearbyRelay
 from consensus.runs.ros_runner import announce_results
 from consensus.ros import qos
 from consensus import names
-from consensus.ros.params import (node_main, guarded_record, HEALTH, Health, guarded, publish_health, sum_health)
+from consensus.ros.health import guarded_record, HEALTH, Health, guarded, publish_health, sum_health
+from consensus.ros.process import node_main
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest
 from consensus.scenarios.naming_game.fleet_game import (PairSchedule, Tally, controller_config, fleet_policy,
                                                     game_summary, interaction_record, play_headless, sequence)

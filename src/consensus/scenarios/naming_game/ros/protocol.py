@@ -54,7 +54,7 @@ Health: a record that does not decode (``RecordError``: not JSON, a field missin
 out-of-range value is dropped and counted
 (``bad_messages``) by the node that got it. The same holds for a word from a robot that is not in the pair, a second,
 different word, and an outcome that contradicts what the robot said. An exception of any other kind in a callback
-is counted in ``callback_errors`` (``consensus.ros.params.guarded``).
+is counted in ``callback_errors`` (``consensus.ros.health.guarded``).
 """
 from __future__ import annotations
 

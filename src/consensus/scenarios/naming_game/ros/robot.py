@@ -20,7 +20,7 @@ from std_msgs.msg import String
 from consensus import names
 from consensus.ros import qos
 from consensus.ros.fleet import run_robots
-from consensus.ros.params import guarded_record
+from consensus.ros.health import guarded_record
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.naming_game.fleet_game import Player, RobotsGameConfig, controller_config, fleet_policy
 from consensus.scenarios.naming_game.ros.protocol import (WordRecord, declare_game_config, message, parse_outcome,

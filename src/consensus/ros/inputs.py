@@ -1,0 +1,61 @@
+"""Reading what a node hears: positions from ``PointStamped``/``Odometry`` (serialized or not), sanity bounds,
+and the one way an undecodable message is counted (``decode_or_count``) in the node's ``consensus.ros.health.Health``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from geometry_msgs.msg import PointStamped
+from nav_msgs.msg import Odometry
+from rclpy.serialization import deserialize_message
+
+from consensus.ros.cdr import odom_xy, point_stamped_xy
+from consensus.ros.health import Health
+
+#: the largest absolute value a position (m) or velocity (m/s, rad/s) read from the wire may have; anything beyond
+#: (e.g. a forged 1e308, which overflows to inf in the first arithmetic) is dropped as a bad message like NaN
+MAX_ABS_VALUE = 1e6
+
+
+def sane(*values: float) -> bool:
+    """All of ``values`` finite and within ``MAX_ABS_VALUE`` (what an input must be to be used)."""
+    return all(math.isfinite(v) and abs(v) <= MAX_ABS_VALUE for v in values)
+
+
+def decode_or_count(raw: bytes, msg_type, health: "Health", what: str):
+    """The message in the serialized bytes ``raw``, or None - counted as a bad message of ``what`` - when they do
+    not decode (the nodes' fast CDR paths in ``consensus.ros.cdr`` fall back to this)."""
+    try:
+        return deserialize_message(raw, msg_type)
+    except Exception:  # noqa: BLE001 - undecodable bytes are a bad message, not a callback error
+        health.count_bad_message(what)
+        return None
+
+
+#: message type -> (the fast decoder of its serialized bytes, its (x, y) read from a message object)
+_XY_READERS: dict[type, tuple[Callable[[bytes], tuple[float, float] | None], Callable[[Any], tuple[float, float]]]] = {
+    PointStamped: (point_stamped_xy, lambda m: (m.point.x, m.point.y)),
+    Odometry: (odom_xy, lambda m: (m.pose.pose.position.x, m.pose.pose.position.y)),
+}
+
+
+def read_xy(raw_or_msg: Any, msg_type: type, health: "Health", what: str) -> tuple[float, float] | None:
+    """The (x, y) position of a geometry_msgs/PointStamped or nav_msgs/Odometry (``msg_type``), given as its
+    serialized bytes (a ``raw=True`` subscription: the fast decoders of ``consensus.ros.cdr``, deserialize_message
+    where they cannot read the buffer) or as the message; None - counted as a bad message of ``what`` in ``health``
+    - when the bytes do not decode or the position is not ``sane`` (non-finite, or beyond ``MAX_ABS_VALUE``)."""
+    fast, of_msg = _XY_READERS[msg_type]
+    if isinstance(raw_or_msg, (bytes, bytearray, memoryview)):
+        xy = fast(raw_or_msg)
+        if xy is None:
+            msg = decode_or_count(raw_or_msg, msg_type, health, what)
+            if msg is None:
+                return None
+            xy = of_msg(msg)
+    else:
+        xy = of_msg(raw_or_msg)
+    if sane(*xy):
+        return xy
+    health.count_bad_message(what)
+    return None

@@ -1,0 +1,155 @@
+"""A node process: rclpy set up behind the package's error boundary (``run_node``), the one main of a node
+(``node_main``: spin on the config's executor until done, finish, destroy), executors, stop signals, the GIL switch
+intervals and the start-up garbage freeze.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import sys
+from typing import Any, Callable
+
+import rclpy
+import rclpy.executors
+import rclpy.task
+from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+
+
+def make_executor(kind: str):
+    """rclpy's EventsExecutor ("events") or the SingleThreadedExecutor ("single").
+
+    Measured on 2 cores (docs/benchmarks.md): the SingleThreadedExecutor rebuilds its wait set on every wake-up,
+    which costs a whole core at ~30 robots' traffic; the EventsExecutor handles 100 robots at a fraction of that.
+    """
+    if kind == "events":
+        try:
+            from rclpy.experimental import EventsExecutor
+            return EventsExecutor()
+        except ImportError:       # older rclpy: fall back, and say so
+            logging.getLogger(__name__).warning("rclpy has no EventsExecutor; using SingleThreadedExecutor")
+    return rclpy.executors.SingleThreadedExecutor()
+
+
+def spin(executor, until: rclpy.task.Future | None = None) -> None:
+    """Spin until rclpy shuts down or ``until`` completes. (rclpy 9's EventsExecutor.spin() processes nothing
+    when called directly; spin_until_future_complete works for it and for the standard executors alike.)"""
+    future = until or rclpy.task.Future()
+    while rclpy.ok() and not future.done():
+        executor.spin_until_future_complete(future, timeout_sec=1.0)
+
+
+_on_stop: list[Callable[[], None]] = []
+
+
+def on_stop(fn: Callable[[], None]) -> None:
+    """Register ``fn`` to run first when SIGINT/SIGTERM arrives (e.g. send robots a zero velocity)."""
+    _on_stop.append(fn)
+
+
+def _handle_stop_signal(signum, _frame) -> None:
+    for fn in _on_stop:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+    _on_stop.clear()
+    rclpy.try_shutdown()          # spin() returns; the node's finally blocks run (no KeyboardInterrupt inside
+
+
+def spin_node(node, kind: str, until: rclpy.task.Future | None = None) -> None:
+    """Spin ``node`` alone on the configured executor until shutdown (or ``until`` completes)."""
+    executor = make_executor(kind)
+    executor.add_node(node)
+    spin(executor, until)
+
+
+def freeze_startup_objects() -> None:
+    """Collect once and move every object made during start-up (imports, the nodes, their messages) out of the
+    garbage collector's reach (``gc.freeze``): a full collection then scans only what the run made since, instead
+    of pausing the executor thread for every module and message class the process holds."""
+    gc.collect()
+    gc.freeze()
+
+
+#: the niceness a process that only records (the run's recorder, the bag recorder) adds to its own: on a busy host
+#: the robots' control, the sim and the planners take the CPU first, and the recorders catch up from their
+#: subscriptions' queues (measured at 100 robots on 2 cores, docs/benchmarks.md; their lost messages are counted)
+BACKGROUND_NICE = 10
+
+
+def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node], None] | None = None,
+              background: bool = False) -> int:
+    """The main of a node executable, written once: ``run_node`` (rclpy, the error boundary), ``Node(name)``,
+    ``before(node)`` (e.g. a parameter set before anything reads it), then ``obj = make(node)`` spun on the executor
+    its config names (``obj.cfg.executor``) until ``obj.done`` (a Future, where the node ends the run) or shutdown.
+    Afterwards, also after Ctrl-C, ``obj.finish()`` (or ``obj.close()``) writes what the node holds, the node is
+    destroyed, and a failure the node recorded (``obj.error``) becomes the run's error (exit status 1).
+    ``background``: a process that only records runs ``BACKGROUND_NICE`` nicer."""
+    from consensus.errors import ConsensusError
+
+    def body(_args: list[str]) -> None:
+        if background:
+            try:
+                os.nice(BACKGROUND_NICE)
+            except OSError:                     # a host that refuses it: the process runs at the usual priority
+                pass
+        node = Node(name)
+        if before is not None:
+            before(node)
+        obj = make(node)
+        freeze_startup_objects()
+        try:
+            spin_node(node, getattr(getattr(obj, "cfg", None), "executor", "events"), until=getattr(obj, "done", None))
+        finally:
+            end = getattr(obj, "finish", None) or getattr(obj, "close", None)
+            if callable(end):
+                end()                   # also on Ctrl-C: never lose what the node recorded
+            node.destroy_node()
+        if getattr(obj, "error", ""):
+            raise ConsensusError(obj.error)
+
+    return run_node(body, name)
+
+
+#: the GIL switch interval of every node process (Python's default is 5 ms): a thread that runs Python code (an
+#: LLM worker parsing a reply, the client's HTTP stack) holds the GIL for up to this long before the executor thread
+#: that a timer woke gets it, so the default alone could make a 10 Hz control tick 5-15 ms late; measured with
+#: benchmarks/bench_control_timing.py (docs/benchmarks.md)
+SWITCH_INTERVAL_S = 0.001
+
+
+#: ... and while a fleet clock computes and publishes its commands (``consensus.ros.fleet.FleetClock``): the control
+#: step keeps the GIL against the planner's threads for up to this long (a tick's step is a few ms), then the
+#: interval is 1 ms again. Measured with bench_control_timing (20 robots, up to 16 LLM calls in flight): commands
+#: published within 10 ms of their slot 99.66 % (max 12.4 ms) with 1 ms throughout, 100 % (max 9.2 ms) with this
+CONTROL_SWITCH_INTERVAL_S = 0.02
+
+
+def run_node(body: Callable[[list[str]], None], name: str) -> int:
+    """Run a node's ``body(args)`` with rclpy set up. What it raises goes through the package's one error boundary
+    (``consensus.errors.error_boundary``): bad input is one line and exit status 2, a failure 1, never a traceback;
+    a stop signal or an external shutdown is a normal exit (0)."""
+    from consensus.errors import error_boundary
+
+    logging.basicConfig(level=logging.INFO, format=f"[{name}] %(levelname)s %(message)s")
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    args = rclpy.utilities.remove_ros_args(sys.argv)
+    rclpy.init(args=sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGINT, _handle_stop_signal)
+    signal.signal(signal.SIGTERM, _handle_stop_signal)
+
+    def run() -> int:
+        try:
+            body(args)
+        except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+            pass
+        return 0
+
+    try:
+        return error_boundary(run, f"[{name}]")
+    finally:
+        if rclpy.ok():
+            rclpy.try_shutdown()
