@@ -85,7 +85,8 @@ def test_only_the_packages_of_extras_are_required_through_it():
 
 def test_each_import_site_names_its_extra(monkeypatch, tmp_path):
     """rouge-score (paper 3's metric), networkx (paper 2's network), cryptography (the keystore), xllamacpp (the
-    embedded server), foxglove-sdk (--foxglove): each raises the one line where it is used."""
+    embedded server), foxglove-sdk (--foxglove), ray (--executor ray): each raises the one line where it is used."""
+    from consensus.experiments.ray_executor import RayExecutor
     from consensus.llm.embedded import EmbeddedServer
     from consensus.runs import foxglove_live, security
     from consensus.scenarios.info_spread.config import InfoSpreadConfig
@@ -96,7 +97,8 @@ def test_each_import_site_names_its_extra(monkeypatch, tmp_path):
              ("networkx", "studies", lambda: InfoNetwork(InfoSpreadConfig(), seed=1)),
              ("cryptography", "security", lambda: security.create_keystore(tmp_path / "ks", 2)),
              ("xllamacpp", "embedded", lambda: EmbeddedServer(tmp_path / "m.gguf").start()),
-             ("foxglove", "foxglove", foxglove_live.require_sdk)]
+             ("foxglove", "foxglove", foxglove_live.require_sdk),
+             ("ray", "ray", lambda: RayExecutor().check(None))]
     for module, extra, call in cases:
         with monkeypatch.context() as m:
             m.setitem(sys.modules, module, None)

@@ -60,14 +60,13 @@ from consensus.errors import ConfigError, ConsensusError
 from consensus.experiments.runner import (TRANSCRIPTS_FILE, Outcome, TrialClient, execute, lost_outcome,
                                           trial_log)
 from consensus.experiments.spec import ExperimentSpec
+from consensus.extras import require
 from consensus.experiments.study import Study, Trial, TrialContext
 from consensus.llm.backends import starts_local_server
 from consensus.llm.base import LLMError
 
 log = logging.getLogger(__name__)
 
-RAY_MISSING = ("the Ray executor needs the ray package: pip install -r requirements/ray.txt "
-               "(or the extra consensus[ray])")
 #: how long the sweep waits for a worker when every worker is gone and none can be placed
 NO_WORKER_TIMEOUT_S = 120.0
 POLL_S = 0.25
@@ -82,14 +81,6 @@ BROKER_LOST_S = 30.0
 SINGLE_RETRY_BACKOFF_S = 0.5
 #: ``ray.get`` of a result that ``ray.wait`` reported ready (it may still have to travel from another node)
 RESULT_TIMEOUT_S = 120.0
-
-
-def ray_available() -> bool:
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def runtime_env(study: Study) -> dict[str, Any]:
@@ -298,8 +289,7 @@ class RayExecutor:
         self.address = address or None
 
     def check(self, spec: ExperimentSpec) -> None:
-        if not ray_available():
-            raise ConfigError(RAY_MISSING)
+        require("ray", "the Ray executor (--executor ray)")     # one line naming the extra's pip install
         llm = spec.llm
         if llm and starts_local_server(llm["backend"], llm["base_url"]):
             raise ConfigError("--executor ray cannot use the embedded model of this process: start a model server "
