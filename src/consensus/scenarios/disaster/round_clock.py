@@ -9,7 +9,7 @@ receives, whether the drones are ready or have arrived, and then does what the r
 the run.
 
 Phases (``RoundClock.phase``; each published one gets a new ``seq`` in its state record, whose schema is in
-``consensus.scenarios.disaster.ros.agent``)::
+``consensus.scenarios.disaster.ros.protocol.StateRecord``)::
 
     waiting -> [discuss turn 0 .. K-1 -> decide -> flight -> scoring -> between] x rounds -> done
 
