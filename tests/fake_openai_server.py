@@ -261,16 +261,18 @@ class _Handler(BaseHTTPRequestHandler):
             delay, action = _normalize(fake._next_action(body))
             if delay > 0 and fake._stop.wait(delay):
                 action = Close()
-            if isinstance(action, Close):
-                self._abort()
-            elif isinstance(action, Status):
-                headers = {"Retry-After": str(action.retry_after)} if action.retry_after is not None else None
-                self._send_json(action.code, {"error": {"message": action.message, "type": "scripted",
-                                                        "code": action.code}}, headers)
-            else:
-                self._send_json(200, _completion(body, action))
         finally:
+            # done before the answer goes out: a client that has it may send its next request at once, and this
+            # thread could still be between its write and here (max_in_flight then counted one request too many)
             fake._leave()
+        if isinstance(action, Close):
+            self._abort()
+        elif isinstance(action, Status):
+            headers = {"Retry-After": str(action.retry_after)} if action.retry_after is not None else None
+            self._send_json(action.code, {"error": {"message": action.message, "type": "scripted",
+                                                    "code": action.code}}, headers)
+        else:
+            self._send_json(200, _completion(body, action))
 
     def _abort(self) -> None:
         """Reset the connection (RST) so the client sees it closed with no response."""

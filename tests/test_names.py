@@ -64,7 +64,8 @@ NOT_FROM_THE_TABLE = {"ros/robot.py": {"cfg.estop_topic", "self.cmd_topic"}, "ro
 
 def test_every_endpoint_of_the_kernel_and_the_scenarios_takes_its_topic_from_the_names_table():
     """A scenario's protocol names its topics in consensus.names too (a section per scenario): an endpoint's topic is
-    ``names.X.name``, ``names.X.of(i)``, ``names.robot_topic(...)`` or ``topic.name`` of a loop over them."""
+    ``names.X.name``, ``names.X.of(i)``, ``names.X.in_run(ns)``, ``names.robot_topic(...)`` or ``topic.name`` /
+    ``topic.in_run(ns)`` of a loop over them."""
     found = []
     for path in SRC.rglob("*.py"):
         rel = str(path.relative_to(SRC))
@@ -72,7 +73,8 @@ def test_every_endpoint_of_the_kernel_and_the_scenarios_takes_its_topic_from_the
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ENDPOINTS \
                     and len(node.args) >= 2:
                 text = ast.unparse(node.args[1])
-                if "names." not in text and text != "topic.name" and text not in NOT_FROM_THE_TABLE.get(rel, ()):
+                if "names." not in text and text not in ("topic.name", "topic.in_run(ns)") \
+                        and text not in NOT_FROM_THE_TABLE.get(rel, ()):
                     found.append(f"{rel}:{node.lineno}: {text}")
     assert not found, "\n".join(found)
 
@@ -84,3 +86,10 @@ def test_the_scenario_protocols_topics_are_in_the_table_and_absolute_where_names
                         "/disaster/collective", "/disaster/aggregator/status", "/naming_game/pairs",
                         "/naming_game/words", "/naming_game/outcomes", "/naming_game/status"}
     assert names.DISASTER_VOTE_REQUEST.of(2).endswith("robot_2/disaster/vote_request")
+    # a run launched in a namespace (namespace:=fleet_a) keeps its shared channels to itself: its root nodes and its
+    # robots (in /fleet_a/robot_<i>) meet under /fleet_a; in the root namespace the names are as they are
+    for ns in ("/fleet_a", "/fleet_a/robot_3", "/fleet_a/"):
+        assert names.DISASTER_STATE.in_run(ns) == "/fleet_a/disaster/state"
+    assert names.DISASTER_STATE.in_run("/") == names.DISASTER_STATE.in_run("/robot_0") == "/disaster/state"
+    assert names.NAMING_GAME_PAIRS.in_run("/a/b/robot_12") == "/a/b/naming_game/pairs"
+    assert names.DISASTER_VOTE_REQUEST.in_run("/fleet_a/robot_3") == "disaster/vote_request"     # relative: as is

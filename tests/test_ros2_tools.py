@@ -69,6 +69,27 @@ def test_two_fleets_in_their_own_namespaces_share_a_domain_and_each_converges(tm
         assert summary["converged"] is True and summary.get("bad_messages", 0) == 0, summary
 
 
+def test_two_disaster_runs_in_their_own_namespaces_keep_their_protocols_apart(tmp_path):
+    """The disaster protocol's shared channels (/disaster/state, votes, ...) go under the run's namespace too: two
+    runs at once on one domain each play their own rounds (a drone hearing the other grid would break its rounds)."""
+    runs = {"team_a": dict(fleet="true", seed=2), "team_b": dict(fleet="false", seed=5)}
+    launches = {ns: start_ros2("launch", "consensus", "disaster.launch.py",
+                               *launch_args(namespace=ns, **{**LAUNCH_RUNS["disaster"], **extra},
+                                            output_dir=tmp_path / ns), log=tmp_path / f"{ns}.log")
+                for ns, extra in runs.items()}
+    try:
+        codes = {ns: launch.wait(timeout=150) for ns, launch in launches.items()}
+    finally:
+        for launch in launches.values():
+            stop_group(launch)
+    for ns in runs:
+        log = (tmp_path / f"{ns}.log").read_text()
+        assert codes[ns] == 0 and "Traceback" not in log, log[-3000:]
+        summary = json.loads((tmp_path / ns / "summary.json").read_text())
+        assert summary["rounds"] == LAUNCH_RUNS["disaster"]["rounds"], summary
+        assert summary.get("bad_messages", 0) == 0 and summary.get("callback_errors", 0) == 0, summary
+
+
 def test_a_namespace_that_is_not_a_ros_name_is_refused_with_one_line(tmp_path):
     out = tmp_path / "run"
     result = ros2("launch", "consensus", "aggregation.launch.py", *launch_args(namespace="9lives", output_dir=out),

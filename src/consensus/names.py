@@ -17,6 +17,7 @@ QoS classes (``consensus.ros.qos``): ``stream`` (best effort, newest wins: odom,
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 QOS_CLASSES = ("stream", "events", "latched", "command")
@@ -46,6 +47,16 @@ class Topic:
         if self.name.startswith("/"):
             raise ValueError(f"{self.name} is not a per-robot topic")
         return f"{namespace(robot_id)}/{self.name}"
+
+    def in_run(self, node_namespace: str) -> str:
+        """The name a node in ``node_namespace`` uses for this topic of a scenario's protocol: a relative name as it
+        is; an absolute one (a channel the robots' namespaces and the run's root share) under the run's namespace
+        (``namespace:=``), i.e. the node's namespace without a trailing ``robot_<i>``: ``/fleet_a/disaster/state``
+        for ``/fleet_a`` and ``/fleet_a/robot_3`` alike, ``/disaster/state`` in the root namespace."""
+        if not self.name.startswith("/"):
+            return self.name
+        run = re.sub(rf"/{ROBOT_PREFIX}\d+$", "", node_namespace.rstrip("/"))
+        return f"{run}{self.name}"
 
 
 # --- a robot (inside /robot_<i>): its driver, its controller, its planner --------------------------------------

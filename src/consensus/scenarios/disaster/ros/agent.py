@@ -219,15 +219,17 @@ class RosDrone(RobotAgent):
         self.prepared_round = -1
         self.vote_requests: list[VoteRequestRecord] = []
         self.counters.update(replies=0, jobs_skipped=0, bad_actions=0)    # (+ bad_messages from self.health)
-        node.create_subscription(String, names.DISASTER_STATE.name, self._guard(self._on_state),
+        ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
+        node.create_subscription(String, names.DISASTER_STATE.in_run(ns), self._guard(self._on_state),
                                  qos.profile(names.DISASTER_STATE))
-        node.create_subscription(String, names.DISASTER_VOTE_REQUEST.name, self._guard(self._on_vote_request),
-                                 qos.profile(names.DISASTER_VOTE_REQUEST))
-        self.pub_discussion = node.create_publisher(String, names.DISASTER_DISCUSSION.name,
+        node.create_subscription(String, names.DISASTER_VOTE_REQUEST.in_run(ns),
+                                 self._guard(self._on_vote_request), qos.profile(names.DISASTER_VOTE_REQUEST))
+        self.pub_discussion = node.create_publisher(String, names.DISASTER_DISCUSSION.in_run(ns),
                                                     qos.profile(names.DISASTER_DISCUSSION))
-        self.pub_decision = node.create_publisher(String, names.DISASTER_DECISIONS.name,
+        self.pub_decision = node.create_publisher(String, names.DISASTER_DECISIONS.in_run(ns),
                                                   qos.profile(names.DISASTER_DECISIONS))
-        self.pub_vote = node.create_publisher(String, names.DISASTER_VOTES.name, qos.profile(names.DISASTER_VOTES))
+        self.pub_vote = node.create_publisher(String, names.DISASTER_VOTES.in_run(ns),
+                                              qos.profile(names.DISASTER_VOTES))
 
     def _guard(self, fn: Callable[[String], None]) -> Callable[[String], None]:
         """Subscription callback: a malformed record (one that does not decode: ``RecordError``, or whose cells are

@@ -96,16 +96,17 @@ class Aggregator:
         self.counters = {"requests": 0, "replies": 0, "timeouts": 0, "late_votes": 0}   # + self.health's counts
         self.health = Health(parent=HEALTH, logger=node.get_logger())
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
-        node.create_subscription(String, names.DISASTER_STATE.name, g(self._on_state, "aggregator.state"),
+        ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
+        node.create_subscription(String, names.DISASTER_STATE.in_run(ns), g(self._on_state, "aggregator.state"),
                                  qos.profile(names.DISASTER_STATE))
-        node.create_subscription(String, names.DISASTER_VOTES.name, g(self._on_vote, "aggregator.votes"),
+        node.create_subscription(String, names.DISASTER_VOTES.in_run(ns), g(self._on_vote, "aggregator.votes"),
                                  qos.profile(names.DISASTER_VOTES))
         self.pub_requests = [node.create_publisher(String, names.DISASTER_VOTE_REQUEST.of(i),
                                                    qos.profile(names.DISASTER_VOTE_REQUEST))
                              for i in range(cfg.num_robots)]
-        self.pub_collective = node.create_publisher(String, names.DISASTER_COLLECTIVE.name,
+        self.pub_collective = node.create_publisher(String, names.DISASTER_COLLECTIVE.in_run(ns),
                                                     qos.profile(names.DISASTER_COLLECTIVE))
-        self.pub_status = node.create_publisher(String, names.DISASTER_AGGREGATOR_STATUS.name,
+        self.pub_status = node.create_publisher(String, names.DISASTER_AGGREGATOR_STATUS.in_run(ns),
                                                 qos.profile(names.DISASTER_AGGREGATOR_STATUS))
         node.create_timer(0.05, g(self.tick, "aggregator.tick"))
         node.create_timer(1.0, g(self.publish_status, "aggregator.status"))

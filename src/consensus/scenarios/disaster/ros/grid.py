@@ -155,11 +155,12 @@ class DisasterGrid:
             node.create_subscription(String, names.PLANNER_STATUS.of(i),
                                      guarded(self._on_status, "grid.status", self.health),
                                      qos.profile(names.PLANNER_STATUS))
+        ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
         for topic, callback, what in ((names.DISASTER_DISCUSSION, self._on_discussion, "grid.discussion"),
                                       (names.DISASTER_DECISIONS, self._on_decision, "grid.decision"),
                                       (names.DISASTER_COLLECTIVE, self._on_collective, "grid.collective"),
                                       (names.DISASTER_AGGREGATOR_STATUS, self._on_aggregator, "grid.aggregator")):
-            node.create_subscription(String, topic.name, guarded(callback, what, self.health), qos.profile(topic))
+            node.create_subscription(String, topic.in_run(ns), guarded(callback, what, self.health), qos.profile(topic))
         node.create_subscription(String, names.HEALTH.name, guarded(self._on_health, "grid.health", self.health),
                                  qos.profile(names.HEALTH))
         publish_health(node, self.health)
@@ -170,10 +171,11 @@ class DisasterGrid:
                                                                base.workspace)
         self._set_goals(start_cells(cfg))
         self.nearby = NearbyRelay(node, base, self.health) if self.avoid is not None else None
-        self.pub_state = node.create_publisher(String, names.DISASTER_STATE.name, qos.profile(names.DISASTER_STATE))
-        self.pub_metrics = node.create_publisher(String, names.DISASTER_METRICS.name,
+        self.pub_state = node.create_publisher(String, names.DISASTER_STATE.in_run(ns),
+                                               qos.profile(names.DISASTER_STATE))
+        self.pub_metrics = node.create_publisher(String, names.DISASTER_METRICS.in_run(ns),
                                                  qos.profile(names.DISASTER_METRICS))
-        self.pub_markers = node.create_publisher(MarkerArray, names.DISASTER_MARKERS.name,
+        self.pub_markers = node.create_publisher(MarkerArray, names.DISASTER_MARKERS.in_run(ns),
                                                  qos.profile(names.DISASTER_MARKERS))
         node.create_timer(TICK_S, guarded(self.tick, "grid.tick", self.health))
         node.create_timer(1.0 / SAMPLE_HZ, guarded(self.sample, "grid.sample", self.health))

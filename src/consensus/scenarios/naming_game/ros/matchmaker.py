@@ -98,12 +98,13 @@ class Matchmaker:
             node.create_subscription(String, names.PLANNER_STATUS.of(i),
                                      self._guard(self._on_robot_status, "robot_status"),
                                      qos.profile(names.PLANNER_STATUS))
-        node.create_subscription(String, names.NAMING_GAME_WORDS.name, self._guard(self._on_word, "words"),
+        ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
+        node.create_subscription(String, names.NAMING_GAME_WORDS.in_run(ns), self._guard(self._on_word, "words"),
                                  qos.profile(names.NAMING_GAME_WORDS))
         node.create_subscription(String, names.HEALTH.name, self._guard(self._on_health, "health"),
                                  qos.profile(names.HEALTH))
         self.pub_pair, self.pub_outcome, self.pub_status = (
-            node.create_publisher(String, topic.name, qos.profile(topic))
+            node.create_publisher(String, topic.in_run(ns), qos.profile(topic))
             for topic in (names.NAMING_GAME_PAIRS, names.NAMING_GAME_OUTCOMES, names.NAMING_GAME_STATUS))
         publish_health(node, self.health)
         base, _ = controller_config(cfg)

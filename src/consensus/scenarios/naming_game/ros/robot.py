@@ -42,11 +42,12 @@ class RosPlayer(RobotAgent):
         self.last_pair = -1                               # newest interaction we were named in
         self.last_outcome = -1                            # newest outcome of ours applied (or skipped)
         self.counters.update(words=0, deferred=0, skipped=0, late_pairs=0)
+        ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
         for topic, callback in ((names.NAMING_GAME_PAIRS, self._on_pair),
                                 (names.NAMING_GAME_OUTCOMES, self._on_outcome),
                                 (names.NAMING_GAME_STATUS, self._on_game_status)):
-            node.create_subscription(String, topic.name, self._guard(callback), qos.profile(topic))
-        self.pub_word = node.create_publisher(String, names.NAMING_GAME_WORDS.name,
+            node.create_subscription(String, topic.in_run(ns), self._guard(callback), qos.profile(topic))
+        self.pub_word = node.create_publisher(String, names.NAMING_GAME_WORDS.in_run(ns),
                                               qos.profile(names.NAMING_GAME_WORDS))
 
     def _guard(self, fn: Callable[[String], None]) -> Callable[[String], None]:
