@@ -98,9 +98,9 @@ def test_auto_rule_cbf_in_ros_and_with_robots_files_none_headless(tmp_path):
 @pytest.mark.parametrize("field,value,words", [
     ("collision_avoidance", "maybe", "unknown collision_avoidance"),
     ("cbf_gamma", 20.0, "at most 1 / control_period_s"),
-    ("cbf_gamma", 0.0, "cbf_gamma must be a positive number"),
-    ("safety_margin_m", -0.1, "safety_margin_m must be >= 0"),
-    ("footprint_radius_m", float("nan"), "footprint_radius_m must be a positive number"),
+    ("cbf_gamma", 0.0, r"cbf_gamma must be in \[1e-06, 1000\]"),
+    ("safety_margin_m", -0.1, r"safety_margin_m must be in \[0, 10\]"),
+    ("footprint_radius_m", float("nan"), r"footprint_radius_m must be in \[0.001, 100\] \(got nan\)"),
 ])
 def test_bad_collision_settings_are_one_clear_error(field, value, words):
     with pytest.raises(ConfigError, match=words):

@@ -153,7 +153,7 @@ def test_a_second_server_on_the_same_port_is_one_clear_error():
 
 @pytest.mark.parametrize("argv, message", [
     ("run aggregation --headless --foxglove", "drop --headless"),
-    ("run aggregation --headless --foxglove 70000", "foxglove must be a port"),
+    ("run aggregation --headless --foxglove 70000", "foxglove must be in [0, 65535] (got 70000)"),
     ("run aggregation --headless --foxglove-host 'a b'", "foxglove_host"),
 ])
 def test_bad_foxglove_invocations_are_one_line(argv, message, capsys):

@@ -1,8 +1,8 @@
 """One validation (issue 28, part 7): ``consensus run`` (flags, ``--set``, a params file), the launch arguments, the
 studies (``consensus experiment``: params and the spec's ``llm`` block) and the nodes' parameter descriptors check a
-value through the same field ranges (``FlatParams.RANGES``, ``FlatParams.field_problem``). A bad value is one clear
-``ConfigError`` (exit 2) before any run folder exists; every duration has a finite upper bound; a float is finite; a
-key given twice in a YAML file and a transcript with no valid record are refused before anything starts."""
+value through the same field ranges (the fields' ``param(bounds=...)``, ``FlatParams.field_problem``). A bad value is
+one clear ``ConfigError`` (exit 2) before any run folder exists; every duration has a finite upper bound; a float is
+finite; a key given twice in a YAML file and a transcript with no valid record are refused before anything starts."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +16,7 @@ import yaml
 from consensus import cli, registry
 from consensus.errors import ConfigError
 from consensus.scenarios.aggregation.config import NegotiationConfig
-from consensus.settings import INT64, FlatParams, LLMParams, RobotBaseConfig, load_params_file, read_yaml
+from consensus.settings import INT64, FlatParams, LLMParams, RobotBaseConfig, field_ranges, load_params_file, read_yaml
 
 
 def config_classes() -> dict[str, type]:
@@ -63,13 +63,13 @@ BAD = [
     ("settle_s=inf", "settle_s must be in [0, 1e+06] (got inf)"),
     ("control_period_s=20", "control_period_s must be in [0.001, 10] (got 20.0)"),
     ("llm_timeout_s=1e9", "llm_timeout_s must be in [0.001, 3600] (got 1000000000.0)"),
-    ("target_timeout_s=-inf", "target_timeout_s must be a positive number"),
+    ("target_timeout_s=-inf", "target_timeout_s must be in [0.001, 86400] (got -inf)"),
     ("sim_rate_hz=1e300", "sim_rate_hz must be in [0.001, 1000] (got 1e+300)"),
     ("num_robots=5000", "num_robots must be in [1, 1000] (got 5000)"),
     ("seed=18446744073709551616", "seed must be in [0, 9223372036854775807]"),
-    ("max_rounds=99999999999999999999999", "max_rounds must be a 64-bit integer"),
-    ("init_radius=nan", "init_radius must be a positive number (got nan)"),
-    ("converge_tol_m=inf", "converge_tol_m must be a finite number (got inf)"),
+    ("leader=99999999999999999999999", "leader must be a 64-bit integer"),       # an int without bounds
+    ("init_radius=nan", "init_radius must be in [1e-06, 1e+06] (got nan)"),
+    ("converge_tol_m=inf", "converge_tol_m must be in [1e-06, 1e+06] (got inf)"),
 ]
 
 
@@ -88,7 +88,7 @@ def test_consensus_run_refuses_a_bad_value_before_any_folder(tmp_path, capsys, n
     ("link_delay_s: .inf", "link_delay_s must be in [0, 1000] (got inf)"),
     ("duration_s: 1.0e+300", "duration_s must be in [0.001, 1e+06] (got 1e+300)"),
     ("duration_s: .nan", "duration_s must be in [0.001, 1e+06] (got nan)"),
-    ("workspace: [-10.0, .inf, -10.0, 10.0]", "workspace axis 0: need min < max (got -10.0, inf)"),
+    ("workspace: [-10.0, .inf, -10.0, 10.0]", "workspace must hold finite numbers (got inf)"),
     ("initial_positions: [0, 0, 1, 1, 2, 2, .nan, 3]", "initial_positions"),
 ])
 def test_a_params_file_is_checked_by_the_same_ranges(tmp_path, capsys, no_runner, item, message):
@@ -140,7 +140,7 @@ def test_a_study_checks_its_parameters_through_the_config_ranges(tmp_path, capsy
 def test_a_sweeps_llm_block_is_checked_by_the_llm_groups_ranges(tmp_path, capsys):
     from consensus.experiments.spec import _LLM_RANGES
 
-    ranges = LLMParams.RANGES
+    ranges = field_ranges(LLMParams)
     for key in ("temperature", "max_tokens", "timeout_s", "max_retries", "concurrency"):
         assert _LLM_RANGES[key] == ranges[f"llm_{key}"], key
     spec = tmp_path / "spec.yaml"
@@ -228,8 +228,8 @@ def test_every_duration_and_rate_has_a_finite_range_that_holds_its_default(name)
 
 @pytest.mark.parametrize("name", sorted(CLASSES))
 def test_no_float_field_takes_inf_or_nan(name):
-    """No field documents .inf or .nan today (``NONFINITE`` is empty), so every float field refuses them, naming
-    the field, and so does every list of floats."""
+    """No field documents .inf or .nan today (none is ``param(nonfinite=True)``), so every float field refuses them,
+    naming the field, and so does every list of floats."""
     cls = CLASSES[name]
     base = cls().to_dict()
     for field, kind in cls.field_types().items():

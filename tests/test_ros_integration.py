@@ -299,7 +299,7 @@ def test_stale_odometry_gives_zero_velocity():
 
 
 def test_speed_limit_changes_live_and_read_only_parameters_are_refused_with_their_reason(tmp_path):
-    """``v_max`` (ControlParams.RUNTIME) set on a running robot applies from its next control tick; a read-only
+    """``v_max`` (``param(runtime=True)``) set on a running robot applies from its next control tick; a read-only
     parameter and an invalid value are refused with the reason; the descriptors carry meaning and range."""
     import rclpy
     from geometry_msgs.msg import Twist

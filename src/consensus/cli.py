@@ -72,28 +72,33 @@ class Registered:
         return iter(self.names())
 
 
-#: (flag, config field, argparse keyword arguments) shared by every `consensus run <scenario>`
+#: (flag, config field, argparse keyword arguments) shared by every `consensus run <scenario>`; a flag without
+#: ``help`` shows its field's doc and unit (``settings.field_help``)
 COMMON_FLAGS: tuple = (
     ("--seed", "seed", dict(type=_int)),
-    ("--backend", "llm_backend", dict(choices=Registered(backend_names), help="LLM backend")),
-    ("--model", "llm_model", dict(help="model name (openai) or .gguf path (embedded)")),
-    ("--base-url", "llm_base_url", dict(help="OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, ...)")),
+    ("--backend", "llm_backend", dict(choices=Registered(backend_names))),
+    ("--model", "llm_model", {}),
+    ("--base-url", "llm_base_url", {}),
     ("--temperature", "llm_temperature", dict(type=_float)),
 )
 
 #: flags every `consensus run <scenario>` whose config has the field gets (unless the scenario defines the flag with
 #: its own choices): (flag, config field, argparse keyword arguments)
 FIELD_FLAGS: tuple = (
-    ("--robots", "num_robots", dict(type=_int, help="number of robots (drones)")),
-    ("--agents", "num_agents", dict(type=_int, help="number of agents (a team that is not robots)")),
-    ("--planner", "planner", dict(help="who plans (the scenario's planners; see --help of the scenario)")),
-    ("--prompt-style", "prompt_style", dict(choices=PROMPT_STYLES, help="how the LLM is asked (docs/model-card.md)")),
-    ("--sim", "sim", dict(choices=Registered(sim_names), help="who moves the robots (docs/turtlesim.md)")),
+    ("--robots", "num_robots", dict(type=_int)),
+    ("--agents", "num_agents", dict(type=_int)),
+    ("--planner", "planner", {}),
+    ("--prompt-style", "prompt_style", dict(choices=PROMPT_STYLES)),
+    ("--sim", "sim", dict(choices=Registered(sim_names))),
 )
 
 
-def _add_flag(parser: argparse.ArgumentParser, flag: str, field: str, kwargs: dict) -> None:
+def _add_flag(parser: argparse.ArgumentParser, flag: str, field: str, kwargs: dict, cls: type | None = None) -> None:
     kwargs = dict(kwargs)
+    if "help" not in kwargs and cls is not None and dataclasses.is_dataclass(cls):
+        from consensus.settings import field_help
+
+        kwargs["help"] = field_help(cls, field).replace("%", "%%")     # argparse formats help with %
     if "choices" not in kwargs and kwargs.get("action") not in ("store_true", "store_false"):
         kwargs.setdefault("metavar", flag.lstrip("-").upper().replace("-", "_"))
     parser.add_argument(flag, dest=f"cfg__{field}", **kwargs)
@@ -121,7 +126,7 @@ def _add_run_parser(runs, sc) -> None:
     fields = {f.name for f in dataclasses.fields(sc.config_cls)} if dataclasses.is_dataclass(sc.config_cls) else set()
     shared = tuple(f for f in FIELD_FLAGS if f[1] in fields and f[0] not in own)
     for flag, field, kwargs in COMMON_FLAGS + shared + tuple(sc.cli_flags):
-        _add_flag(p, flag, field, kwargs)
+        _add_flag(p, flag, field, kwargs, sc.config_cls)
     renamed = sc.config_cls.renamed_fields() if hasattr(sc.config_cls, "renamed_fields") else {}
     for flag, field, kwargs in FIELD_FLAGS:           # a renamed field's flag: accepted, then refused by name
         if field in renamed and flag not in own:

@@ -12,8 +12,9 @@ A scenario may offer any of:
 * ``processes(cfg, use_sim_time) -> [ProcessSpec]`` - the ROS processes of a run, read by
   ``launch/<name>.launch.py`` (``consensus.runs.launch_file``) and by the pip runner; ``prepare(cfg, out)``
   writes the run directory's params file and manifest first (default ``consensus.runs.processes.prepare_run``);
-* ``launch_args`` - launch argument -> description for its own config fields (the common ones are the same in every
-  launch file: ``config``, ``use_sim_time``, ``output_dir``, ``seed``, ``num_robots``, ``fleet``, ``llm_*``);
+* ``launch_args`` - its own config fields offered as launch arguments (their help is the field's doc; the common
+  ones are the same in every launch file: ``config``, ``use_sim_time``, ``output_dir``, ``seed``, ``num_robots``,
+  ``fleet``, ``llm_*``);
 * ``executables`` - ROS executable -> module with ``main()`` (installed under ``lib/consensus/``);
 * ``studies`` - modules that define ``STUDIES: list[consensus.experiments.study.Study]``.
 """
@@ -48,7 +49,7 @@ class Scenario:
     result_line: Callable[[dict], str] | None = None   # the one-line result a run prints
     processes: Callable[..., list] | None = None   # processes(cfg, *, use_sim_time) -> [ProcessSpec]
     prepare: Callable | None = None                # prepare(cfg, out) -> (cfg, params file); default: prepare_run
-    launch_args: dict = field(default_factory=dict)    # config field -> description (launch arguments)
+    launch_args: tuple = ()                        # config fields offered as launch arguments
     executables: dict = field(default_factory=dict)    # executable -> module with main()
     studies: tuple = ()                            # modules defining STUDIES
 

@@ -5,7 +5,7 @@ field is a ROS parameter of the same name) and adds its own fields and checks::
 
     @dataclass
     class MyConfig(RobotBaseConfig):         # or FlatParams + the groups it needs
-        my_field: int = 3
+        my_field: int = param(3, "what it means", bounds=(1, 10))
         def check(self) -> None:
             need(self.my_field > 0, "my_field must be positive")
 
@@ -18,8 +18,8 @@ The same YAML serves all three users. It is a ROS 2 parameters file with a singl
         ...
 
 ``FlatParams.validate`` runs each group's checks once (``_check_<group>`` of every class in the MRO), then every
-field's own rule (``FlatParams.field_problem``: the field's ``RANGES`` entry; a float must be finite unless the field
-is in ``NONFINITE``; an int fits ROS's 64 bits), then the scenario's ``check``; the first bad field is one
+field's own rule (``FlatParams.field_problem``: the field's bounds; a float must be finite unless the field is
+``nonfinite``; an int fits ROS's 64 bits), then the scenario's ``check``; the first bad field is one
 ``ConfigError``. The ranges are the one source of the bounds: the CLI (``consensus run``, ``--set``, params files),
 the launch arguments, the studies and the nodes' parameter descriptors (``consensus.ros.params.declare_config``)
 all check a value through them, so a value one of them accepts no other refuses. Every duration (``*_s``) and rate
@@ -60,51 +60,91 @@ def need(cond: bool, msg: str) -> None:
         raise ConfigError(msg)
 
 
-def need_positive(cfg: Any, *names: str) -> None:
-    """Each named field is a finite number > 0."""
-    for name in names:
-        value = getattr(cfg, name)
-        need(math.isfinite(value) and value > 0, f"{name} must be a positive number (got {value})")
+def param(default: Any = dataclasses.MISSING, doc: str = "", *, bounds: tuple[float, float] | None = None,
+          unit: str = "", runtime: bool = False, nonfinite: bool = False) -> Any:
+    """A config field with its metadata, the one place its meaning is written down::
+
+        v_max: float = param(1.0, "speed limit", bounds=(1e-6, 1e2), unit="m/s", runtime=True)
+
+    ``doc`` is the field's meaning (the ROS parameter description, the CLI's and launch arguments' help, the table
+    in docs/parameters.md); ``bounds`` its inclusive range (checked by ``validate`` for every entry point and
+    published in the ROS descriptors); ``unit`` its unit; ``runtime`` marks a field a running robot applies when it
+    changes (every other parameter is read-only once a node has started); ``nonfinite`` a float field whose
+    meaning includes .inf or .nan (every other float must be finite). A list default is copied per instance. A
+    group or scenario that redeclares a field to change its default writes ``param(new_default)`` and keeps the
+    rest of the field's metadata; what it does give (a doc of its own) wins (``field_meta``)."""
+    meta = {k: v for k, v in (("doc", doc), ("bounds", bounds), ("unit", unit), ("runtime", runtime),
+                              ("nonfinite", nonfinite)) if v}
+    if isinstance(default, list):
+        items = list(default)
+        return field(default_factory=lambda: list(items), metadata=meta)
+    return field(default=default, metadata=meta)
 
 
-def need_in_range(cfg: Any, *names: str) -> None:
-    """Each named field passes its own rule (``FlatParams.field_problem``: its ``RANGES`` entry, finiteness); a
-    group check calls it for a field that its other checks rely on (``validate`` checks every field after the
-    groups' checks)."""
-    for name in names:
-        problem = type(cfg).field_problem(name, getattr(cfg, name))
-        need(problem is None, problem or "")
+_FIELD_META: dict[type, dict[str, dict[str, Any]]] = {}     # field_meta, per class
 
 
-def _field_comments(klass: type) -> dict[str, str]:
-    """``name -> the comment after the field's declaration`` (and comment-only lines right below it) in ``klass``'s
-    source: the one place a field's meaning is written down, read for the ROS parameter descriptions."""
-    import inspect
-    import re
+def field_meta(cls: type) -> dict[str, dict[str, Any]]:
+    """Each field of the config dataclass ``cls`` -> its metadata (``param``: doc, bounds, unit, runtime,
+    nonfinite), merged along the MRO: a redeclaration keeps the base's entries and overrides those it gives."""
+    meta = _FIELD_META.get(cls)
+    if meta is None:
+        meta = {}
+        for klass in reversed(cls.__mro__):
+            for f in (vars(klass).get("__dataclass_fields__") or {}).values():
+                meta.setdefault(f.name, {}).update(f.metadata)
+        names = {f.name for f in fields(cls)}
+        meta = _FIELD_META[cls] = {k: v for k, v in meta.items() if k in names}
+    return meta
 
-    try:
-        lines = inspect.getsource(klass).splitlines()
-    except (OSError, TypeError):
-        return {}
-    out: dict[str, str] = {}
-    decl = re.compile(r"^    (\w+): [^=#]+=.*?#\s?(.*)$")
-    bare = re.compile(r"^    (\w+): [^=#]+=[^#]*$")          # a declaration without a comment of its own
-    current, above = None, []
-    for line in lines:
-        m = decl.match(line)
-        if m:
-            current = m.group(1)
-            out[current] = m.group(2).strip()
-        elif current and re.match(r"^\s+#\s?(.*)$", line) and not line.startswith("    #"):
-            out[current] += " " + line.strip().lstrip("#").strip()
-        elif (b := bare.match(line)) and above:
-            out[b.group(1)] = " ".join(above)         # the comment block right above it (e.g. ``bag_exclude``)
-            current = None
-        else:
-            current = None
-        above = above + [line.strip()[1:].strip()] if line.startswith("    #") and not line.startswith("    #:") \
-            else []
-    return out
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field of ``cls`` -> its documented meaning (its ``param`` doc; a redeclaration's own doc wins)."""
+    return {name: m.get("doc", "") for name, m in field_meta(cls).items()}
+
+
+def field_ranges(cls: type) -> dict[str, tuple[float, float]]:
+    """The fields of ``cls`` that have bounds -> their inclusive ``(low, high)`` (``param(bounds=...)``)."""
+    return {name: m["bounds"] for name, m in field_meta(cls).items() if "bounds" in m}
+
+
+def field_units(cls: type) -> dict[str, str]:
+    """The fields of ``cls`` that have a unit -> the unit (``param(unit=...)``: m, s, m/s, rad/s, 1/s, Hz)."""
+    return {name: m["unit"] for name, m in field_meta(cls).items() if m.get("unit")}
+
+
+def field_help(cls: type, name: str) -> str:
+    """Field ``name`` of ``cls`` in one line: its doc and unit (``"speed limit [m/s]"``): the ROS parameter's
+    description, the help of its CLI flag and launch argument."""
+    meta = field_meta(cls).get(name, {})
+    doc, unit = meta.get("doc", "") or name, meta.get("unit", "")
+    return f"{doc} [{unit}]" if unit else doc
+
+
+def parameter_table(cls: type) -> str:
+    """The Markdown table of the fields ``cls`` itself declares (a redeclaration shows its new default), from their
+    metadata: docs/parameters.md holds one per group and scenario config, checked by tests/test_param_meta.py."""
+    meta = field_meta(cls)
+    own = [f for f in fields(cls) if f.name in vars(cls).get("__annotations__", {})]
+    lines = ["| parameter | type | default | range | unit | meaning |", "|---|---|---|---|---|---|"]
+    for f in own:
+        m = meta[f.name]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        kind = typing.get_type_hints(cls)[f.name]
+        kind = getattr(kind, "__name__", None) if not typing.get_args(kind) else str(kind).replace("typing.", "")
+        bounds = m.get("bounds")
+        shown = f"[{_bound(bounds[0])}, {_bound(bounds[1])}]" if bounds else ""
+        doc = m.get("doc", "") + (" (changeable at run time)" if m.get("runtime") else "")
+        lines.append(f"| `{f.name}` | {kind} | `{json.dumps(default)}` | {shown} | {m.get('unit', '')} | "
+                     f"{doc.replace('|', '&#124;')} |")
+    return "\n".join(lines)
+
+
+def runtime_fields(cls: type) -> tuple[str, ...]:
+    """The fields of ``cls`` a running robot applies when they change (``param(runtime=True)``: ``ros2 param set
+    /robot_<i>/agent v_max 0.3``, or on ``/fleet`` for every robot of a fleet process); every other parameter is
+    read-only once a node has started. The e-stop is a topic (``estop_topic``), not a parameter."""
+    return tuple(name for name, m in field_meta(cls).items() if m.get("runtime"))
 
 
 _FIELD_TYPES: dict[type, dict[str, Any]] = {}       # FlatParams.field_types, per class
@@ -119,16 +159,9 @@ def _bound(x: float) -> str:
 
 class FlatParams:
     """Base of every config dataclass whose fields are ROS parameters: the flat-mapping reader (unknown keys and
-    wrong types are errors), validated copies, and the ``/**:`` parameters file.
+    wrong types are errors), validated copies, and the ``/**:`` parameters file. Each field's doc, bounds, unit and
+    runtime flag are its metadata (``param``; ``field_meta``)."""
 
-    A group may declare ``RANGES`` (field -> (low, high), inclusive: the one source of the field's bounds, checked by
-    ``validate`` for every entry point and published in the ROS parameter descriptors), ``NONFINITE`` (the float
-    fields whose documented meaning includes .inf or .nan; every other float must be finite) and ``RUNTIME`` (the
-    fields a running node applies when they change; every other parameter is read-only once a node has started)."""
-
-    RANGES: ClassVar[dict[str, tuple[float, float]]] = {}
-    NONFINITE: ClassVar[tuple[str, ...]] = ()
-    RUNTIME: ClassVar[tuple[str, ...]] = ()
     #: fields renamed so that a word means one thing in every scenario: old name -> new (the old one is refused
     #: with a message naming the new). A group may declare its own; ``renamed_fields`` gathers them.
     RENAMED: ClassVar[dict[str, str]] = {}
@@ -139,29 +172,18 @@ class FlatParams:
 
     @classmethod
     def field_docs(cls) -> dict[str, str]:
-        """Each field's documented meaning (the comment at its declaration; the nearest class in the MRO wins)."""
-        docs: dict[str, str] = {}
-        for klass in reversed(cls.__mro__):
-            if klass is not object:
-                docs.update({k: v for k, v in _field_comments(klass).items() if v})
-        return {f.name: docs.get(f.name, "") for f in fields(cls)}
+        return field_docs(cls)
 
     @classmethod
     def field_ranges(cls) -> dict[str, tuple[float, float]]:
-        """The declared ``RANGES`` of every group of ``cls`` (nearest class wins)."""
-        out: dict[str, tuple[float, float]] = {}
-        for klass in reversed(cls.__mro__):
-            out.update(vars(klass).get("RANGES", {}))
-        return {k: v for k, v in out.items() if k in set(cls.field_names())}
+        return field_ranges(cls)
 
     @classmethod
     def _field_rules(cls) -> tuple:
         """``(ranges, nonfinite, float_fields, float_list_fields, int_fields)`` of ``cls``, resolved once per class."""
         rules = _FIELD_RULES.get(cls)
         if rules is None:
-            nonfinite: set[str] = set()
-            for klass in cls.__mro__:
-                nonfinite.update(vars(klass).get("NONFINITE", ()))
+            nonfinite = {name for name, m in field_meta(cls).items() if m.get("nonfinite")}
             floats, float_lists, ints = set(), set(), set()
             for name, ann in cls.field_types().items():
                 args = [a for a in typing.get_args(ann) if a is not type(None)] \
@@ -178,8 +200,8 @@ class FlatParams:
 
     @classmethod
     def field_problem(cls, name: str, value: Any) -> str | None:
-        """What is wrong with ``value`` for field ``name`` by the field's own rule, or None: outside its ``RANGES``
-        entry, a non-finite float (unless in ``NONFINITE``), an int beyond ROS's 64 bits. The one per-field check of
+        """What is wrong with ``value`` for field ``name`` by the field's own rule, or None: outside its bounds,
+        a non-finite float (unless ``nonfinite``), an int beyond ROS's 64 bits. The one per-field check of
         every entry point (``validate``); a ROS node's descriptor (the same range) refuses no value this accepts."""
         if value is None or isinstance(value, bool):
             return None
@@ -272,15 +294,18 @@ class FlatParams:
         return getattr(self, "planner", "") == "llm"
 
     def validate(self) -> None:
-        """Every group's ``_check_*`` once (base groups first), then every field's own rule (``field_problem``:
-        its range, finiteness), then the scenario's own ``check``."""
+        """Every field's own rule first (``field_problem``: its bounds, finiteness; so the checks after it may
+        rely on them and never restate a bound), then every group's ``_check_*`` once (base groups first), then the
+        scenario's own ``check``."""
+        for name in self.field_names():
+            problem = self.field_problem(name, getattr(self, name))
+            need(problem is None, problem or "")
         done: set[str] = set()
         for klass in reversed(type(self).__mro__):
             for name, fn in vars(klass).items():
                 if name.startswith("_check_") and name not in done and callable(fn):
                     done.add(name)
                     getattr(self, name)()
-        need_in_range(self, *self.field_names())
         self.check()
 
     def check(self) -> None:
@@ -292,35 +317,35 @@ class FlatParams:
 class RunParams:
     """What every run has: a seed and a run directory."""
 
-    seed: int = 0                     # the run's seed (initial positions, roles, the LLM's seed where it takes one)
-    output_dir: str = ""              # the run directory (empty: runs/<scenario>-<time>)
+    seed: int = param(0,
+        "the run's seed (initial positions, roles, the LLM's seed where it takes one)",
+        bounds=(0, INT64[1]))
+    output_dir: str = param("", "the run directory (empty: runs/<scenario>-<time>)")
 
-    RANGES: ClassVar[dict] = {"seed": (0, INT64[1])}
 
 
 @dataclass
 class LLMParams:
     """How agents reach their LLM (the same names and bounds in every scenario)."""
 
-    llm_backend: str = "embedded"     # embedded | openai | replay
-    llm_model: str = ""               # model name (openai) or .gguf path (embedded; default: the pinned model)
-    llm_base_url: str = ""            # OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, ...)
-    llm_api_key_env: str = "OPENAI_API_KEY"   # the environment variable holding the key (never logged)
-    llm_temperature: float = 0.7      # sampling temperature of every LLM request
-    llm_max_tokens: int = 160         # the longest reply an LLM may generate (tokens)
-    llm_timeout_s: float = 60.0       # per request; a 2-core embedded model queues requests for tens of seconds
-    llm_max_retries: int = 2          # transport retries with backoff
-    llm_concurrency: int = 4          # requests in flight at once (one shared client per process)
-    parse_retries: int = 2            # a reply that does not parse is asked again this often, then a fallback
-    replay_path: str = ""             # transcripts.jsonl to replay (llm_backend: replay)
-    llm_port: int = 18080             # port of the embedded LLM server (llm_server node)
-    prompt_style: str = "paper"       # paper (the paper's wording, free reasoning) | json (schema) | tools
+    llm_backend: str = param("embedded", "who answers the LLM requests (consensus.llm.backends)")
+    llm_model: str = param("", "model name (openai) or .gguf path (embedded; default: the pinned model)")
+    llm_base_url: str = param("", "OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, ...)")
+    llm_api_key_env: str = param("OPENAI_API_KEY", "the environment variable holding the key (never logged)")
+    llm_temperature: float = param(0.7, "sampling temperature of every LLM request", bounds=(0.0, 2.0))
+    llm_max_tokens: int = param(160, "the longest reply an LLM may generate (tokens)", bounds=(1, 4096))
+    llm_timeout_s: float = param(60.0,
+        "per request; a 2-core embedded model queues requests for tens of seconds",
+        bounds=(1e-3, 3600.0), unit="s")
+    llm_max_retries: int = param(2, "transport retries with backoff", bounds=(0, 10))
+    llm_concurrency: int = param(4, "requests in flight at once (one shared client per process)", bounds=(1, 256))
+    parse_retries: int = param(2,
+        "a reply that does not parse is asked again this often, then a fallback",
+        bounds=(0, 10))
+    replay_path: str = param("", "transcripts.jsonl to replay (llm_backend: replay)")
+    llm_port: int = param(18080, "port of the embedded LLM server (llm_server node)", bounds=(1, 65535))
+    prompt_style: str = param("paper", "paper (the paper's wording, free reasoning) | json (schema) | tools")
 
-    #: the sweep spec's ``llm`` block (``consensus.experiments.spec``) checks its ``temperature``, ``max_tokens``,
-    #: ``timeout_s``, ``max_retries`` and ``concurrency`` through these too
-    RANGES: ClassVar[dict] = {"llm_temperature": (0.0, 2.0), "llm_max_tokens": (1, 4096), "llm_max_retries": (0, 10),
-                              "llm_concurrency": (1, 256), "parse_retries": (0, 10), "llm_port": (1, 65535),
-                              "llm_timeout_s": (1e-3, 3600.0)}
 
     def _check_llm(self) -> None:
         need(self.prompt_style in PROMPT_STYLES,
@@ -346,44 +371,44 @@ class LLMParams:
 class ControlParams:
     """The fast loop and its safety layer (``consensus.control``)."""
 
-    control_period_s: float = 0.1     # ΔTc
-    kinematics: str = "single_integrator"   # single_integrator | unicycle | point_mass_pid (paper 1's 2-D code)
-    kp: float = 1.0                   # proportional gain
-    v_max: float = 1.0                # speed limit [m/s]
-    w_max: float = 2.0                # turn-rate limit [rad/s] (unicycle)
-    deadband: float = 0.02            # [m] closer than this to the target: stop
-    odom_timeout_s: float = 0.5       # stale odometry -> zero velocity
-    target_timeout_s: float = 30.0    # no planner round completed for this long -> zero velocity
-    estop_topic: str = "/estop"       # names.ESTOP, std_msgs/Bool: true stops every robot until false (latched)
-    dry_run: bool = False             # log the velocity commands instead of publishing them
+    control_period_s: float = param(0.1, "ΔTc: the controller's period", bounds=(1e-3, 10.0), unit="s")
+    kinematics: str = param("single_integrator", "single_integrator | unicycle | point_mass_pid (paper 1's 2-D code)")
+    kp: float = param(1.0, "proportional gain", bounds=(1e-6, 1e3), runtime=True)
+    v_max: float = param(1.0, "speed limit", bounds=(1e-6, 1e2), unit="m/s", runtime=True)
+    w_max: float = param(2.0, "turn-rate limit (unicycle)", bounds=(1e-6, 1e2), unit="rad/s", runtime=True)
+    deadband: float = param(0.02, "closer than this to the target: stop", bounds=(0.0, 10.0), unit="m", runtime=True)
+    odom_timeout_s: float = param(0.5, "stale odometry -> zero velocity", bounds=(1e-3, 3600.0), unit="s")
+    target_timeout_s: float = param(30.0,
+        "no planner round completed for this long -> zero velocity",
+        bounds=(1e-3, 86400.0), unit="s")
+    estop_topic: str = param("/estop", "names.ESTOP, std_msgs/Bool: true stops every robot until false (latched)")
+    dry_run: bool = param(False, "log the velocity commands instead of publishing them")
     # collision avoidance between robots: the barrier-certificate filter (consensus.control.avoidance)
-    collision_avoidance: str = "auto"   # auto | cbf | none; auto = cbf in ROS runs and with a robots_file, else none
-    safety_margin_m: float = 0.05     # clearance added to the two footprints [m] (localisation, tracking error)
-    cbf_gamma: float = 1.0            # barrier rate γ [1/s]: how early robots brake; at most 1 / control_period_s
-    footprint_radius_m: float = 0.2   # disc covering a robot [m] (the generic preset's); a robots_file's preset wins
+    collision_avoidance: str = param("auto",
+        "auto | cbf | none; auto = cbf in ROS runs and with a robots_file, else none")
+    safety_margin_m: float = param(0.05,
+        "clearance added to the two footprints (localisation, tracking error)",
+        bounds=(0.0, 10.0), unit="m")
+    cbf_gamma: float = param(1.0, "barrier rate γ: how early robots brake; at most 1 / control_period_s",
+                             bounds=(1e-6, 1e3), unit="1/s")
+    footprint_radius_m: float = param(0.2,
+        "disc covering a robot (the generic preset's); a robots_file's preset wins",
+        bounds=(1e-3, 100.0), unit="m")
     # robots with bodies that share a meeting point stand in slots around it (consensus.control.packing): slots are
     # d_min + packing_gap_m apart, and a robot takes its slot once its meeting point is within packing_gap_m of every
     # neighbour's
-    packing_gap_m: float = 0.1        # [m] room between slots beyond d_min; also the agreement needed to take one
-    deadlock_s: float = 3.0           # [s] kept from its slot this long: a counted deadlock (right-hand escape)
+    packing_gap_m: float = param(0.1,
+        "room between slots beyond d_min; also the agreement needed to take one",
+        bounds=(1e-3, 10.0), unit="m")
+    deadlock_s: float = param(3.0,
+        "kept from its slot this long: a counted deadlock (right-hand escape)",
+        bounds=(0.1, 600.0), unit="s")
 
-    RANGES: ClassVar[dict] = {"kp": (1e-6, 1e3), "v_max": (1e-6, 1e2), "w_max": (1e-6, 1e2), "deadband": (0.0, 10.0),
-                              "packing_gap_m": (1e-3, 10.0), "deadlock_s": (0.1, 600.0),
-                              "control_period_s": (1e-3, 10.0), "odom_timeout_s": (1e-3, 3600.0),
-                              "target_timeout_s": (1e-3, 86400.0)}
-    #: what a running robot applies when it changes (``ros2 param set /robot_<i>/agent v_max 0.3``, or on ``/fleet``
-    #: for every robot of a fleet process); the e-stop is a topic (``estop_topic``), not a parameter
-    RUNTIME: ClassVar[tuple[str, ...]] = ("kp", "v_max", "w_max", "deadband")
 
     def _check_control(self) -> None:
         need(self.kinematics in KINEMATICS, f"unknown kinematics '{self.kinematics}'; valid: {', '.join(KINEMATICS)}")
-        need_positive(self, "control_period_s", "kp", "v_max", "w_max", "odom_timeout_s", "target_timeout_s",
-                      "cbf_gamma", "footprint_radius_m")
         need(self.collision_avoidance in COLLISION_AVOIDANCE,
              f"unknown collision_avoidance '{self.collision_avoidance}'; valid: {', '.join(COLLISION_AVOIDANCE)}")
-        need(math.isfinite(self.safety_margin_m) and self.safety_margin_m >= 0,
-             f"safety_margin_m must be >= 0 (got {self.safety_margin_m})")
-        need_in_range(self, "control_period_s")        # the bound of the rate below
         need(self.cbf_gamma * self.control_period_s <= 1.0 + 1e-9,
              f"cbf_gamma must be at most 1 / control_period_s = {1.0 / self.control_period_s:g} (got "
              f"{self.cbf_gamma:g}): a larger rate lets a pair cross d_min between two control ticks")
@@ -401,18 +426,16 @@ class ControlParams:
 class FleetParams:
     """How many robots and how their ROS processes are laid out. One robot is a valid fleet."""
 
-    num_robots: int = 4               # N robots (drones) of the fleet
-    fleet: bool = True                # all robots in one process (scales to ~100); False = one process per robot
-    executor: str = "events"          # "events" (rclpy EventsExecutor) or "single"
-    # a robot process's clock steps this many robots at once: a larger fleet is stepped in groups whose control
-    # slots are spread evenly over the control period, at least 25 ms apart (consensus.ros.fleet.FleetClock)
-    robots_per_step: int = 10
+    num_robots: int = param(4, "N robots (drones) of the fleet", bounds=(1, 1000))
+    fleet: bool = param(True, "all robots in one process (scales to ~100); False = one process per robot")
+    executor: str = param("events", "\"events\" (rclpy EventsExecutor) or \"single\"")
+    robots_per_step: int = param(10,
+        "a robot process's clock steps this many robots at once: a larger fleet is stepped in groups whose control "
+        "slots are spread evenly over the control period, at least 25 ms apart (consensus.ros.fleet.FleetClock)",
+        bounds=(1, 1000))
 
-    RANGES: ClassVar[dict] = {"num_robots": (1, 1000), "robots_per_step": (1, 1000)}
 
     def _check_fleet(self) -> None:
-        need_in_range(self, "num_robots")               # the groups' checks after this one size arrays by it
-        need_in_range(self, "robots_per_step")
         need(self.executor in EXECUTORS, f"unknown executor '{self.executor}'; valid: {', '.join(EXECUTORS)}")
 
 
@@ -421,21 +444,18 @@ class AgentsParams:
     """A team of agents that are not robots (paper 2's defenders and contributors, paper 4's population):
     ``num_agents`` (N). Robots count with ``FleetParams.num_robots``."""
 
-    num_agents: int = 5
-
-    def _check_agents(self) -> None:
-        need(1 <= self.num_agents <= 10 ** 6, f"num_agents must be in [1, 1000000] (got {self.num_agents})")
+    num_agents: int = param(5, "N agents of the team", bounds=(1, 10 ** 6))
 
 
 @dataclass
 class BagParams:
     """The run's MCAP bag (``consensus.ros.bag_recorder``)."""
 
-    bag: bool = True                  # record the run's topics into an MCAP bag in the run directory
-    # topics (regular expression, searched in the full name) left out of the bag; the default leaves out the
-    # `nearby` relay: every robot's copy of all the others' states (n x (n-1) poses every control period, derived
-    # from the recorded `state` topics; at 100 robots more than the rest of the bag). "" records every topic
-    bag_exclude: str = r"/nearby$"
+    bag: bool = param(True, "record the run's topics into an MCAP bag in the run directory")
+    bag_exclude: str = param(r"/nearby$",
+        "topics (regular expression, searched in the full name) left out of the bag; the default leaves out the "
+        "`nearby` relay: every robot's copy of all the others' states (n x (n-1) poses every control period, derived "
+        "from the recorded `state` topics; at 100 robots more than the rest of the bag). \"\" records every topic")
 
     def _check_bag(self) -> None:
         try:
@@ -449,11 +469,10 @@ class LiveViewParams:
     """The live Foxglove view of a ROS run (``consensus.runs.foxglove_live``): a WebSocket server in the node that
     records the run. 0 = off."""
 
-    foxglove: int = 0                 # port of the Foxglove WebSocket server (--foxglove [PORT]); 0 = off
-    foxglove_host: str = "127.0.0.1"  # address it listens on (0.0.0.0: every interface)
+    foxglove: int = param(0, "port of the Foxglove WebSocket server (--foxglove [PORT]); 0 = off", bounds=(0, 65535))
+    foxglove_host: str = param("127.0.0.1", "address it listens on (0.0.0.0: every interface)")
 
     def _check_live_view(self) -> None:
-        need(0 <= self.foxglove <= 65535, f"foxglove must be a port in [1, 65535], or 0 for off (got {self.foxglove})")
         host = self.foxglove_host
         need(0 < len(host) <= 253 and not any(c.isspace() for c in host),
              f"foxglove_host must be a host name or address (got '{host}')")
@@ -464,7 +483,8 @@ class SimParams:
     """Who moves the robots of a ROS run, for a scenario config that is not a ``RobotBaseConfig`` (which has the same
     field and check): a simulator of ``consensus.control.motion`` (``consensus.sims.sim_processes``)."""
 
-    sim: str = "builtin"              # builtin | turtlesim | gazebo | none (real robots or another driver)
+    sim: str = param("builtin", "who moves the robots (consensus.control.motion; none: real robots or another "
+                                "driver)")
 
     def _check_sim(self) -> None:
         sims = _sim_names()               # the registry as it is now (a simulator may be registered late)
@@ -477,32 +497,31 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs
     of mobile robots extend it."""
 
-    dim: int = 2                      # 1 (a line, paper 1's number game in motion) or 2 (the plane)
-    workspace: list[float] = field(default_factory=lambda: [-10.0, 10.0, -10.0, 10.0])   # geofence [min, max]/axis
-    planner_period_s: float = 2.0     # ΔTp
-    max_rounds: int = 0               # 0 = unlimited
-    initial_positions: list[float] = field(default_factory=list)   # flat [x0, y0, x1, y1, ...]; empty = seeded random
-    init_radius: float = 5.0          # random initial positions uniform in [-r, r]^dim
-    sim_rate_hz: float = 20.0         # odometry publication and integration rate
-    state_rate_hz: float = 5.0        # rate at which robots broadcast their state
-    publish_clock: bool = False       # the simulator publishes /clock (use with use_sim_time)
-    cmd_vel_best_effort: bool = False  # best-effort cmd_vel (faster; only if every robot driver accepts it)
-    sim: str = "builtin"              # builtin | turtlesim | gazebo | none (real robots or another driver)
-    robots_file: str = ""             # YAML `robots:` map (real robots: name, namespace, preset, pose, enabled)
-    markers: bool = True              # publish visualization_msgs/MarkerArray (+ TF where tf2_msgs is installed)
-    robot_timeout_s: float = 2.0      # a robot whose state is older than this is dropped (lost robot, stale link)
+    dim: int = param(2, "1 (a line, paper 1's number game in motion) or 2 (the plane)", bounds=(1, 2))
+    workspace: list[float] = param([-10.0, 10.0, -10.0, 10.0], "geofence: [min, max] per axis", unit="m")
+    planner_period_s: float = param(2.0, "ΔTp: the planner's period (one planning round)", bounds=(1e-3, 3600.0),
+                                    unit="s")
+    max_rounds: int = param(0, "planning rounds at most; 0 = unlimited", bounds=(0, INT64[1]))
+    initial_positions: list[float] = param([], "flat [x0, y0, x1, y1, ...]; empty = seeded random", unit="m")
+    init_radius: float = param(5.0, "random initial positions uniform in [-r, r]^dim", bounds=(1e-6, 1e6), unit="m")
+    sim_rate_hz: float = param(20.0, "odometry publication and integration rate", bounds=(1e-3, 1000.0), unit="Hz")
+    state_rate_hz: float = param(5.0, "rate at which robots broadcast their state", bounds=(1e-3, 1000.0), unit="Hz")
+    publish_clock: bool = param(False, "the simulator publishes /clock (use with use_sim_time)")
+    cmd_vel_best_effort: bool = param(False, "best-effort cmd_vel (faster; only if every robot driver accepts it)")
+    sim: str = param("builtin", "who moves the robots (consensus.control.motion; none: real robots or another "
+                                "driver)")
+    robots_file: str = param("", "YAML `robots:` map (real robots: name, namespace, preset, pose, enabled)")
+    markers: bool = param(True, "publish visualization_msgs/MarkerArray (+ TF where tf2_msgs is installed)")
+    robot_timeout_s: float = param(2.0,
+        "a robot whose state is older than this is dropped (lost robot, stale link)",
+        bounds=(1e-3, 86400.0), unit="s")
 
-    RANGES: ClassVar[dict] = {"planner_period_s": (1e-3, 3600.0), "robot_timeout_s": (1e-3, 86400.0),
-                              "sim_rate_hz": (1e-3, 1000.0), "state_rate_hz": (1e-3, 1000.0)}
 
     def _check_robot_base(self) -> None:
-        need(self.dim in (1, 2), f"dim must be 1 or 2 (got {self.dim})")
         need(not (self.kinematics == UNICYCLE and self.dim != 2), "unicycle kinematics needs dim 2")
-        need_positive(self, "planner_period_s", "sim_rate_hz", "state_rate_hz", "init_radius", "robot_timeout_s")
         SimParams._check_sim(self)
         need(self.control_period_s <= self.planner_period_s,
              "control_period_s must not exceed planner_period_s (the controller is the fast loop)")
-        need(self.max_rounds >= 0, f"max_rounds must be >= 0 (got {self.max_rounds})")
         need(len(self.workspace) == 2 * self.dim,
              f"workspace needs {2 * self.dim} numbers [min, max per axis] for dim {self.dim} "
              f"(got {len(self.workspace)})")

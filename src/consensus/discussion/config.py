@@ -24,7 +24,7 @@ from typing import ClassVar
 from consensus.discussion.baselines import BASELINES, baseline_changes
 from consensus.discussion.roles import ROLE_LEVELS
 from consensus.discussion.rounds import MODES
-from consensus.settings import LLMParams, need
+from consensus.settings import LLMParams, need, param
 
 PLANNERS = ("heuristic", "llm", "random")
 VOLATILITIES = ("low", "moderate", "high")
@@ -46,22 +46,23 @@ class DiscussionParams(LLMParams):
 
     COUNT_FIELD: ClassVar[str] = "num_agents"      # the composing config's team-size field
 
-    planner: str = "heuristic"        # heuristic | llm | random
-    mode: str = "implicit"            # implicit | explicit
-    strategy: str = "majority"        # explicit mode: one of consensus.decision's architectures except single
-    roles: str = "medium"             # diversity level: low | medium | high
-    volatility: str = "moderate"      # low | moderate | high
-    discussion_turns: int = 1         # K: discussion turns per round before acting (0 = no discussion)
-    baseline: str = "none"            # none | single_llm | no_interaction | random | no_diversity
-    max_agreement_turns: int = 5      # explicit decentralized / feedback strategies: at most this many votes
-    inbox_max_messages: int = 10      # an LLM agent reads at most this many other agents' messages per turn
-    message_max_chars: int = 300      # each agent message / report item is cut to this many characters
-    rounds: int = 20                  # T (paper: 20 or 30)
-    fallback_policy: str = "idle"     # an unusable LLM reply: the scenario's null action (idle) | heuristic
+    planner: str = param("heuristic", "heuristic | llm | random")
+    mode: str = param("implicit", "implicit (each agent's own choice) | explicit (one collective choice)")
+    strategy: str = param("majority", "explicit mode: one of consensus.decision's architectures except single")
+    roles: str = param("medium", "diversity level: low | medium | high")
+    volatility: str = param("moderate", "low | moderate | high")
+    discussion_turns: int = param(1, "K: discussion turns per round before acting (0 = no discussion)")
+    baseline: str = param("none", "none | single_llm | no_interaction | random | no_diversity")
+    max_agreement_turns: int = param(5, "explicit decentralized / feedback strategies: at most this many votes")
+    inbox_max_messages: int = param(10, "an LLM agent reads at most this many other agents' messages per turn")
+    message_max_chars: int = param(300, "each agent message / report item is cut to this many characters")
+    rounds: int = param(20, "T (paper: 20 or 30)")
+    fallback_policy: str = param("idle", "an unusable LLM reply: the scenario's null action (idle) | heuristic")
     # the LLM group's settings with paper 2's defaults (appendix C), and the discussion agents' JSON switch
-    llm_max_tokens: int = 256
-    parse_retries: int = 1
-    llm_structured: bool = True       # request the reply's JSON schema (response_format); off for endpoints without it
+    llm_max_tokens: int = param(256)
+    parse_retries: int = param(1)
+    llm_structured: bool = param(True,
+        "request the reply's JSON schema (response_format); off for endpoints without it")
 
     def _check_discussion(self) -> None:
         if self.fallback_policy in OLD_FALLBACK_WORDS:

@@ -86,9 +86,9 @@ def _llm_ranges() -> dict[str, tuple]:
     """(low, high) inclusive bounds of the numeric llm settings: the ranges of ``consensus.settings.LLMParams``'
     fields (one source: ``consensus run``, the nodes and a sweep refuse the same values), plus the embedded server's
     own ``n_ctx`` and ``n_parallel``."""
-    from consensus.settings import LLMParams
+    from consensus.settings import LLMParams, field_ranges
 
-    ranges = LLMParams.RANGES
+    ranges = field_ranges(LLMParams)
     return {**{key: ranges[f"llm_{key}"] for key in ("temperature", "max_tokens", "timeout_s", "max_retries",
                                                       "concurrency")},
             "n_ctx": (256, 131072), "n_parallel": (1, 64)}

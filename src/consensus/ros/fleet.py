@@ -50,7 +50,7 @@ from rclpy.parameter import Parameter
 
 from consensus.control.fleet_core import FleetCore, NearbyBatch
 from consensus.errors import ConfigError
-from consensus.settings import ControlParams
+from consensus.settings import ControlParams, runtime_fields
 from consensus.llm.from_config import client_from_config
 from consensus.ros import diagnostics
 from consensus.ros.nearby import FleetNearby
@@ -107,15 +107,15 @@ def policies_with_llm(cfg: Any, build: Callable[[Any], list], prefix: str = "pla
 
 def _runtime_settings(node: Node, cfg: Any, robots: list):
     """The parameter callback of a robot process's main node (``/robot_<i>/agent``, or ``/fleet`` for all its
-    robots): a change of ``ControlParams.RUNTIME`` (kp, v_max, w_max, deadband) is validated like the config and
-    applied to every robot from its next control tick on (``RobotAgent.set_limits``); a bad value is refused with
-    the config's reason. Every other parameter is read-only (``declare_config``)."""
+    robots): a change of a runtime field of ``ControlParams`` (``runtime_fields``: kp, v_max, w_max, deadband) is
+    validated like the config and applied to every robot from its next control tick on (``RobotAgent.set_limits``); a
+    bad value is refused with the config's reason. Every other parameter is read-only (``declare_config``)."""
     from rcl_interfaces.msg import SetParametersResult
 
     current = [cfg]
 
     def on_set(params) -> SetParametersResult:
-        changes = {p.name: p.value for p in params if p.name in ControlParams.RUNTIME}
+        changes = {p.name: p.value for p in params if p.name in runtime_fields(ControlParams)}
         if not changes:
             return SetParametersResult(successful=True)
         try:

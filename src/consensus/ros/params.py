@@ -45,20 +45,22 @@ def descriptor(name: str, doc: str, bounds: tuple | None, runtime: bool, kind: t
 
 
 def config_descriptors(cls: type, runtime: Iterable[str] = ()) -> dict[str, ParameterDescriptor]:
-    """Every field of the config class ``cls`` -> its ROS descriptor (``descriptor``): the range is the field's
-    ``RANGES`` entry (``FlatParams.field_ranges``), the one source the CLI, launch arguments and studies check too,
-    so a node never refuses a value that ``consensus run`` accepted."""
+    """Every field of the config class ``cls`` -> its ROS descriptor (``descriptor``) from the field's metadata
+    (``settings.param``): its doc and unit (``field_help``) and its bounds, the one source the CLI, launch arguments
+    and studies check too, so a node never refuses a value that ``consensus run`` accepted."""
+    from consensus.settings import field_help
+
     types = cls.field_types()
-    docs, ranges, runtime = cls.field_docs(), cls.field_ranges(), set(runtime)
-    return {f.name: descriptor(f.name, docs.get(f.name, ""), ranges.get(f.name), f.name in runtime, types[f.name])
-            for f in dataclasses.fields(cls)}
+    ranges, runtime = cls.field_ranges(), set(runtime)
+    return {f.name: descriptor(f.name, field_help(cls, f.name), ranges.get(f.name), f.name in runtime,
+                               types[f.name]) for f in dataclasses.fields(cls)}
 
 
 def declare_config(node: Node, cls: type, runtime: Iterable[str] = (), uses: Iterable[str] | None = None):
     """Declare the fields of the config dataclass ``cls`` (a ``consensus.settings.FlatParams``) that ``node`` reads
     (``uses``, plus ``runtime``; default: every field) as its parameters, defaults from the dataclass (an empty list
-    typed by the field's annotation), descriptors from the fields' documented meaning and ranges
-    (``FlatParams.field_docs``/``field_ranges``), every parameter read-only except ``runtime`` (the ones this node
+    typed by the field's annotation), descriptors from the fields' metadata (doc, unit, bounds:
+    ``config_descriptors``), every parameter read-only except ``runtime`` (the ones this node
     applies when they change: its ``add_on_set_parameters_callback``); and return the validated config. ``ros2
     param set`` of a read-only parameter is refused with the reason, and ``ros2 param list`` shows what the node
     uses. A field the node does not declare still takes this node's value from the parameters file or ``-p``

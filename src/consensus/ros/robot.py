@@ -484,8 +484,8 @@ class RobotAgent:
         self.pub_status.publish(String(data=StatusRecord.from_dict(rec).encode()))
 
     def set_limits(self, cfg: RobotBaseConfig) -> None:
-        """Apply changed controller settings (``ControlParams.RUNTIME``: kp, v_max, w_max, deadband; validated by the
-        caller) from the next control tick on; a robots-file preset's own limits still cap them."""
+        """Apply changed controller settings (``runtime_fields(ControlParams)``: kp, v_max, w_max, deadband;
+        validated by the caller) from the next control tick on; a robots-file preset's own limits still cap them."""
         self.cfg = cfg
         v_max, w_max = self.entry.limits(cfg.v_max, cfg.w_max) if self.entry else (cfg.v_max, cfg.w_max)
         self.core.set_limits(cfg, v_max, w_max)

@@ -65,8 +65,7 @@ CLI_FLAGS = (
                                                                     "(default 127.0.0.1: this machine only)")),
 )
 #: the launch arguments of the same fields (``Scenario.launch_args``)
-LAUNCH_ARGS = {"foxglove": "port of a live Foxglove WebSocket server in the recorder (0 or empty = off)",
-               "foxglove_host": "address the Foxglove server listens on (default 127.0.0.1)"}
+LAUNCH_ARGS = ("foxglove", "foxglove_host")
 
 _NUM = {"type": ["number", "null"]}
 FLEET_SCHEMA = {

@@ -34,15 +34,7 @@ from consensus.errors import ConfigError
 from consensus.runs import security
 from consensus.runs.processes import GOES_ON_WITHOUT, ProcessSpec
 
-COMMON_ARGS = {
-    "num_robots": "number of robots (drones)",
-    "seed": "seed of the run (initial positions, environment, graphs, link drops)",
-    "fleet": "true: all robots in one process; false: one process per robot",
-    "llm_backend": "",            # the backends' names (consensus.llm.backends), filled in by launch_arguments
-    "llm_model": "model name (openai backend) or a .gguf path (embedded)",
-    "llm_base_url": "OpenAI-compatible endpoint, e.g. http://localhost:11434/v1",
-    "output_dir": "run directory (default: runs/<scenario>-<time>)",
-}
+COMMON_ARGS = ("num_robots", "seed", "fleet", "llm_backend", "llm_model", "llm_base_url", "output_dir")
 
 
 #: not a config field: the ROS namespace of the whole run, so that two fleets can share a domain
@@ -102,17 +94,20 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
 
 
 def launch_arguments(name: str) -> dict[str, str]:
-    """The config-field launch arguments of scenario ``name``: argument -> description. ``llm_backend`` lists the
-    registered backends, and a scenario whose config has ``sim`` gets that argument (the registered simulators)."""
+    """The config-field launch arguments of scenario ``name`` (``COMMON_ARGS`` its config has, ``sim`` where it
+    has that field, then its own ``launch_args``): argument -> description, the field's doc and unit
+    (``settings.field_help``); ``llm_backend`` and ``sim`` name the registered backends and simulators."""
     from consensus.control.motion import sim_names
     from consensus.llm.backends import names as backend_names
     from consensus.registry import scenario
+    from consensus.settings import field_help
 
     sc = scenario(name)
-    args = {**COMMON_ARGS, "llm_backend": " | ".join(backend_names())}
-    if "sim" in getattr(sc.config_cls, "field_names", lambda: ())():
-        args["sim"] = f"{' | '.join(sim_names())}: who moves the robots"
-    return {**args, **sc.launch_args}
+    cls = sc.config_cls
+    own = set(cls.field_names())
+    args = {k: field_help(cls, k) for k in (*COMMON_ARGS, "sim", *sc.launch_args) if k in own}
+    choices = {"llm_backend": backend_names(), "sim": sim_names()}
+    return {k: f"{' | '.join(choices[k])}: {v}" if k in choices else v for k, v in args.items()}
 
 
 def launch_description(name: str, *, variant: LaunchVariant | None = None, **defaults: str):

@@ -28,9 +28,8 @@ register(Scenario(
         ("--prompt-style", "prompt_style", dict(choices=PROMPT_STYLES, help="how the LLM is asked (model card)")),
         ("--personality", "personalities", dict(action="append", choices=PERSONALITIES,
                                                 help="one for all robots, or once per robot")),
-        ("--duration", "duration_s", dict(type=float, help="run length [s] (the upper bound with --settle)")),
-        ("--settle", "settle_s", dict(type=float, help="end the run once the robots held the consensus tolerance "
-                                                       "for this many seconds (0 = run for --duration)")),
+        ("--duration", "duration_s", dict(type=float)),
+        ("--settle", "settle_s", dict(type=float)),
         ("--rounds", "max_rounds", dict(type=int, help="stop planning after this many rounds (a ROS run ends "
                                                        "one planning period later)")),
         ("--robots-file", "robots_file", dict(help="YAML robots: map of real robots (docs/real-robots.md)")),
@@ -42,16 +41,8 @@ register(Scenario(
     result_line=lazy("consensus.scenarios.aggregation.runner:result_line"),
     processes=lazy("consensus.scenarios.aggregation.processes:aggregation_processes"),
     prepare=lazy("consensus.scenarios.aggregation.runner:prepare_aggregation_run"),
-    launch_args={
-        "topology": "complete | ring | star | line | leader_follower | random | custom",
-        "planner": "llm | average | average_no_self | stubborn | suggestible",
-        "duration_s": "run length in seconds (the upper bound when settle_s ends it earlier)",
-        "settle_s": "end once the robots held converge_tol_m this many seconds (0 = run for duration_s)",
-        "max_rounds": "stop planning after this many rounds (0 = until duration_s)",
-        "robots_file": "YAML robots: map of real robots (docs/real-robots.md)",
-        "dry_run": "true: log the velocity commands instead of publishing them",
-        **foxglove_live.LAUNCH_ARGS,
-    },
+    launch_args=("topology", "planner", "duration_s", "settle_s", "max_rounds", "robots_file", "dry_run",
+                 *foxglove_live.LAUNCH_ARGS),
     executables={
         "robot": "consensus.scenarios.aggregation.ros.robot",
         "topology": "consensus.scenarios.aggregation.ros.topology",

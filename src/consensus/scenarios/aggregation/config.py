@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,7 +19,7 @@ import yaml
 
 from consensus.errors import ConfigError
 from consensus.settings import (AgentsParams, FlatParams, LiveViewParams, LLMParams, RobotBaseConfig, RunParams,
-                                load_flat, need, need_positive)
+                                load_flat, need, param)
 
 PLANNERS = ("llm", "average", "average_no_self", "stubborn", "suggestible")
 PERSONALITIES = ("none", "stubborn", "suggestible")
@@ -33,50 +33,55 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
     (``foxglove``, ``foxglove_host``) ``consensus.settings.LiveViewParams``'; these are the aggregation's own."""
 
     # graph
-    topology: str = "complete"        # who hears whom: complete|ring|star|line|leader_follower|random|custom
-    directed: bool = False            # directed edges (ring, line, random, custom)
-    adjacency: str = ""               # custom topology: JSON/YAML list of lists, e.g. "[[0,1],[1,0]]"
-    topology_p: float = 0.5           # edge probability of the random topology
-    leader: int = 0                   # leader of the leader_follower topology
-    link_delay_s: float = 0.0         # per-link delivery delay applied by the topology node
-    link_drop_prob: float = 0.0       # per-link, per-delivery drop probability (seeded)
-    neighbor_rate_hz: float = 2.0     # rate at which the topology node delivers neighbour states (planner input)
+    topology: str = param("complete", "who hears whom: complete|ring|star|line|leader_follower|random|custom")
+    directed: bool = param(False, "directed edges (ring, line, random, custom)")
+    adjacency: str = param("", "custom topology: JSON/YAML list of lists, e.g. \"[[0,1],[1,0]]\"")
+    topology_p: float = param(0.5, "edge probability of the random topology", bounds=(0.0, 1.0))
+    leader: int = param(0, "leader of the leader_follower topology")
+    link_delay_s: float = param(0.0,
+        "per-link delivery delay applied by the topology node",
+        bounds=(0.0, 1e3), unit="s")
+    link_drop_prob: float = param(0.0, "per-link, per-delivery drop probability (seeded)", bounds=(0.0, 0.999999))
+    neighbor_rate_hz: float = param(2.0,
+        "rate at which the topology node delivers neighbour states (planner input)",
+        bounds=(1e-3, 1e3), unit="Hz")
 
     # control: a robot within `deadband` of its target stops. On a sparse graph (a ring) every robot's neighbourhood
     # average can be within the deadband while the fleet is still spread out by several deadbands (0.02 m left a
     # 6-robot ring at 0.14 m against converge_tol_m 0.1 for good), so aggregation stops much closer than the
     # generic robot base (docs: "Running your own")
-    deadband: float = 0.005
+    deadband: float = param(0.005)
 
     # planning
-    planner: str = "average"          # not llm: an LLM run is asked for (--planner llm), never started by accident
-    personalities: list[str] = field(default_factory=list)   # per robot; empty = all "none"
-    keep_history: bool = False        # the LLM planner keeps its chat history (paper 1's 1-D setting)
-    # what the planners agree on: "on" = the neighbours' meeting points (their last targets; the classical planners
-    # run their rule on them, the LLM is shown them beside the positions and its tools compute on them), "off" = the
-    # positions (the papers' point robots), "auto" = on for the classical planners when bodies are filtered
-    # (collision avoidance cbf), else off (the LLM keeps the paper's wording: the positions the others hold)
-    meeting_points: str = "auto"
+    planner: str = param("average", "llm | average | average_no_self | stubborn | suggestible (default average: "
+                                    "an LLM run is asked for, never started by accident)")
+    personalities: list[str] = param([], "per robot; empty = all \"none\"")
+    keep_history: bool = param(False, "the LLM planner keeps its chat history (paper 1's 1-D setting)")
+    meeting_points: str = param("auto",
+        "what the planners agree on: \"on\" = the neighbours' meeting points (their last targets; the classical "
+        "planners run their rule on them, the LLM is shown them beside the positions and its tools compute on them), "
+        "\"off\" = the positions (the papers' point robots), \"auto\" = on for the classical planners when bodies are "
+        "filtered (collision avoidance cbf), else off (the LLM keeps the paper's wording: the positions the others "
+        "hold)")
 
     # run
-    duration_s: float = 40.0          # the run's length, or its upper bound when settle_s ends it earlier
-    converge_tol_m: float = 0.1       # consensus: every pair of robots within this distance [m]
-    settle_s: float = 0.0             # end the run once the spread stayed below converge_tol_m this long (0 = never)
+    duration_s: float = param(40.0,
+        "the run's length, or its upper bound when settle_s ends it earlier",
+        bounds=(1e-3, 1e6), unit="s")
+    converge_tol_m: float = param(0.1, "consensus: every pair of robots within this distance", bounds=(1e-6, 1e6),
+                                  unit="m")
+    settle_s: float = param(0.0,
+        "end the run once the spread stayed below converge_tol_m this long (0 = never)",
+        bounds=(0.0, 1e6), unit="s")
 
     # ------------------------------------------------------------------
     RENAMED: ClassVar[dict] = {"memory": "keep_history"}    # `memory` is the naming game's H
-    RANGES: ClassVar[dict] = {"topology_p": (0.0, 1.0), "link_drop_prob": (0.0, 0.999999), "link_delay_s": (0.0, 1e3),
-                              "settle_s": (0.0, 1e6), "duration_s": (1e-3, 1e6), "neighbor_rate_hz": (1e-3, 1e3)}
-
-    def _check_aggregation(self) -> None:     # before the ranges: the meaning of 0
-        need(self.settle_s >= 0, f"settle_s must be >= 0 (0 = run for duration_s; got {self.settle_s})")
 
     def check(self) -> None:
         need(self.num_robots >= 2, f"num_robots must be at least 2 for an aggregation (got {self.num_robots})")
         need(self.planner in PLANNERS, f"unknown planner '{self.planner}'; valid: {', '.join(PLANNERS)}")
         need(self.meeting_points in MEETING_POINTS,
              f"unknown meeting_points '{self.meeting_points}'; valid: {', '.join(MEETING_POINTS)}")
-        need_positive(self, "converge_tol_m")
         need(0 <= self.leader < self.num_robots, f"leader must be a robot index 0..{self.num_robots - 1}")
         if self.personalities and self.personalities != ["none"]:
             need(len(self.personalities) in (1, self.num_robots),
@@ -179,48 +184,43 @@ class NegotiationConfig(RunParams, LLMParams, AgentsParams, FlatParams):
     (``num_agents``; the LLM's ``llm_temperature``, ``prompt_style``, ``parse_retries``; the trial's ``seed``), and
     ``planner``, ``keep_history``, ``converge_tol_m`` mean what they mean in ``AggregationConfig``."""
 
-    num_agents: int | None = 4        # N agents; null = as many as `personalities` lists
-    planner: str = "average"          # llm | average | average_no_self | stubborn | suggestible
-    rounds: int = 10                  # negotiation rounds (Algorithm 1's n_r)
-    dim: int = 1                      # 1 = numbers (sections 2-3), 2 = positions in the plane
-    init_low: float = 0.0             # initial states: uniform in [init_low, init_high] per axis
-    init_high: float = 100.0          # upper end of the initial states (included)
-    init_integer: bool = True         # integers (the paper's examples: 39, 65, 87) or reals
-    topology: str = "complete"        # who hears whom: complete | star | ring | line | chain | directed_ring |
-                                      # leader_follower (chain, directed_ring, leader_follower are directed)
-    personalities: str = "none"       # "none" | "stubborn,suggestible" | "stubborn*7,suggestible*3": one entry for
-                                      # every agent, or one per agent (they must add up to num_agents)
-    keep_history: bool = True         # the LLM planner keeps its chat history (the paper's 1-D setting)
-    history_rounds: int = 0           # with keep_history: exchanges sent, 0 = all (the paper's; bounded by the
-                                      # context window), k = the first and the k-1 latest
-    converge_tol_m: float = 1.0       # consensus: spread (largest distance between two agents) < this; also the
-                                      # clustering gap. In state units (metres where states are positions)
-    label_tol: float = 0.5            # strategy labels and oscillation: |state - candidate| <= this
-    min_reversals: int = 2            # an agent oscillates with at least this many direction reversals
+    num_agents: int | None = param(4, "N agents; null = as many as `personalities` lists", bounds=(2, MAX_AGENTS))
+    planner: str = param("average", "llm | average | average_no_self | stubborn | suggestible")
+    rounds: int = param(10, "negotiation rounds (Algorithm 1's n_r)", bounds=(1, MAX_ROUNDS))
+    dim: int = param(1, "1 = numbers (sections 2-3), 2 = positions in the plane", bounds=(1, 2))
+    init_low: float = param(0.0, "initial states: uniform in [init_low, init_high] per axis",
+                            bounds=(-MAX_ABS_STATE, MAX_ABS_STATE))
+    init_high: float = param(100.0, "upper end of the initial states (included)",
+                             bounds=(-MAX_ABS_STATE, MAX_ABS_STATE))
+    init_integer: bool = param(True, "integers (the paper's examples: 39, 65, 87) or reals")
+    topology: str = param("complete",
+        "who hears whom: complete | star | ring | line | chain | directed_ring | leader_follower (chain, "
+        "directed_ring, leader_follower are directed)")
+    personalities: str = param("none",
+        "none | stubborn,suggestible | stubborn*7,suggestible*3: one entry for every agent, or one per agent (they "
+        "must add up to num_agents)")
+    keep_history: bool = param(True, "the LLM planner keeps its chat history (the paper's 1-D setting)")
+    history_rounds: int = param(0,
+        "with keep_history: exchanges sent, 0 = all (the paper's; bounded by the context window), k = the first and "
+        "the k-1 latest")
+    converge_tol_m: float = param(1.0,
+        "consensus: spread (largest distance between two agents) < this; also the clustering gap. In state units "
+        "(metres where states are positions)",
+        unit="m")
+    label_tol: float = param(0.5, "strategy labels and oscillation: |state - candidate| <= this")
+    min_reversals: int = param(2, "an agent oscillates with at least this many direction reversals")
 
     # ------------------------------------------------------------------
     #: the study's names before they were shared with the other scenarios
     RENAMED: ClassVar[dict] = {"agents": "num_agents", "temperature": "llm_temperature",
                                "converge_tol": "converge_tol_m"}
 
-    def _check_agents(self) -> None:
-        if self.num_agents is not None:          # the group's bounds, unless null (as many as listed)
-            AgentsParams._check_agents(self)
-
     def check(self) -> None:
         need(self.planner in PLANNERS, f"unknown planner '{self.planner}'; valid: {', '.join(PLANNERS)}")
         need(self.topology in NEGOTIATION_TOPOLOGIES,
              f"unknown topology '{self.topology}'; valid: {', '.join(NEGOTIATION_TOPOLOGIES)}")
-        need(self.num_agents is None or 2 <= self.num_agents <= MAX_AGENTS,
-             f"num_agents must be in [2, {MAX_AGENTS}] or null (got {self.num_agents})")
         self.agent_personalities()
-        need(1 <= self.rounds <= MAX_ROUNDS, f"rounds must be in [1, {MAX_ROUNDS}] (got {self.rounds})")
-        need(self.dim in (1, 2), f"dim must be 1 or 2 (got {self.dim})")
         lo, hi = self.init_low, self.init_high
-        for name in ("init_low", "init_high"):
-            value = getattr(self, name)
-            need(math.isfinite(value) and abs(value) <= MAX_ABS_STATE,
-                 f"{name} must be a number in [{-MAX_ABS_STATE:g}, {MAX_ABS_STATE:g}] (got {value})")
         need(lo < hi, f"init_low must be below init_high (got {lo} and {hi})")
         need(not self.init_integer or math.ceil(lo) <= math.floor(hi),
              f"init_integer is true but there is no integer in [init_low, init_high] = [{lo}, {hi}]")

@@ -31,17 +31,7 @@ register(Scenario(
     result_line=_cli.result_line,
     processes=lazy("consensus.scenarios.disaster.processes:disaster_processes"),
     prepare=lazy("consensus.scenarios.disaster.runner:prepare_disaster_run"),
-    launch_args={
-        "planner": "heuristic | llm | random",
-        "mode": "implicit (own choices) | explicit (one collective cell)",
-        "strategy": "explicit: majority | averaging | decentralized | decentralized_feedback | spoke_wheel | "
-                    "spoke_wheel_feedback",
-        "roles": "role diversity: low | medium | high",
-        "baseline": "none | single_llm | no_interaction | random | no_diversity",
-        "volatility": "low | moderate | high",
-        "rounds": "rounds T (paper: 20 or 30)",
-        "motion": "teleport (fly until on the chosen cell) | kinematic (fly round_time_s)",
-    },
+    launch_args=("planner", "mode", "strategy", "roles", "baseline", "volatility", "rounds", "motion"),
     executables={
         "drone": "consensus.scenarios.disaster.ros.drone",
         "aggregator": "consensus.scenarios.disaster.ros.aggregator",

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from consensus.control.motion import SINGLE_INTEGRATOR
 from consensus.discussion.config import DiscussionParams
 from consensus.settings import (ControlParams, FlatParams, FleetParams, RunParams, SimParams, load_flat, need,
-                                need_positive)
+                                param)
 
 MOTIONS = ("teleport", "kinematic")
 
@@ -45,44 +45,51 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Si
 
     COUNT_FIELD: ClassVar[str] = "num_robots"
 
-    num_robots: int = 3               # N drones
-    sensor_readings: bool = False     # drones also get the disasters' exact numbers (paper 2's code); default:
-                                      # the noisy textual report only (docs/disaster.md "Fidelity switches")
+    num_robots: int = param(3, "N drones")
+    sensor_readings: bool = param(False,
+        "drones also get the disasters' exact numbers (paper 2's code); default: the noisy textual report only "
+        "(docs/disaster.md \"Fidelity switches\")")
 
     # environment (consensus.scenarios.disaster.environment.EnvConfig; paper 2, appendix C.1); volatility: the
     # discussion group's
-    width: int = 10                   # grid cells along x
-    height: int = 10                  # grid cells along y
-    max_active: int = 3               # K: at most this many active disasters
-    p_new: float = 0.2                # chance of a new disaster when fewer than max_active are active
-    initial_disasters: int = 2        # active disasters at the start
-    containment_per_drone: int = 3    # severity removed per drone on the cell per round
-    alpha: float = 5.0                # clear reward per severity point at the clearing round's start
-    beta: float = 2.0                 # uncontained penalty per severity point and round
-    misallocation_threshold: int = 2  # M: more than M drones on one cell while a disaster is uncovered
-    misallocation_cost: float = 5.0   # per wasted drone and round (MP_t)
-    misallocation: str = "section_4_2"  # MP_t: section_4_2 (paper 2, 4.2) | c1 (appendix C.1's trigger)
-    high_severity: int = 7            # response delay and MP section_4_2: disasters at or above this severity
-    report_noise: float = 0.2         # share of contradictory or incomplete report items (<= 0.2)
+    width: int = param(10, "grid cells along x")
+    height: int = param(10, "grid cells along y")
+    max_active: int = param(3, "K: at most this many active disasters")
+    p_new: float = param(0.2, "chance of a new disaster when fewer than max_active are active")
+    initial_disasters: int = param(2, "active disasters at the start")
+    containment_per_drone: int = param(3, "severity removed per drone on the cell per round")
+    alpha: float = param(5.0, "clear reward per severity point at the clearing round's start")
+    beta: float = param(2.0, "uncontained penalty per severity point and round")
+    misallocation_threshold: int = param(2, "M: more than M drones on one cell while a disaster is uncovered")
+    misallocation_cost: float = param(5.0, "per wasted drone and round (MP_t)")
+    misallocation: str = param("section_4_2", "MP_t: section_4_2 (paper 2, 4.2) | c1 (appendix C.1's trigger)")
+    high_severity: int = param(7, "response delay and MP section_4_2: disasters at or above this severity")
+    report_noise: float = param(0.2, "share of contradictory or incomplete report items (<= 0.2)")
 
-    # motion: teleport (paper) or kinematic (P controller + single integrator, cell centres as targets)
-    motion: str = "teleport"
-    cell_size_m: float = 1.0          # [m] the side of a grid cell (kinematic motion)
-    round_time_s: float = 10.0        # flight time of one round (kinematic)
-    target_timeout_s: float = 10.0    # ROS: a drone without a round-clock message for this long stops
+    motion: str = param("teleport",
+        "teleport (the paper's; ROS: fly until on the chosen cell) | kinematic (P controller + single integrator to "
+        "the cell centres for round_time_s)")
+    cell_size_m: float = param(1.0, "the side of a grid cell (kinematic motion)", bounds=(1e-3, 1e3), unit="m")
+    round_time_s: float = param(10.0, "flight time of one round (kinematic)", bounds=(1e-3, 3600.0), unit="s")
+    target_timeout_s: float = param(10.0, "ROS: a drone without a round-clock message for this long stops")
     # LLM: the discussion group's paper-2 defaults, with a longer timeout
-    llm_timeout_s: float = 300.0      # embedded 1.5B on 2 cores: ~40 s per drone prompt, ~2 min when 3 share the server
+    llm_timeout_s: float = param(300.0,
+        "embedded 1.5B on 2 cores: ~40 s per drone prompt, ~2 min when 3 share the server")
 
     # ROS
-    round_timeout_s: float = 600.0    # ROS: a drone that has not answered a phase after this long counts as failed
+    round_timeout_s: float = param(600.0,
+        "ROS: a drone that has not answered a phase after this long counts as failed",
+        bounds=(1e-3, 86400.0), unit="s")
     # ROS, motion teleport: a flight's deadline is flight_time_factor x the round's longest straight flight (start
     # cell's centre to chosen cell's centre) at v_max + flight_slack_s (round_clock.flight_deadline_s); a drone not
     # arrived by then is a counted flight timeout and the round goes on
-    flight_time_factor: float = 2.0   # [1, 100] covers the P controller's slow final approach and the filter's detours
-    flight_slack_s: float = 20.0      # [s] start-up, packing into slots, drones standing off their cells' centres
+    flight_time_factor: float = param(2.0,
+        "[1, 100] covers the P controller's slow final approach and the filter's detours",
+        bounds=(1.0, 100.0))
+    flight_slack_s: float = param(20.0,
+        "start-up, packing into slots, drones standing off their cells' centres",
+        bounds=(0.0, 3600.0), unit="s")
 
-    RANGES: ClassVar[dict] = {"flight_time_factor": (1.0, 100.0), "flight_slack_s": (0.0, 3600.0),
-                              "round_time_s": (1e-3, 3600.0), "round_timeout_s": (1e-3, 86400.0)}
 
     # ------------------------------------------------------------------
     def env_config(self):
@@ -95,7 +102,6 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Si
     # ------------------------------------------------------------------
     def check(self) -> None:
         need(self.motion in MOTIONS, f"unknown motion '{self.motion}'; valid: {', '.join(MOTIONS)}")
-        need_positive(self, "cell_size_m")           # the ranges (RANGES) are checked before check()
         need(self.kinematics == SINGLE_INTEGRATOR, "the drones fly as single integrators (kinematics: "
              f"single_integrator; got '{self.kinematics}')")
         need(self.control_period_s <= self.round_time_s, "control_period_s must not exceed round_time_s")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from consensus.discussion.config import DiscussionParams
-from consensus.settings import AgentsParams, FlatParams, RunParams, need
+from consensus.settings import AgentsParams, FlatParams, RunParams, need, param
 
 #: volatility -> p_spread (C.2); the injection schedule is in ``network.Adversary``
 VOLATILITY = {"low": 0.1, "moderate": 0.2, "high": 0.3}
@@ -12,16 +12,16 @@ VOLATILITY = {"low": 0.1, "moderate": 0.2, "high": 0.3}
 
 @dataclass
 class InfoSpreadConfig(RunParams, AgentsParams, DiscussionParams, FlatParams):
-    num_agents: int = 3               # N defenders (paper: 3-10)
-    nodes: int = 50                   # scale-free network size
-    attach: int = 3                   # Barabási-Albert m (edges of each new node)
-    initial_misinformed: int = 3      # paper: 2-5 random nodes
-    checks_per_agent: int = 3         # R: nodes one defender fact-checks per round
-    informed_resistance: float = 0.5  # an informed (fact-checked) node is infected with p_spread * (1 - this)
-    high_injection_p: float = 0.8     # high volatility: an injection in a round with this probability
-    detection: float = 0.8            # a misinformed node shows up in the round's report with this probability
-    report_noise: float = 0.2         # share of report items that are misleading (paper: "some ... contradictory")
-    stop_share: float = 0.8           # the run ends when more than this share of nodes is misinformed
+    num_agents: int = param(3, "N defenders (paper: 3-10)")
+    nodes: int = param(50, "scale-free network size")
+    attach: int = param(3, "Barabási-Albert m (edges of each new node)")
+    initial_misinformed: int = param(3, "paper: 2-5 random nodes")
+    checks_per_agent: int = param(3, "R: nodes one defender fact-checks per round")
+    informed_resistance: float = param(0.5, "an informed (fact-checked) node is infected with p_spread * (1 - this)")
+    high_injection_p: float = param(0.8, "high volatility: an injection in a round with this probability")
+    detection: float = param(0.8, "a misinformed node shows up in the round's report with this probability")
+    report_noise: float = param(0.2, "share of report items that are misleading (paper: \"some ... contradictory\")")
+    stop_share: float = param(0.8, "the run ends when more than this share of nodes is misinformed")
 
     def check(self) -> None:
         need(1 <= self.num_agents <= 30, f"num_agents must be in [1, 30] (got {self.num_agents})")

@@ -34,15 +34,8 @@ register(Scenario(
     runner=lazy("consensus.scenarios.naming_game.fleet_game:run"),
     result_line=lazy("consensus.scenarios.naming_game.fleet_game:result_line"),
     processes=lazy("consensus.scenarios.naming_game.fleet_game:robot_processes"),
-    launch_args={
-        "memory": "H: interactions a robot remembers",
-        "policy": "memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1]",
-        "max_population_rounds": "population rounds at most",
-        "interaction_period_s": "one pair is announced this often [s]",
-        "answer_timeout_s": "a robot's word is due this long after its pair [s]",
-        "rendezvous": "[xA, yA, xB, yB]: the points of word 0 and word 1",
-        "arrival_timeout_s": "after the game, wait at most this long for the robots to arrive [s]",
-    },
+    launch_args=("memory", "policy", "max_population_rounds", "interaction_period_s", "answer_timeout_s",
+                 "rendezvous", "arrival_timeout_s"),
     executables={"naming_robot": "consensus.scenarios.naming_game.ros.robot",
                  "naming_matchmaker": "consensus.scenarios.naming_game.ros.matchmaker"},
 ))

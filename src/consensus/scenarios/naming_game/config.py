@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from consensus.errors import ConfigError
 from consensus.scenarios.naming_game.game import H_MAX, H_MIN
-from consensus.settings import AgentsParams, FlatParams, LLMParams, RunParams, load_flat, need
+from consensus.settings import AgentsParams, FlatParams, LLMParams, RunParams, load_flat, need, param
 
 POLICY_KINDS = ("fixed_bias", "memory_invariant", "table", "llm")
 
@@ -39,12 +39,12 @@ class NamingGameParams:
     """The naming game's rules (paper 4, Methods), whoever plays it: a population of agents (``NamingGameConfig``)
     or a fleet of robots (``fleet_game.RobotsGameConfig``)."""
 
-    memory: int = 5                   # H: interactions an agent remembers
-    words: str = "word_a,word_b"      # the two words (with policy: llm); a table brings its own
-    policy: str = "memory_invariant:0.5"   # memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1] | llm
-    max_population_rounds: int = 1000  # population rounds (N interactions each) at most
-    threshold: float = 0.98           # converged: at least this share of the last window succeeded
-    window_factor: int = 3            # the window is window_factor * N interactions
+    memory: int = param(5, "H: interactions an agent remembers")
+    words: str = param("word_a,word_b", "the two words (with policy: llm); a table brings its own")
+    policy: str = param("memory_invariant:0.5", "memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1] | llm")
+    max_population_rounds: int = param(1000, "population rounds (N interactions each) at most")
+    threshold: float = param(0.98, "converged: at least this share of the last window succeeded")
+    window_factor: int = param(3, "the window is window_factor * N interactions")
 
     #: a robot base's ``max_rounds`` counts planning rounds (0 = unlimited); the game's cap is another word
     RENAMED: ClassVar[dict[str, str]] = {"max_rounds": "max_population_rounds"}
@@ -93,10 +93,10 @@ class NamingGameConfig(RunParams, AgentsParams, NamingGameParams, LLMParams, Fla
     """Parameters of a naming-game run (paper 4): the game's rules played by ``num_agents`` agents (the run, agents
     and LLM groups are ``consensus.settings``')."""
 
-    num_agents: int = 24              # N: agents in the population (paper: 2 to 10^4)
-    runs: int = 100                   # independent populations
-    trajectory: bool = True           # keep the frequency of word 0 per population round
-    llm_temperature: float = 0.5      # T of eq. 9 (the paper's 0.5)
+    num_agents: int = param(24, "N: agents in the population (paper: 2 to 10^4)")
+    runs: int = param(100, "independent populations")
+    trajectory: bool = param(True, "keep the frequency of word 0 per population round")
+    llm_temperature: float = param(0.5, "T of eq. 9 (the paper's 0.5)")
 
     #: the population is agents, not robots (``FleetParams.num_robots`` counts robots)
     RENAMED: ClassVar[dict[str, str]] = {"num_robots": "num_agents"}

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from consensus.scenarios.naming_game.config import NamingGameParams
 from consensus.scenarios.naming_game.game import memory_space
 from consensus.scenarios.naming_game.policy import Policy
 from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, RobotBaseConfig, RunParams,
-                                SimParams, need, need_in_range, need_positive)
+                                SimParams, need, param)
 
 SCHEDULE_STREAM = 0          # spawn_key of the pair schedule's generator
 ROBOT_STREAM = 1             # spawn_key (ROBOT_STREAM, robot id) of each robot's generator
@@ -67,19 +67,24 @@ SEQUENCE_KEYS = ("round", "interaction", "i", "j", "state_i", "state_j", "word_i
 class RobotsParams(ControlParams):
     """The fleet demo's settings: the control group (``consensus.settings.ControlParams``) plus these."""
 
-    interaction_period_s: float = 1.0   # the matchmaker announces one pair this often
-    answer_timeout_s: float = 2.0       # a robot's word is due this long after its pair is announced
-    rendezvous: list[float] = field(default_factory=lambda: [-4.0, 0.0, 4.0, 0.0])   # [xA, yA, xB, yB]
-    arrival_tolerance_m: float = 0.3    # after the game: a robot this close to its point has arrived (collision
-                                        # avoidance: at least the packing radius, ros/matchmaker.py)
-    arrival_timeout_s: float = 30.0     # after the game: wait at most this long for every robot to arrive
+    interaction_period_s: float = param(1.0,
+        "the matchmaker announces one pair this often",
+        bounds=(1e-3, MAX_PERIOD_S), unit="s")
+    answer_timeout_s: float = param(2.0,
+        "a robot's word is due this long after its pair is announced",
+        bounds=(1e-3, MAX_PERIOD_S), unit="s")
+    rendezvous: list[float] = param([-4.0, 0.0, 4.0, 0.0], "[xA, yA, xB, yB]: the points of word 0 and word 1",
+                                    unit="m")
+    arrival_tolerance_m: float = param(0.3,
+        "after the game: a robot this close to its point has arrived (collision avoidance: at least the packing "
+        "radius, ros/matchmaker.py)",
+        bounds=(1e-3, 100.0), unit="m")
+    arrival_timeout_s: float = param(30.0,
+        "after the game: wait at most this long for every robot to arrive",
+        bounds=(1e-3, MAX_ARRIVAL_TIMEOUT_S), unit="s")
 
-    RANGES: ClassVar[dict] = {"interaction_period_s": (1e-3, MAX_PERIOD_S), "answer_timeout_s": (1e-3, MAX_PERIOD_S),
-                              "arrival_timeout_s": (1e-3, MAX_ARRIVAL_TIMEOUT_S)}
 
     def _check_robots(self) -> None:
-        need_positive(self, "interaction_period_s", "answer_timeout_s", "arrival_tolerance_m", "arrival_timeout_s")
-        need_in_range(self, "interaction_period_s", "answer_timeout_s", "arrival_timeout_s")
         need(self.arrival_tolerance_m > self.deadband,
              f"arrival_tolerance_m ({self.arrival_tolerance_m}) must exceed the controller's deadband "
              f"({self.deadband})")
@@ -103,8 +108,8 @@ class RobotsGameConfig(RunParams, FleetParams, NamingGameParams, RobotsParams, L
     """The fleet demo's config (``config/naming_game_robots.yaml``): the naming game's rules played by a fleet of
     ``num_robots`` robots (the run, fleet, control, LLM and simulator groups are ``consensus.settings``')."""
 
-    num_robots: int = 4               # a short demo: 4 robots, ...
-    max_population_rounds: int = 10   # ... at most 10 population rounds
+    num_robots: int = param(4, "a short demo: 4 robots, ...")
+    max_population_rounds: int = param(10, "... at most 10 population rounds")
 
     def check(self) -> None:
         need(self.num_robots >= 2, f"num_robots must be at least 2 for a naming game (got {self.num_robots})")

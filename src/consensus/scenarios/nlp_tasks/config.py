@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from consensus.settings import AgentsParams, FlatParams, LLMParams, RunParams, need
+from consensus.settings import AgentsParams, FlatParams, LLMParams, RunParams, need, param
 
 TASKS = ("qa", "classification", "summarization")
 PLANNERS = ("heuristic", "llm")
@@ -32,20 +32,20 @@ TASK_ARCHITECTURES = {
 
 @dataclass
 class NLPTaskConfig(FlatParams, RunParams, LLMParams, AgentsParams):
-    task: str = "classification"      # qa | classification | summarization
-    dataset: str = ""                 # path: SQuAD 2.0 JSON (qa), AG News CSV (classification), XSum JSONL
-    items: int = 0                    # items per trial (0 = the paper's 30 / 100 / 50)
-    item_seed: int = 0                # which items (and QA instructions) are drawn: the same in every trial
-    architecture: str = "single"      # one of TASK_ARCHITECTURES[task]
-    num_agents: int = 3               # N agents of the team (the paper does not give it; at most 10)
-    max_feedback_turns: int = 5       # paper: 5
-    planner: str = "heuristic"        # heuristic | llm
-    noise: float = 0.2                # heuristic agents: probability of a wrong answer per call
-    fail_prob: float = 0.05           # heuristic agents: probability of an unusable reply per call
-    text_max_chars: int = 6000        # the context / article / document in a prompt is cut to this
-    message_max_chars: int = 300      # one agent's answer shown to another agent or the coordinator
-    parse_retries: int = 0            # the paper asked once: an unusable reply is a counted fallback
-    llm_max_tokens: int = 160
+    task: str = param("classification", "qa | classification | summarization")
+    dataset: str = param("", "path: SQuAD 2.0 JSON (qa), AG News CSV (classification), XSum JSONL")
+    items: int = param(0, "items per trial (0 = the paper's 30 / 100 / 50)")
+    item_seed: int = param(0, "which items (and QA instructions) are drawn: the same in every trial")
+    architecture: str = param("single", "one of TASK_ARCHITECTURES[task]")
+    num_agents: int = param(3, "N agents of the team (the paper does not give it; at most 10)")
+    max_feedback_turns: int = param(5, "paper: 5")
+    planner: str = param("heuristic", "heuristic | llm")
+    noise: float = param(0.2, "heuristic agents: probability of a wrong answer per call")
+    fail_prob: float = param(0.05, "heuristic agents: probability of an unusable reply per call")
+    text_max_chars: int = param(6000, "the context / article / document in a prompt is cut to this")
+    message_max_chars: int = param(300, "one agent's answer shown to another agent or the coordinator")
+    parse_retries: int = param(0, "the paper asked once: an unusable reply is a counted fallback")
+    llm_max_tokens: int = param(160)
 
     def check(self) -> None:
         need(self.task in TASKS, f"unknown task '{self.task}'; valid: {', '.join(TASKS)}")

@@ -7,7 +7,7 @@ from consensus.ros.fleet import run_robots
 from consensus.ros.params import declare_config
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.aggregation.config import AggregationConfig
-from consensus.settings import ControlParams
+from consensus.settings import ControlParams, runtime_fields
 from consensus.scenarios.aggregation.planners.factory import planners_from_config
 
 
@@ -22,7 +22,7 @@ USES = tuple(name for name in AggregationConfig.field_names() if name not in NOT
 def main() -> int:
     return run_robots(
         "robot",
-        lambda node: declare_config(node, AggregationConfig, runtime=ControlParams.RUNTIME, uses=USES),
+        lambda node: declare_config(node, AggregationConfig, runtime=runtime_fields(ControlParams), uses=USES),
         lambda cfg, ids, client: [planners_from_config(cfg, client)[i] for i in ids],
         lambda node, cfg, i, planner, pool, status: RobotAgent(
             node, cfg, i, planner, pool, status,

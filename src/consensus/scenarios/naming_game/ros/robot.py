@@ -25,7 +25,7 @@ from consensus.ros.robot import RobotAgent
 from consensus.scenarios.naming_game.fleet_game import Player, RobotsGameConfig, controller_config, fleet_policy
 from consensus.scenarios.naming_game.ros.protocol import (WordRecord, declare_game_config, message, parse_outcome,
                                                           parse_pair)
-from consensus.settings import ControlParams, RobotBaseConfig
+from consensus.settings import ControlParams, RobotBaseConfig, runtime_fields
 
 
 
@@ -139,7 +139,7 @@ def main() -> int:
     game: dict = {}
 
     def read_config(node: Node) -> RobotBaseConfig:
-        cfg: RobotsGameConfig = declare_game_config(node, ControlParams.RUNTIME)
+        cfg: RobotsGameConfig = declare_game_config(node, runtime_fields(ControlParams))
         game.update(cfg=cfg, policy=fleet_policy(cfg))
         return controller_config(cfg)[0]
 
