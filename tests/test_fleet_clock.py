@@ -273,6 +273,27 @@ def test_endpoint_ready_waits_for_the_llm_server_s_models_route_and_gives_up_aft
                               poll_s=0.05)
         time.sleep(0.8)
         assert never() and not never.answered           # gave up: plan anyway (fallbacks are counted)
+        # consensus run waits through the same poll, and gives up at once when the server process died
+        import subprocess
+        import sys
+
+        from consensus.errors import ConsensusError
+        from consensus.runs.ros_runner import _wait_llm_ready
+
+        class Dead:
+            popen = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+            popen.wait()
+
+            def tail(self):
+                return "model file missing"
+
+        t0 = time.monotonic()
+        with pytest.raises(ConsensusError, match=r"exited \(code 3\):\nmodel file missing"):
+            _wait_llm_ready(f"http://127.0.0.1:{server.server_address[1]}/nothing", Dead(), timeout=30)
+        assert time.monotonic() - t0 < 5
+        with pytest.raises(ConsensusError, match="did not answer at .*/nothing/models within 0 s"):
+            _wait_llm_ready(f"http://127.0.0.1:{server.server_address[1]}/nothing",
+                            type("Alive", (), {"popen": type("P", (), {"poll": lambda self: None})()})(), timeout=0.2)
     finally:
         server.shutdown()
 

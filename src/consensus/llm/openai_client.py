@@ -19,20 +19,12 @@ import openai
 
 from consensus.errors import ConfigError
 from consensus.llm.base import ChatRequest, ChatResponse, LLMError
+from consensus.llm.endpoint import is_local_url
 
 log = logging.getLogger(__name__)
 
 DUMMY_KEY = "not-needed"
-_LOCAL_HOSTS = {"localhost", "::1", "0.0.0.0"}
 _OPENAI_HOSTS = {"api.openai.com"}
-
-
-def is_local_url(base_url: str | None) -> bool:
-    """True when ``base_url`` points at this machine (loopback or localhost)."""
-    if not base_url:
-        return False
-    host = (urlsplit(base_url).hostname or "").lower()
-    return host in _LOCAL_HOSTS or host.startswith("127.")
 
 
 def server_timings(timings: dict) -> dict:

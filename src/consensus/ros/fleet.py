@@ -36,9 +36,6 @@ import re
 import sys
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -51,6 +48,7 @@ from rclpy.parameter import Parameter
 from consensus.control.fleet_core import FleetCore, NearbyBatch
 from consensus.errors import ConfigError
 from consensus.settings import ControlParams, runtime_fields
+from consensus.llm.endpoint import is_local_url, models_url, wait_for_models
 from consensus.llm.from_config import client_from_config
 from consensus.ros import diagnostics
 from consensus.ros.nearby import FleetNearby
@@ -155,7 +153,7 @@ class EndpointReady:
 
     def __init__(self, base_url: str, logger, *, timeout_s: float = LLM_READY_TIMEOUT_S,
                  poll_s: float = LLM_READY_POLL_S) -> None:
-        self.url = base_url.rstrip("/") + "/models"
+        self.base_url, self.url = base_url, models_url(base_url)
         self.logger, self.timeout_s, self.poll_s = logger, timeout_s, poll_s
         self._done = threading.Event()
         self.answered = False
@@ -165,28 +163,19 @@ class EndpointReady:
         return self._done.is_set()
 
     def _poll(self) -> None:
-        deadline = time.monotonic() + self.timeout_s
         self.logger.info(f"robots plan once the LLM server answers at {self.url}")
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url, timeout=2) as resp:
-                    if resp.status == 200:
-                        self.answered = True
-                        self.logger.info(f"LLM server ready at {self.url}")
-                        self._done.set()
-                        return
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            time.sleep(self.poll_s)
-        self.logger.error(f"the LLM server at {self.url} did not answer within {self.timeout_s:.0f} s; the robots "
-                          f"plan anyway (failed requests are counted fallbacks)")
+        self.answered = wait_for_models(self.base_url, timeout_s=self.timeout_s, poll_s=self.poll_s)
+        if self.answered:
+            self.logger.info(f"LLM server ready at {self.url}")
+        else:
+            self.logger.error(f"the LLM server at {self.url} did not answer within {self.timeout_s:.0f} s; the "
+                              f"robots plan anyway (failed requests are counted fallbacks)")
         self._done.set()
 
     @staticmethod
     def local(base_url: str) -> bool:
         """Is ``base_url`` a server on this host (one the run may have started, perhaps still loading)?"""
-        host = urllib.parse.urlsplit(base_url).hostname or ""
-        return host in ("127.0.0.1", "localhost", "::1")
+        return is_local_url(base_url)
 
 
 def slot_groups(n: int, per_step: int, period_s: float) -> list[list[int]]:

@@ -17,8 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Callable
 
@@ -138,19 +136,15 @@ class _Proc:
 
 
 def _wait_llm_ready(base_url: str, proc: _Proc, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    url = base_url.rstrip("/") + "/models"
-    while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise ConsensusError(f"the embedded LLM server exited (code {proc.popen.returncode}):\n{proc.tail()}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(1.0)
-    raise ConsensusError(f"the embedded LLM server did not answer at {url} within {timeout:.0f} s")
+    """Wait for the run's embedded LLM server (``llm.endpoint.wait_for_models``, the poll the robots' processes use
+    too); one ``ConsensusError`` when it exits or does not answer within ``timeout`` seconds."""
+    from consensus.llm.endpoint import models_url, wait_for_models
+
+    if wait_for_models(base_url, timeout_s=timeout, give_up=lambda: proc.popen.poll() is not None):
+        return
+    if proc.popen.poll() is not None:
+        raise ConsensusError(f"the embedded LLM server exited (code {proc.popen.returncode}):\n{proc.tail()}")
+    raise ConsensusError(f"the embedded LLM server did not answer at {models_url(base_url)} within {timeout:.0f} s")
 
 
 def stop_all(procs: list[_Proc], grace_s: float = 8.0) -> None:
