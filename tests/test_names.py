@@ -93,3 +93,8 @@ def test_the_scenario_protocols_topics_are_in_the_table_and_absolute_where_names
     assert names.DISASTER_STATE.in_run("/") == names.DISASTER_STATE.in_run("/robot_0") == "/disaster/state"
     assert names.NAMING_GAME_PAIRS.in_run("/a/b/robot_12") == "/a/b/naming_game/pairs"
     assert names.DISASTER_VOTE_REQUEST.in_run("/fleet_a/robot_3") == "disaster/vote_request"     # relative: as is
+    # the one reading of a robot's namespace (the fleet process finds its robot by it too)
+    assert names.split_robot_namespace("/fleet_a/robot_3") == ("/fleet_a", 3)
+    assert names.split_robot_namespace("/robot_3") == ("", 3)
+    assert names.split_robot_namespace("/fleet_a") == ("/fleet_a", None)
+    assert names.split_robot_namespace("/robot_x") == ("/robot_x", None)

@@ -55,8 +55,16 @@ class Topic:
         for ``/fleet_a`` and ``/fleet_a/robot_3`` alike, ``/disaster/state`` in the root namespace."""
         if not self.name.startswith("/"):
             return self.name
-        run = re.sub(rf"/{ROBOT_PREFIX}\d+$", "", node_namespace.rstrip("/"))
-        return f"{run}{self.name}"
+        return f"{split_robot_namespace(node_namespace)[0]}{self.name}"
+
+
+def split_robot_namespace(namespace: str) -> tuple[str, int | None]:
+    """A node's namespace as (the run's namespace, the robot's index or None): ``/fleet_a/robot_3`` ->
+    ``("/fleet_a", 3)``, ``/robot_3`` -> ``("", 3)``, ``/fleet_a`` -> ``("/fleet_a", None)``, ``/`` -> ``("", None)``.
+    The one reading of the ``robot_<i>`` convention (``ROBOT_PREFIX``)."""
+    ns = namespace.rstrip("/")
+    m = re.fullmatch(rf"(.*)/{ROBOT_PREFIX}(\d+)", ns)
+    return (m.group(1), int(m.group(2))) if m else (ns, None)
 
 
 # --- a robot (inside /robot_<i>): its driver, its controller, its planner --------------------------------------

@@ -32,7 +32,6 @@ agents, ...) from one LLM client, and how to attach a robot (a ``consensus.ros.r
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 import time
@@ -66,8 +65,7 @@ namespace = names.namespace          # robot_<i> (consensus.names)
 def robot_namespace(node: Node) -> int | None:
     """``i`` when ``node`` runs in a robot's namespace (``.../robot_<i>``: ``/robot_3``, or ``/fleet_a/robot_3`` in a
     fleet launched with ``namespace:=fleet_a``), else None (a fleet process, in the root or a fleet's namespace)."""
-    m = re.fullmatch(r"(?:.*/)?robot_(\d+)", node.get_namespace())
-    return int(m.group(1)) if m else None
+    return names.split_robot_namespace(node.get_namespace())[1]
 
 
 def robot_ids(node: Node, num_robots: int) -> list[int]:
