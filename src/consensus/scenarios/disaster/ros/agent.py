@@ -56,7 +56,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -84,9 +84,10 @@ HEARTBEAT_S = 2.0          # the grid re-publishes the current state this often
 
 
 # --------------------------------------------------------------------------------------------------- configuration
-def declare_disaster_config(node: Node) -> DisasterConfig:
-    """Every ``DisasterConfig`` field as a declared parameter of ``node``; the validated config."""
-    return declare_config(node, DisasterConfig)
+def declare_disaster_config(node: Node, uses: Iterable[str]) -> DisasterConfig:
+    """The ``DisasterConfig`` fields ``node`` reads (``uses``: its module's ``USES``) as its declared parameters
+    (``consensus.ros.params.declare_config``; the other fields still take the run's values); the validated config."""
+    return declare_config(node, DisasterConfig, uses=uses)
 
 
 # ---------------------------------------------------------------------------------------------------- wire format

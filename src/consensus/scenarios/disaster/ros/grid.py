@@ -115,10 +115,23 @@ def severity_colour(severity: int) -> ColorRGBA:
     return ColorRGBA(r=1.0, g=float(1.0 - (s - 1) / 9.0), b=0.0, a=0.85)
 
 
+#: the fields the grid reads (its parameters, ``declare_config(uses=...)``): the run's, the team's (baseline, mode,
+#: strategy and the rest its round clock and summary read), the environment's, the flights' (cells, motion, deadlines)
+#: and those of the controller settings its nearby relay and cell slots need (``processes.controller_config``); the
+#: others reach its manifest from the parameters file without being its parameters
+USES = ("num_robots", "seed", "output_dir", "executor", "fleet", "planner", "baseline", "mode", "strategy", "roles",
+        "volatility", "discussion_turns", "max_agreement_turns", "rounds", "round_timeout_s", "width", "height",
+        "max_active", "p_new", "initial_disasters", "containment_per_drone", "alpha", "beta",
+        "misallocation_threshold", "misallocation_cost", "misallocation", "high_severity", "report_noise", "motion",
+        "cell_size_m", "round_time_s", "flight_time_factor", "flight_slack_s", "control_period_s", "kinematics",
+        "v_max", "w_max", "collision_avoidance", "footprint_radius_m", "safety_margin_m", "cbf_gamma",
+        "packing_gap_m")
+
+
 class DisasterGrid:
     def __init__(self, node: Node) -> None:
         self.node = node
-        raw = declare_disaster_config(node)
+        raw = declare_disaster_config(node, USES)
         self.raw_cfg = raw
         self.cfg = cfg = raw.resolved()
         self.n = cfg.num_robots

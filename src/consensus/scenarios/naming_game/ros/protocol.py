@@ -59,7 +59,7 @@ is counted in ``callback_errors`` (``consensus.ros.health.guarded``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Iterable
 
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -73,10 +73,11 @@ GAME_DEPTH = names.NAMING_GAME_PAIRS.depth     # interactions kept for an endpoi
 STATUS_PERIOD_S = 1.0
 
 
-def declare_game_config(node: Node, runtime: tuple[str, ...] = ()) -> RobotsGameConfig:
-    """Every field of the demo's config (``fleet_game.RobotsGameConfig``) declared on ``node`` (``runtime``: the ones
-    the node applies when they change; the rest read-only); the validated config."""
-    return declare_config(node, RobotsGameConfig, runtime)
+def declare_game_config(node: Node, runtime: Iterable[str] = (), *, uses: Iterable[str]) -> RobotsGameConfig:
+    """The fields of the demo's config (``fleet_game.RobotsGameConfig``) that ``node`` reads (``uses``: its module's
+    ``USES``) declared on it (``runtime``: the ones the node applies when they change; the rest read-only; the other
+    fields still take the run's values: ``consensus.ros.params.declare_config``); the validated config."""
+    return declare_config(node, RobotsGameConfig, runtime, uses=uses)
 
 
 # ---------------------------------------------------------------------------------------------------------- records

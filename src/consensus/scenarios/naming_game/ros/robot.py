@@ -12,6 +12,7 @@ Runs one robot per process (namespace ``robot_<i>``, node ``/robot_<i>/agent``) 
 """
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Callable
 
 from rclpy.node import Node
@@ -25,8 +26,18 @@ from consensus.ros.robot import RobotAgent
 from consensus.scenarios.naming_game.fleet_game import Player, RobotsGameConfig, controller_config, fleet_policy
 from consensus.scenarios.naming_game.ros.protocol import (WordRecord, declare_game_config, message, parse_outcome,
                                                           parse_pair)
-from consensus.settings import ControlParams, RobotBaseConfig, runtime_fields
+from consensus.settings import ControlParams, LLMParams, RobotBaseConfig, runtime_fields
 
+#: what the robots do not read: the simulator's choice, the LLM group (a fleet plays a fixed table:
+#: ``RobotsGameConfig.check`` refuses an LLM policy) and the matchmaker's fields (the schedule's timing, the tally,
+#: the arrival). Every other field is a parameter of ``/fleet`` (``/robot_<i>/agent``): the robot process's
+#: (``consensus.ros.fleet.run_robots``: layout, output directory) and ``RobotAgent``'s through
+#: ``fleet_game.controller_config`` (control, safety, collision filter), and the players' (memory, policy, words,
+#: rendezvous points)
+NOT_USED = frozenset({"sim", *(f.name for f in fields(LLMParams)), "interaction_period_s", "answer_timeout_s",
+                      "max_population_rounds", "threshold", "window_factor", "arrival_tolerance_m",
+                      "arrival_timeout_s"})
+USES = tuple(name for name in RobotsGameConfig.field_names() if name not in NOT_USED)
 
 
 class RosPlayer(RobotAgent):
@@ -139,7 +150,7 @@ def main() -> int:
     game: dict = {}
 
     def read_config(node: Node) -> RobotBaseConfig:
-        cfg: RobotsGameConfig = declare_game_config(node, runtime_fields(ControlParams))
+        cfg: RobotsGameConfig = declare_game_config(node, runtime_fields(ControlParams), uses=USES)
         game.update(cfg=cfg, policy=fleet_policy(cfg))
         return controller_config(cfg)[0]
 
