@@ -65,6 +65,8 @@ setup(
         "foxglove": pins("foxglove"),
         # the Ray executor of `consensus experiment --executor ray` (requirements/ray.txt)
         "ray": pins("ray"),
+        # the MP4 video of a run (--video): imageio-ffmpeg's bundled ffmpeg (requirements/video.txt)
+        "video": pins("video"),
         "test": ["pytest>=8", "hypothesis>=6", "pytest-xdist>=3.5", "ruff>=0.5", "import-linter>=2.1",
                  "rosbags>=0.10"],     # an independent rosbag2 reader: repaired bags open outside our own code
     },

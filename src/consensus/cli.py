@@ -142,6 +142,10 @@ def _add_run_parser(runs, sc) -> None:
     p.add_argument("--keystore", type=Path, help="the SROS2 keystore of --security (default: $ROS_SECURITY_KEYSTORE; "
                                                  "made for this run if it does not exist)")
     p.add_argument("--out", type=Path, help=f"run directory (default: runs/{sc.name}-<time>)")
+    p.add_argument("--video", action="store_true", help="after the run, write its video (RUN/video.mp4, or .gif "
+                                                        "without an ffmpeg; consensus.runs.video)")
+    p.add_argument("--video-format", choices=("mp4", "gif"), help="the video's format (default: mp4 if an ffmpeg "
+                                                                  "is found, else gif)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(scenario_name=sc.name)
 
@@ -220,8 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="redraw a run's figures from its MCAP bag",
                           description="Redraw the trajectories (paths, planned vs actual) and the spread over time "
                                       "from a run's bag: RUN/bag (the bag directory) or its .mcap file.")
-    plot.add_argument("bag", type=Path, help="bag directory (with metadata.yaml) or .mcap file")
-    plot.add_argument("--out", type=Path, default=None, help="output folder (default: plots/ beside the bag)")
+    plot.add_argument("bag", type=Path, help="bag directory (with metadata.yaml) or .mcap file; with --video the "
+                                             "run directory (or its bag)")
+    plot.add_argument("--out", type=Path, default=None, help="output folder (default: plots/ beside the bag; "
+                                                             "with --video: the run directory)")
+    plot.add_argument("--video", action="store_true", help="write only the run's video instead, from the run "
+                                                           "directory's trajectories.csv (headless runs have no bag)")
+    plot.add_argument("--video-format", choices=("mp4", "gif"), help="with --video: the format (default: mp4 if an "
+                                                                     "ffmpeg is found, else gif)")
     # `consensus bag repair DIR`: a bag cut by its writer's death made readable (consensus.runs.bag.repair_bag)
     bag = sub.add_parser("bag", help="MCAP bag tools").add_subparsers(dest="bag_command", required=True)
     repair = bag.add_parser("repair", help="make a bag whose writer died readable (rosbags, ros2 bag, Foxglove)",
@@ -238,6 +248,8 @@ def _run(args: argparse.Namespace) -> int:
 
     sc = scenario(args.scenario_name)
     cfg = config_from_args(sc, args)
+    if (args.video or args.video_format) and not hasattr(cfg, "sim"):
+        raise ConfigError(f"--video draws the robots' trajectories: consensus run {sc.name} moves no robots")
     if hasattr(cfg, "sim"):               # every scenario that moves robots takes its simulator the same way
         from consensus.sims import check_run
         check_run(cfg, headless=args.headless)
@@ -262,6 +274,12 @@ def _run(args: argparse.Namespace) -> int:
     print(f"results: {out}")
     for plot in summary.get("plots", []):
         print(f"  plot: {out / plot}")
+    if args.video or args.video_format:
+        from consensus.runs.rundir import note_in_summary
+        from consensus.runs.video import write_video
+        video = write_video(out, fmt=args.video_format, say=print)
+        note_in_summary(out, video=str(video.relative_to(out)))
+        print(f"  video: {video}")
     return 0
 
 
@@ -276,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("experiment", "report"):
             from consensus.experiments import cli as experiments_cli
             return experiments_cli.run(args)
+        if args.command == "plot" and (args.video or args.video_format):
+            from consensus.runs.video import run_dir_of, write_video
+            print(f"video: {write_video(run_dir_of(args.bag), args.out, args.video_format)}")
+            return 0
         if args.command == "plot":
             from consensus.runs.bag import plot_bag
             for png in plot_bag(args.bag, args.out):

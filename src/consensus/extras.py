@@ -26,6 +26,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "xllamacpp": ("xllamacpp", "embedded"),
     "foxglove": ("foxglove-sdk", "foxglove"),
     "ray": ("ray", "ray"),
+    "imageio_ffmpeg": ("imageio-ffmpeg", "video"),
 }
 
 
