@@ -294,12 +294,26 @@ def sim_renderer(sim: str) -> tuple[Callable | None, str]:
     return render, ""
 
 
-def _checked(frames: Iterator, size_px: int) -> Iterator[np.ndarray]:
-    for frame in frames:
+def _checked(frames: Iterator, size_px: int, at: np.ndarray, speedup: float) -> Iterator[np.ndarray]:
+    """A renderer's frames, checked (``size_px``² RGB), with the run time written in the top-left corner."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    try:
+        font = ImageFont.load_default(size=max(12, size_px // 32))
+    except (TypeError, OSError):                # an old Pillow or one without FreeType: the bitmap font
+        font = ImageFont.load_default()
+    speed = f"  ({speedup:.1f}x)" if speedup > 1.05 else ""
+    for t, frame in zip(at, frames):
         arr = np.asarray(frame)
         if arr.shape != (size_px, size_px, 3):
             raise RuntimeError(f"the renderer gave a frame of shape {arr.shape}, not {(size_px, size_px, 3)}")
-        yield arr.astype(np.uint8, copy=False)
+        im = Image.fromarray(arr.astype(np.uint8, copy=False))
+        draw = ImageDraw.Draw(im)
+        text = f"t = {t:.1f} s{speed}"
+        box = draw.textbbox((10, 8), text, font=font)
+        draw.rectangle((box[0] - 4, box[1] - 3, box[2] + 4, box[3] + 3), fill=(255, 255, 255))
+        draw.text((10, 8), text, fill=(0, 0, 0), font=font)
+        yield np.asarray(im)
 
 
 # --------------------------------------------------------------------------- writers
@@ -406,7 +420,7 @@ def write_video(run_dir: str | Path, out: str | Path | None = None, fmt: str | N
     if render is not None:
         try:
             frames = _checked(iter(render(dict(rec.params), [float(t) for t in at],
-                                          rec.poses()[sample_index(rec.times, at)], size, size)), size)
+                                          rec.poses()[sample_index(rec.times, at)], size, size)), size, at, speedup)
             write(frames)
             return path
         except (RuntimeError, ConfigError) as exc:      # no OpenGL; the sim's extra missing
