@@ -67,6 +67,8 @@ setup(
         "ray": pins("ray"),
         # the MP4 video of a run (--video): imageio-ffmpeg's bundled ffmpeg (requirements/video.txt)
         "video": pins("video"),
+        # the physics world of `sim: mujoco`: bodies with mass that collide, contacts judged by the engine
+        "mujoco": pins("mujoco"),
         "test": ["pytest>=8", "hypothesis>=6", "pytest-xdist>=3.5", "ruff>=0.5", "import-linter>=2.1",
                  "rosbags>=0.10"],     # an independent rosbag2 reader: repaired bags open outside our own code
     },

@@ -27,6 +27,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "foxglove": ("foxglove-sdk", "foxglove"),
     "ray": ("ray", "ray"),
     "imageio_ffmpeg": ("imageio-ffmpeg", "video"),
+    "mujoco": ("mujoco", "mujoco"),
 }
 
 

@@ -34,7 +34,7 @@ SCENARIO_PACKAGE = "consensus.scenarios"
 #: kernel ROS executables (any scenario may start them): executable -> module with main()
 KERNEL_EXECUTABLES = {"sim": "consensus.ros.sim", "llm_server": "consensus.ros.llm_server",
                       "turtlesim_bridge": "consensus.ros.turtlesim_bridge",
-                      "bag_recorder": "consensus.ros.bag_recorder"}
+                      "bag_recorder": "consensus.ros.bag_recorder", "mujoco_sim": "consensus.ros.mujoco_sim"}
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ import yaml
 
 from consensus.errors import ConfigError
 from consensus.llm.embedded import DEFAULT_MODEL_NAME
-from consensus.control.motion import KINEMATICS as _KINEMATICS, UNICYCLE, sim_names as _sim_names
+from consensus.control.motion import KINEMATICS as _KINEMATICS, UNICYCLE, sim_names as _sim_names, sim_spec
 from consensus.llm.backends import names as _backend_names
 from consensus.llm.styles import PROMPT_STYLES     # how LLM agents are asked and answer
 
@@ -415,11 +415,14 @@ class ControlParams:
 
     def resolved_collision_avoidance(self, *, ros: bool) -> str:
         """``cbf`` or ``none``. The rule of ``auto`` (docs/real-robots.md): ``cbf`` for a run whose robots are ROS
-        nodes (``ros``) or real robots (a ``robots_file``), ``none`` for headless studies of point robots (the
-        papers' figures); ``cbf`` and ``none`` are taken as they are."""
+        nodes (``ros``), real robots (a ``robots_file``) or bodies in a physics world (a simulator with a ``world``:
+        ``sim: mujoco``, also headless), ``none`` for headless studies of point robots (the papers' figures);
+        ``cbf`` and ``none`` are taken as they are."""
         if self.collision_avoidance != "auto":
             return self.collision_avoidance
-        return "cbf" if ros or getattr(self, "robots_file", "") else "none"
+        if ros or getattr(self, "robots_file", ""):
+            return "cbf"
+        return "cbf" if sim_spec(getattr(self, "sim", "builtin")).world else "none"
 
 
 @dataclass
@@ -492,7 +495,38 @@ class SimParams:
 
 
 @dataclass
-class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams, BagParams):
+class PhysicsParams:
+    """The physics world of ``sim: mujoco`` (``consensus.sims.mujoco_world``): its fixed physics rate, how fast it runs,
+    and the realism knobs (each recorded in the manifest with the rest of the config; docs/real-robots.md measures
+    what they do). The other simulators ignore them."""
+
+    physics_rate_hz: float = param(500.0, "MuJoCo's fixed physics rate (its timestep is the inverse)",
+                                   bounds=(50.0, 10000.0), unit="Hz")
+    realtime_factor: float = param(1.0, "sim seconds per wall second; 0 = as fast as the machine allows (with "
+                                        "publish_clock / --use-sim-time, so that the nodes follow /clock)",
+                                   bounds=(0.0, 100.0))
+    accel_max: float = param(2.0, "the drives' acceleration limit (a robot's force limit is its mass times this)",
+                             bounds=(0.01, 100.0), unit="m/s²")
+    flight_altitude_m: float = param(0.0, "0 = ground robots on the floor; > 0 = drones held at this altitude",
+                                     bounds=(0.0, 100.0), unit="m")
+    floor_cell_m: float = param(1.0, "side of the floor's checker cells (a disaster run: the grid's cells)",
+                                bounds=(0.01, 100.0), unit="m")
+    wheel_friction: float = param(0.0, "Coulomb friction of each drive axis, as a share of the drive's force limit "
+                                       "(1: the drive cannot move the robot)", bounds=(0.0, 1.0))
+    actuator_lag_s: float = param(0.0, "first-order lag between a velocity command and the drive's set point",
+                                  bounds=(0.0, 5.0), unit="s")
+    odom_noise_m: float = param(0.0, "standard deviation of the Gaussian noise on each published position (seeded)",
+                                bounds=(0.0, 10.0), unit="m")
+    localization_offset_m: float = param(0.0, "a constant error of each robot's published position, in a seeded "
+                                              "random direction per robot", bounds=(0.0, 10.0), unit="m")
+
+
+#: the physics group's fields: what only the simulator node of ``sim: mujoco`` reads (robot nodes leave them out)
+PHYSICS = tuple(f.name for f in fields(PhysicsParams))
+
+
+@dataclass
+class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams, BagParams, PhysicsParams):
     """What the kernel's robot nodes read (``sim``, the robot base ``consensus.ros.robot.RobotAgent``,
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs
     of mobile robots extend it."""

@@ -12,7 +12,12 @@
   * ``prepare(cfg, **options) -> (cfg, changes)`` (optional): checks before anything starts (installed, a display)
     and the settings the simulator needs; ``changes`` (field -> [was, now]) goes into the manifest;
   * ``headless``: a ``--headless`` run may name it (the robots then move in the headless loop);
-  * ``launch_only``: it starts only through this launch file (``consensus run`` says so).
+  * ``world`` (optional): ``"module:Class"`` of the world a headless loop moves the bodies in (``Class(cfg, start,
+    seed=...)`` with ``set_commands``, ``advance``, ``reported_poses``, ``judgement``:
+    ``consensus.sims.headless_world``); without one the loop integrates the kinematics itself;
+  * ``launch_only``: it starts only through this launch file (``consensus run`` says so);
+  * ``renderer`` (optional): ``"module:function"`` drawing a run's recorded poses in its world, the frames of
+    ``consensus.runs.video`` (``render_frames(params, times, poses, width, height)``).
 
   ``consensus.sims.sim_processes`` / ``prepare_sim`` are what a scenario calls. Adding a simulator is one
   ``register_sim`` call here and its module (docs/architecture.md, "How to add a simulator").
@@ -42,6 +47,8 @@ class Simulator:
     prepare: str = ""             # "module:function": prepare(cfg, **options) -> (cfg, changes); "" = nothing to do
     headless: bool = True         # a --headless run may name it
     launch_only: str = ""         # the launch file it starts through (consensus run refuses it, naming that file)
+    world: str = ""               # "module:Class": the world a headless loop moves the bodies in ("" = kinematics)
+    renderer: str = ""            # "module:function": render_frames(params, times, poses, width, height) -> frames
 
     def make_processes(self, cfg, params: dict, *, use_sim_time: bool = False) -> list:
         return _call(self.processes, cfg, params, use_sim_time=use_sim_time)
@@ -83,3 +90,7 @@ GAZEBO = register_sim(Simulator(
     launch_only="gazebo.launch.py"))
 NONE = register_sim(Simulator(
     "none", "no simulator: real robots (robots_file) or another driver move them", "consensus.sims:no_processes"))
+MUJOCO = register_sim(Simulator(
+    "mujoco", "a MuJoCo physics world (consensus.sims.mujoco_world): bodies with mass that really collide, and the "
+    "contacts it counts", "consensus.sims.mujoco_world:processes", prepare="consensus.sims.mujoco_world:prepare",
+    world="consensus.sims.mujoco_world:MujocoWorld", renderer="consensus.sims.mujoco_world:render_frames"))

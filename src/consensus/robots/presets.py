@@ -66,6 +66,8 @@ class Preset:
     takeoff: str = ""                 # what must happen before commands move the robot ("" = nothing)
     simulated: bool = False           # driven by our builtin sim
     footprint_radius_m: float = 0.2   # radius of a disc that covers the robot [m] (consensus.control.collision)
+    height_m: float = 0.2             # its body's height [m] (sim: mujoco)
+    mass_kg: float = 5.0              # its mass [kg] (sim: mujoco: with accel_max, the drive's force limit)
 
     @property
     def pose_type(self) -> str:
@@ -88,14 +90,15 @@ def resolve(namespace: str, topic: str) -> str:
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("turtlebot3", "ROBOTIS TurtleBot 3 (turtlebot3_node: Twist cmd_vel, Odometry odom)",
-           kinematics=UNICYCLE, v_max=0.22, w_max=2.84, footprint_radius_m=0.105),
+           kinematics=UNICYCLE, v_max=0.22, w_max=2.84, footprint_radius_m=0.105, height_m=0.192, mass_kg=1.0),
     Preset("turtlebot4", "Clearpath TurtleBot 4 (namespaced; TwistStamped cmd_vel, Odometry odom)",
-           cmd_type=TWIST_STAMPED, kinematics=UNICYCLE, v_max=0.306, w_max=1.9, footprint_radius_m=0.17),
+           cmd_type=TWIST_STAMPED, kinematics=UNICYCLE, v_max=0.306, w_max=1.9, footprint_radius_m=0.17,
+           height_m=0.342, mass_kg=3.3),
     Preset("crazyflie", "Bitcraze Crazyflie through crazyswarm2 (Twist cmd_vel to vel_mux -> cmd_hover; "
            "PoseStamped pose from motion capture)",
            pose_topic="pose", pose_source="world_pose", kinematics=SINGLE_INTEGRATOR, v_max=0.5, w_max=1.0,
            takeoff="crazyswarm2 vel_mux takes off to hover_height on the first non-zero command",
-           footprint_radius_m=0.10),
+           footprint_radius_m=0.10, height_m=0.03, mass_kg=0.027),
     Preset("generic", "any robot with a Twist cmd_vel and an Odometry odom (odometry from its start pose)"),
     Preset("sim", "a robot of the builtin simulator (Odometry in the shared frame 'world')",
            pose_source="world_odom", simulated=True),

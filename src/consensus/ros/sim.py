@@ -46,11 +46,15 @@ USES = ("num_robots", "dim", "workspace", "seed", "executor", "kinematics", "kp"
 
 
 class Simulator:
-    """The simulator's state and its ROS wiring."""
+    """The simulator's state and its ROS wiring. Another world (``consensus.ros.mujoco_sim``) keeps the wiring and
+    replaces ``advance`` (how the robots move over one step), ``sim_ns`` (the time it publishes) and
+    ``tick_period_s`` (the wall time between two steps)."""
+
+    USES = USES
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.cfg = cfg = declare_config(node, RobotBaseConfig, uses=USES)
+        self.cfg = cfg = declare_config(node, RobotBaseConfig, uses=self.USES)
         self.health = Health(parent=HEALTH, logger=node.get_logger())     # this node's (also in HEALTH)
         n = cfg.num_robots
         start = initial_positions(cfg)
@@ -60,6 +64,7 @@ class Simulator:
         self.cmd_time = np.full(n, -math.inf)
         self.dt = 1.0 / cfg.sim_rate_hz
         self.mass = PointMassPID(n, 2) if cfg.kinematics == POINT_MASS_PID else None
+        self.start(start)
         self.t0 = time.monotonic()
         self.pubs = []
         for i in range(n):
@@ -74,8 +79,36 @@ class Simulator:
                   "wz": "twist.twist.angular.z"}
         # serialized once per robot; each step rewrites the numbers and publishes bytes (see consensus.ros.cdr)
         self.templates = [CdrTemplate(self._odom_msg(i), fields, stamped=True) for i in range(n)]
-        node.create_timer(self.dt, guarded(self.step, "sim.step", self.health))
+        node.create_timer(self.tick_period_s(), guarded(self.step, "sim.step", self.health))
         self.publish_health = publish_health(node, self.health)
+
+    # ------------------------------------------------------------------ the world (kinematic here)
+    def start(self, start: np.ndarray) -> None:
+        """Make the world, the robots at ``start`` ((n, dim) positions); nothing more for the kinematic one."""
+
+    def tick_period_s(self) -> float:
+        """Wall seconds between two steps."""
+        return self.dt
+
+    def sim_ns(self, now: float) -> int:
+        """The sim time of the step at monotonic time ``now`` [ns] (published on /clock with ``publish_clock``)."""
+        return int((now - self.t0) * 1e9)
+
+    def advance(self, cmd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Move every robot by one step of ``self.dt`` under ``cmd`` ((n, 3): vx, vy, wz); the poses to publish
+        ((n, 3): x, y, yaw) and the twists ((n, 3), in the odometry's convention: the commands here)."""
+        if self.cfg.kinematics == UNICYCLE:
+            self.pose = step_unicycle(self.pose, cmd[:, 0], cmd[:, 2], self.dt)
+        elif self.mass is not None:
+            pos = self.pose[:, :2]
+            self.pose[:, :2] = self.mass.step(pos, pos + cmd[:, :2] / self.cfg.kp, self.dt)
+            if self.cfg.dim == 1:
+                self.pose[:, 1] = 0.0
+        else:
+            self.pose[:, :2] = step_single_integrator(self.pose[:, :2], cmd[:, :2], self.dt)
+            if self.cfg.dim == 1:
+                self.pose[:, 1] = 0.0
+        return self.pose, cmd
 
     def _odom_msg(self, i: int) -> Odometry:
         msg = Odometry()
@@ -102,28 +135,18 @@ class Simulator:
     def step(self) -> None:
         now = time.monotonic()
         cmd = np.where((now - self.cmd_time)[:, None] <= CMD_TIMEOUT_S, self.cmd, 0.0)
-        if self.cfg.kinematics == UNICYCLE:
-            self.pose = step_unicycle(self.pose, cmd[:, 0], cmd[:, 2], self.dt)
-        elif self.mass is not None:
-            pos = self.pose[:, :2]
-            self.pose[:, :2] = self.mass.step(pos, pos + cmd[:, :2] / self.cfg.kp, self.dt)
-            if self.cfg.dim == 1:
-                self.pose[:, 1] = 0.0
-        else:
-            self.pose[:, :2] = step_single_integrator(self.pose[:, :2], cmd[:, :2], self.dt)
-            if self.cfg.dim == 1:
-                self.pose[:, 1] = 0.0
+        pose, twist = self.advance(cmd)
         if self.clock_pub is not None:
-            sim_ns = int((now - self.t0) * 1e9)
+            sim_ns = self.sim_ns(now)
             clock = Clock()
             clock.clock.sec, clock.clock.nanosec = divmod(sim_ns, 1_000_000_000)
             self.clock_pub.publish(clock)
             stamp = sim_ns
         else:
             stamp = self.node.get_clock().now().nanoseconds
-        qz, qw = np.sin(self.pose[:, 2] / 2).tolist(), np.cos(self.pose[:, 2] / 2).tolist()   # yaw about z
-        xs, ys = self.pose[:, 0].tolist(), self.pose[:, 1].tolist()
-        cmds = cmd.tolist()
+        qz, qw = np.sin(pose[:, 2] / 2).tolist(), np.cos(pose[:, 2] / 2).tolist()   # yaw about z
+        xs, ys = pose[:, 0].tolist(), pose[:, 1].tolist()
+        cmds = twist.tolist()
         for i, (pub, tpl) in enumerate(zip(self.pubs, self.templates)):
             vx, vy, wz = cmds[i]
             pub.publish(tpl.pack(stamp, x=xs[i], y=ys[i], qz=qz[i], qw=qw[i], vx=vx, vy=vy, wz=wz))

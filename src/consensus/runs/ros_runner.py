@@ -182,6 +182,22 @@ def _note_quietly(out: Path, echo: Callable[[str], None] | None, **fields) -> No
             echo(f"warning: summary.json could not take {', '.join(fields)}: {exc}")
 
 
+def _physics_judgement(out: Path) -> dict:
+    """What a physics world judged (``RUN/contacts.json`` of ``sim: mujoco``): ``contacts`` (how many),
+    ``contact_list`` (each: ``t_s``, ``pair``, ``depth_m``, ``end_s``), ``robot_contacts``, ``wall_contacts``,
+    ``max_penetration_m``; empty without one, or when the file is not a judgement."""
+    path = out / "contacts.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        count = int(data["contacts"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {"contacts_error": f"{path.name} is not readable"}
+    keys = ("contact_list", "robot_contacts", "wall_contacts", "max_penetration_m")
+    return {"contacts": count, **{k: data.get(k) for k in keys}}
+
+
 def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[[str], None] | None) -> None:
     """After every process stopped: a bag cut by its writer's death or a full disk is repaired (``bag_repaired``
     in the summary); a summary.json
@@ -209,6 +225,9 @@ def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[
                 echo(f"warning: the bag could not be repaired: {exc}")
     if repaired is not None and (out / "summary.json").exists():
         _note_quietly(out, echo, bag_repaired=repaired)
+    judged = _physics_judgement(out)
+    if judged and (out / "summary.json").exists():
+        _note_quietly(out, echo, **judged)
     if not dead:
         return
     if (out / "summary.json").exists():

@@ -12,11 +12,10 @@ Two sources of frames:
   current target (``+``, a dashed line to it), the communication graph's edges between the robots' current positions
   (``consensus.graphs.topology.make_graph`` of the run's topology; up to ``plots.MAX_DRAWN_EDGES``), the workspace
   rectangle and the run time.
-* **a simulator's renderer**: for ``sim: mujoco``, ``consensus.sims.mujoco_world.render_frames(params, times,
-  poses, width, height)`` (``SIM_RENDERERS``) when that module imports and offers it. ``runs`` sits below ``sims`` in
-  the layer contract (.importlinter), so the renderer is looked up by name at run time, like a registry entry; a
-  renderer that raises ``RuntimeError`` (no OpenGL: EGL or OSMesa) gives the top-down animation and one line
-  saying why.
+* **a simulator's renderer**: the ``renderer`` of the run's simulator in the registry (``consensus.control.motion``;
+  ``sim: mujoco``: ``consensus.sims.mujoco_world.render_frames(params, times, poses, width, height)``) when its
+  module imports and offers it; a renderer that raises ``RuntimeError`` (no OpenGL: EGL or OSMesa) gives the
+  top-down animation and one line saying why.
 
 Frames are taken at ``FPS`` frames per second of run time (played at ``FPS``: real time), at most ``MAX_FRAMES``
 (a longer run is subsampled evenly and plays faster; the frame says how much). Formats: MP4 (H.264) through an
@@ -47,8 +46,6 @@ MAX_FRAMES = 400
 #: frame size in pixels (square; a multiple of 16 for H.264)
 SIZE_PX = {"mp4": 640, "gif": 512}
 FORMATS = ("mp4", "gif")
-#: sim name -> module offering ``render_frames(params, times, poses, width, height)``
-SIM_RENDERERS = {"mujoco": "consensus.sims.mujoco_world"}
 OPENGL_HINT = "apt install libegl1 (EGL) or libosmesa6 (OSMesa) for MuJoCo's renderer"
 
 
@@ -281,16 +278,19 @@ def topdown_frames(rec: RunRecord, at: np.ndarray, size_px: int, speedup: float 
 def sim_renderer(sim: str) -> tuple[Callable | None, str]:
     """``(render_frames, "")`` of ``sim``'s renderer, or ``(None, why not)``; ``(None, "")`` for a sim without
     one."""
-    module = SIM_RENDERERS.get(sim)
-    if module is None:
+    from consensus.control.motion import sim_names, sim_spec
+
+    target = sim_spec(sim).renderer if sim in sim_names() else ""
+    if not target:
         return None, ""
+    module, _, name = target.partition(":")
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
         return None, f"{module} does not import ({exc})"
-    render = getattr(mod, "render_frames", None)
+    render = getattr(mod, name, None)
     if not callable(render):
-        return None, f"{module} offers no render_frames"
+        return None, f"{module} offers no {name}"
     return render, ""
 
 

@@ -37,6 +37,18 @@ def prepare_sim(cfg, **options: Any) -> tuple[Any, dict]:
     return sim_spec(getattr(cfg, "sim", "builtin")).make_ready(cfg, **options)
 
 
+def headless_world(cfg, start, *, seed: int = 0):
+    """The world a headless loop moves ``cfg``'s bodies in (``Simulator.world``: MuJoCo's for ``sim: mujoco``),
+    its robots at ``start`` ((n, 3): x, y, yaw); None when the loop integrates the kinematics itself."""
+    import importlib
+
+    target = sim_spec(getattr(cfg, "sim", "builtin")).world
+    if not target:
+        return None
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)(cfg, start, seed=seed)
+
+
 def check_run(cfg, *, headless: bool) -> None:
     """One ``ConfigError`` when ``consensus run`` cannot use ``cfg.sim`` this way (headless, or launch-only)."""
     sim = sim_spec(getattr(cfg, "sim", "builtin"))

@@ -58,6 +58,7 @@ from consensus.llm.base import LLMClient
 from consensus.control.avoidance import Avoidance, avoidance_from_config, sum_collision
 from consensus.control.collision import near_identity_point
 from consensus.control.fleet_core import FleetCore, NearbyBatch
+from consensus.sims import headless_world
 from consensus.control.robot_core import Command, Heard, RobotCore
 from consensus.graphs.links import LinkModel
 from consensus.metrics.convergence import SettleWatch, convergence_summary, packing_radius, spread
@@ -124,6 +125,8 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     graph_links = LinkModel(n, width, seed=cfg.seed + 7919, **link_kw)
     nearby_links = LinkModel(n, width, seed=cfg.seed + 104729, **link_kw) if avoid is not None else None
     speed = np.zeros(n)
+    # a physics world (sim: mujoco) moves the bodies instead of the kinematics below; it also judges contacts
+    world = headless_world(cfg, np.column_stack([pos, np.zeros((n, 3 - d))]), seed=cfg.seed) if d == 2 else None
 
     def broadcast(t: float) -> None:
         for i, core in enumerate(cores):
@@ -178,7 +181,13 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                     nv, nt = nearby_links.deliver(t)
                     heard_nearby = NearbyBatch(nv[:, :, :d], t - nt, nv[:, :, 2 * d], np.arange(n))
                 cmds = fleet.step(t, heard_nearby)
-                if unicycle:
+                truth = None
+                if world is not None:        # the robots see their odometry (noise, offset); the record is the truth
+                    world.set_commands(np.array([[c.vx, c.vy, c.wz] for c in cmds]))
+                    world.advance(dt)
+                    pose = world.reported_poses()
+                    new, yaw, truth = pose[:, :2], (pose[:, 2] if unicycle else yaw), world.poses()[:, :2]
+                elif unicycle:
                     v = np.array([c.vx for c in cmds])
                     w = np.array([c.wz for c in cmds])
                     pose = step_unicycle(np.column_stack([pos, yaw]), v, w, dt)
@@ -193,7 +202,7 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                     new = step_single_integrator(pos, _velocities(cmds, d), dt)
                 speed = np.linalg.norm(new - pos, axis=1) / dt
                 pos = new
-                positions[k + 1] = pos
+                positions[k + 1] = pos if truth is None else truth
                 broadcast(float(times[k + 1]))
                 settled = settle.update(float(times[k + 1]), agreement_measure(pos, target, avoid))
             if progress is not None:
@@ -215,6 +224,10 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                    end_reason=end_reason, settle_s=cfg.settle_s,
                    **collision_summary(avoid, [c.avoid.info() for c in cores if c.avoid is not None]),
                    **packing_summary(cores))
+    if world is not None:                 # the engine's own judgement of the bodies (not the filter's bookkeeping)
+        judged = world.judgement()
+        summary.update({k: judged[k] for k in ("contacts", "contact_list", "robot_contacts", "wall_contacts",
+                                               "max_penetration_m")})
     return AggregationResult(times=times, positions=positions, targets=targets, plan_log=plan_log,
                              counters=counters, summary=summary)
 

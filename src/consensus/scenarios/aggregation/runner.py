@@ -53,7 +53,9 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
                     footprint_radius=fleet_footprint(cfg) if cfg.collision_avoidance == "cbf" else None,
                     extra={"planner": cfg.planner, "topology": cfg.topology, "num_robots": cfg.num_robots,
                            "end_reason": result.summary["end_reason"], "settle_s": cfg.settle_s,
-                           **{k: result.summary[k] for k in ("collision_avoidance", "clearance_m", "collision")
+                           **{k: result.summary[k] for k in ("collision_avoidance", "clearance_m", "collision",
+                                                             "contacts", "contact_list", "robot_contacts",
+                                                             "wall_contacts", "max_penetration_m")
                               if k in result.summary},
                            **({"prompt_style": cfg.prompt_style} if cfg.uses_llm() else {})})
 
@@ -99,6 +101,7 @@ def run(cfg: AggregationConfig, out: str | Path, *, headless: bool = False, use_
         echo(f"  planner llm: the embedded {cfg.manifest_llm()['model']} (llama.cpp on this machine), prompt style "
              f"{cfg.prompt_style}: its first answers take ~10-30 s per round on 2 cores (docs/model-card.md)")
     if headless:
+        cfg, _ = prepare_sim(cfg)         # a headless world's own checks (sim: mujoco: installed, its kinematics)
         return run_headless_to_dir(cfg, out, progress=lambda r, total, *_: echo(f"  round {r}/{total}"))
     return run_ros(cfg, out, use_sim_time=use_sim_time, echo=echo)
 

@@ -29,14 +29,14 @@ from typing import Any, ClassVar
 
 from consensus.control.motion import SINGLE_INTEGRATOR
 from consensus.discussion.config import DiscussionParams
-from consensus.settings import (ControlParams, FlatParams, FleetParams, RunParams, SimParams, load_flat, need,
-                                param)
+from consensus.settings import (ControlParams, FlatParams, FleetParams, PhysicsParams, RunParams, SimParams,
+                                load_flat, need, param)
 
 MOTIONS = ("teleport", "kinematic")
 
 
 @dataclass
-class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, SimParams, FlatParams):
+class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, SimParams, PhysicsParams, FlatParams):
     """Parameters of one disaster response run (paper 2, scenario 1): the shared run, control and fleet groups of
     ``consensus.settings`` (``num_robots`` is the number of drones N: the drones are the discussion team; ``sim``: who
     flies them in a ROS run, ``SimParams``), the
@@ -46,6 +46,7 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Si
     COUNT_FIELD: ClassVar[str] = "num_robots"
 
     num_robots: int = param(3, "N drones")
+    flight_altitude_m: float = param(1.0)     # drones (sim: mujoco holds them at this altitude)
     sensor_readings: bool = param(False,
         "drones also get the disasters' exact numbers (paper 2's code); default: the noisy textual report only "
         "(docs/disaster.md \"Fidelity switches\")")

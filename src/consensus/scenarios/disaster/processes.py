@@ -58,7 +58,8 @@ def sim_params(cfg: DisasterConfig, *, use_sim_time: bool = False) -> dict:
     avoid = fleet_avoidance(controller_config(cfg)[0], ros=True)
     start = start_positions(run, start_cells(run), None if avoid is None else avoid.d_min_m)
     centres = [float(v) for v in start.ravel()]
-    _, overrides = controller_config(cfg, initial_positions=centres, publish_clock=bool(use_sim_time))
+    _, overrides = controller_config(cfg, initial_positions=centres, publish_clock=bool(use_sim_time),
+                                     floor_cell_m=cfg.cell_size_m)
     return {**overrides, "use_sim_time": False}
 
 

@@ -49,8 +49,8 @@ from consensus.runs.processes import robot_base_overrides
 from consensus.scenarios.naming_game.config import NamingGameParams
 from consensus.scenarios.naming_game.game import memory_space
 from consensus.scenarios.naming_game.policy import Policy
-from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, RobotBaseConfig, RunParams,
-                                SimParams, need, param)
+from consensus.settings import (ControlParams, FlatParams, FleetParams, LLMParams, PhysicsParams, RobotBaseConfig,
+                                RunParams, SimParams, need, param)
 
 SCHEDULE_STREAM = 0          # spawn_key of the pair schedule's generator
 ROBOT_STREAM = 1             # spawn_key (ROBOT_STREAM, robot id) of each robot's generator
@@ -104,7 +104,8 @@ class RobotsParams(ControlParams):
 
 
 @dataclass
-class RobotsGameConfig(RunParams, FleetParams, NamingGameParams, RobotsParams, LLMParams, SimParams, FlatParams):
+class RobotsGameConfig(RunParams, FleetParams, NamingGameParams, RobotsParams, LLMParams, SimParams, PhysicsParams,
+                       FlatParams):
     """The fleet demo's config (``config/naming_game_robots.yaml``): the naming game's rules played by a fleet of
     ``num_robots`` robots (the run, fleet, control, LLM and simulator groups are ``consensus.settings``')."""
 

@@ -7,7 +7,7 @@ from consensus.ros.fleet import run_robots
 from consensus.ros.params import declare_config
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.aggregation.config import AggregationConfig
-from consensus.settings import ControlParams, runtime_fields
+from consensus.settings import PHYSICS, ControlParams, runtime_fields
 from consensus.scenarios.aggregation.planners.factory import planners_from_config
 
 
@@ -15,7 +15,8 @@ from consensus.scenarios.aggregation.planners.factory import planners_from_confi
 #: fields): every other field is a parameter of ``/fleet`` (``/robot_<i>/agent``)
 NOT_USED = frozenset({"sim", "sim_rate_hz", "publish_clock", "init_radius", "initial_positions", "duration_s",
                       "converge_tol_m", "settle_s", "markers", "neighbor_rate_hz", "adjacency", "directed",
-                      "topology_p", "leader", "bag", "bag_exclude", "foxglove", "foxglove_host"})
+                      "topology_p", "leader", "bag", "bag_exclude", "foxglove", "foxglove_host",
+                      *PHYSICS})      # the physics world's (sim: mujoco), read by its simulator node
 USES = tuple(name for name in AggregationConfig.field_names() if name not in NOT_USED)
 
 

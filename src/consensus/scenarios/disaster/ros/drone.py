@@ -11,6 +11,7 @@ from consensus.ros.fleet import run_robots
 from consensus.scenarios.disaster.agents import make_drone
 from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.ros.agent import RosDrone, declare_disaster_config
+from consensus.settings import PHYSICS
 
 #: what the drones do not read: the simulator's choice and the LLM server's port (the other processes'), the prompt
 #: style (the disaster agents have one prompt), the aggregator's fields (mode, strategy), the environment's (the grid
@@ -22,7 +23,7 @@ from consensus.scenarios.disaster.ros.agent import RosDrone, declare_disaster_co
 NOT_USED = frozenset({"sim", "llm_port", "prompt_style", "mode", "strategy", "volatility", "rounds", "max_active",
                       "p_new", "initial_disasters", "alpha", "beta", "misallocation_cost", "misallocation",
                       "high_severity", "report_noise", "round_time_s", "round_timeout_s", "flight_time_factor",
-                      "flight_slack_s"})
+                      "flight_slack_s", *PHYSICS})
 USES = tuple(name for name in DisasterConfig.field_names() if name not in NOT_USED)
 
 

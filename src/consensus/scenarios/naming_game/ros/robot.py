@@ -26,7 +26,7 @@ from consensus.ros.robot import RobotAgent
 from consensus.scenarios.naming_game.fleet_game import Player, RobotsGameConfig, controller_config, fleet_policy
 from consensus.scenarios.naming_game.ros.protocol import (WordRecord, declare_game_config, message, parse_outcome,
                                                           parse_pair)
-from consensus.settings import ControlParams, LLMParams, RobotBaseConfig, runtime_fields
+from consensus.settings import PHYSICS, ControlParams, LLMParams, RobotBaseConfig, runtime_fields
 
 #: what the robots do not read: the simulator's choice, the LLM group (a fleet plays a fixed table:
 #: ``RobotsGameConfig.check`` refuses an LLM policy) and the matchmaker's fields (the schedule's timing, the tally,
@@ -36,7 +36,7 @@ from consensus.settings import ControlParams, LLMParams, RobotBaseConfig, runtim
 #: rendezvous points)
 NOT_USED = frozenset({"sim", *(f.name for f in fields(LLMParams)), "interaction_period_s", "answer_timeout_s",
                       "max_population_rounds", "threshold", "window_factor", "arrival_tolerance_m",
-                      "arrival_timeout_s"})
+                      "arrival_timeout_s", *PHYSICS})
 USES = tuple(name for name in RobotsGameConfig.field_names() if name not in NOT_USED)
 
 
