@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -38,6 +39,23 @@ SERVO_TAU_S = 0.05                   # the velocity servos' time constant (kv = 
 MAX_CONTACTS_KEPT = 1000             # contacts kept in full (the count goes on)
 CONTACT_GAP_S = 0.1                  # a pair touching again within this is the same contact (bodies that jostle)
 EXECUTABLE = "mujoco_sim"
+
+
+def _choose_gl() -> None:
+    """MuJoCo picks its OpenGL platform once, when it is imported (``MUJOCO_GL``): a headless one where this machine
+    has it (EGL, else OSMesa), unless the user chose. Done before this module imports mujoco, so that a process that
+    steps the world and then renders its video (``consensus run --video``) can still render."""
+    import ctypes.util
+
+    if "MUJOCO_GL" in os.environ or "mujoco" in sys.modules:
+        return
+    for platform, library in (("egl", "EGL"), ("osmesa", "OSMesa")):
+        if ctypes.util.find_library(library):
+            os.environ["MUJOCO_GL"] = platform
+            return
+
+
+_choose_gl()
 
 
 @dataclass(frozen=True)
@@ -121,6 +139,7 @@ def world_xml(cfg, start: np.ndarray) -> str:
   <option timestep="{_f(1.0 / float(cfg.physics_rate_hz))}" integrator="implicitfast" gravity="0 0 -9.81"/>
   <visual><global offwidth="1280" offheight="960"/><quality shadowsize="2048"/></visual>
   <asset>
+    <texture type="skybox" builtin="gradient" rgb1="0.62 0.74 0.86" rgb2="0.95 0.96 0.98" width="256" height="256"/>
     <texture name="grid" type="2d" builtin="checker" rgb1="0.82 0.84 0.86" rgb2="0.72 0.74 0.77" width="64"
              height="64"/>
     <material name="grid" texture="grid" texuniform="true" texrepeat="{_f(1.0 / (2 * cell), 1.0 / (2 * cell))}"/>
@@ -295,7 +314,6 @@ def render_frames(params: dict, times: list[float], poses: np.ndarray, width: in
     renderer (the ``view`` camera), one (height, width, 3) uint8 frame each. ``params``: the run's config values
     (its params file). ``RuntimeError`` when no OpenGL context can be made (EGL: ``apt install libegl1``; or
     ``MUJOCO_GL=osmesa`` with ``libosmesa6``)."""
-    os.environ.setdefault("MUJOCO_GL", "egl")
     from consensus.settings import RobotBaseConfig
 
     known = set(RobotBaseConfig.field_names())
