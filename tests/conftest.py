@@ -39,6 +39,9 @@ def _domain_id() -> str:
 os.environ["ROS_DOMAIN_ID"] = _domain_id()
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+# MuJoCo picks its OpenGL platform once, when first imported (by whichever test comes first): the package's own
+# headless choice (EGL, else OSMesa: consensus.sims.mujoco_world), made before any test imports mujoco
+import consensus.sims.mujoco_world  # noqa: E402,F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # tests/fake_openai_server.py
 

@@ -208,3 +208,17 @@ def test_the_disaster_drones_fly_to_their_chosen_cells_in_mujoco(tmp_path):
     for r in rounds:                         # every drone reached the cell it chose
         assert [tuple(c) for c in r["cells_end"]] == [tuple(c) for c in r["decision"]["actions"]]
     assert any(r["decision"]["actions"] != r["cells_start"] for r in rounds), "no drone had to fly"
+
+
+def test_mujoco_s_renderer_draws_the_recorded_poses_where_opengl_is_available():
+    from consensus.sims.mujoco_world import render_frames
+
+    poses = np.zeros((2, 2, 3))
+    poses[0, :, :2] = [[-3.0, 0.0], [3.0, 0.0]]
+    poses[1, :, :2] = [[-0.3, 0.0], [0.3, 0.0]]
+    try:
+        frames = list(render_frames({"footprint_radius_m": 0.3}, [0.0, 1.0], poses, width=160, height=120))
+    except RuntimeError as exc:
+        pytest.skip(f"no OpenGL for MuJoCo's renderer here: {exc}")
+    assert len(frames) == 2 and frames[0].shape == (120, 160, 3) and frames[0].dtype == np.uint8
+    assert np.abs(frames[0].astype(int) - frames[1].astype(int)).sum() > 0      # the bodies moved on screen
