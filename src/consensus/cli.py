@@ -252,7 +252,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--video draws the robots' trajectories: consensus run {sc.name} moves no robots")
     if hasattr(cfg, "sim"):               # every scenario that moves robots takes its simulator the same way
         from consensus.sims import check_run
-        check_run(cfg, headless=args.headless)
+        check_run(cfg, headless=args.headless, world_ok=sc.headless_world)
     out = args.out or default_run_dir(sc.name)
     say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
     created = _created_by(Path(out))

@@ -50,6 +50,7 @@ class Scenario:
     processes: Callable[..., list] | None = None   # processes(cfg, *, use_sim_time) -> [ProcessSpec]
     prepare: Callable | None = None                # prepare(cfg, out) -> (cfg, params file); default: prepare_run
     launch_args: tuple = ()                        # config fields offered as launch arguments
+    headless_world: bool = False                   # its --headless loop moves bodies in a sim's world (sim: mujoco)
     executables: dict = field(default_factory=dict)    # executable -> module with main()
     studies: tuple = ()                            # modules defining STUDIES
 

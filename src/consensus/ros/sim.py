@@ -90,6 +90,11 @@ class Simulator:
         """Wall seconds between two steps."""
         return self.dt
 
+    def cmd_clock(self) -> float:
+        """The clock a command's age is measured on (``CMD_TIMEOUT_S``): the wall clock here; the world's own time
+        for a world that runs faster or slower than real time."""
+        return time.monotonic()
+
     def sim_ns(self, now: float) -> int:
         """The sim time of the step at monotonic time ``now`` [ns] (published on /clock with ``publish_clock``)."""
         return int((now - self.t0) * 1e9)
@@ -129,12 +134,12 @@ class Simulator:
                 self.health.count_bad_message("sim.cmd_vel")
                 return                        # ignore corrupt commands (the robot keeps its last valid one)
             self.cmd[i] = vals
-            self.cmd_time[i] = time.monotonic()
+            self.cmd_time[i] = self.cmd_clock()
         return cb
 
     def step(self) -> None:
         now = time.monotonic()
-        cmd = np.where((now - self.cmd_time)[:, None] <= CMD_TIMEOUT_S, self.cmd, 0.0)
+        cmd = np.where((self.cmd_clock() - self.cmd_time)[:, None] <= CMD_TIMEOUT_S, self.cmd, 0.0)
         pose, twist = self.advance(cmd)
         if self.clock_pub is not None:
             sim_ns = self.sim_ns(now)

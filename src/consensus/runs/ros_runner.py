@@ -194,7 +194,8 @@ def _physics_judgement(out: Path) -> dict:
         count = int(data["contacts"])
     except (OSError, ValueError, KeyError, TypeError):
         return {"contacts_error": f"{path.name} is not readable"}
-    keys = ("contact_list", "robot_contacts", "wall_contacts", "max_penetration_m")
+    keys = ("contact_list", "robot_contacts", "wall_contacts", "max_penetration_m", "true_min_pair_distance_m",
+            "true_outside_geofence_m")
     return {"contacts": count, **{k: data.get(k) for k in keys}}
 
 
@@ -225,24 +226,22 @@ def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[
                 echo(f"warning: the bag could not be repaired: {exc}")
     if repaired is not None and (out / "summary.json").exists():
         _note_quietly(out, echo, bag_repaired=repaired)
-    judged = _physics_judgement(out)
+    if dead and (out / "summary.json").exists():
+        note_lost_processes(out, dead)
+    elif dead:
+        workspace = None
+        try:
+            import yaml
+
+            workspace = yaml.safe_load(params_file.read_text())["/**"]["ros__parameters"].get("workspace")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
+            pass
+        summary = salvage_summary(out, dead, workspace=workspace)
+        if echo:
+            echo(f"summary.json written from what the run left (end_reason {summary['end_reason']})")
+    judged = _physics_judgement(out)        # after a salvage too: the engine's judgement is the run's record
     if judged and (out / "summary.json").exists():
         _note_quietly(out, echo, **judged)
-    if not dead:
-        return
-    if (out / "summary.json").exists():
-        note_lost_processes(out, dead)
-        return
-    workspace = None
-    try:
-        import yaml
-
-        workspace = yaml.safe_load(params_file.read_text())["/**"]["ros__parameters"].get("workspace")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
-        pass
-    summary = salvage_summary(out, dead, workspace=workspace)
-    if echo:
-        echo(f"summary.json written from what the run left (end_reason {summary['end_reason']})")
 
 
 def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm_base_url: str = "",

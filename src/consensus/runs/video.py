@@ -419,7 +419,11 @@ def write_video(run_dir: str | Path, out: str | Path | None = None, fmt: str | N
     render, why = sim_renderer(rec.sim)
     if render is not None:
         try:
-            frames = _checked(iter(render(dict(rec.params), [float(t) for t in at],
+            params = dict(rec.params)
+            world = rec.dir / "world.xml"           # the world the run stepped, where its simulator kept it
+            if world.is_file():
+                params["world_xml"] = world.read_text(encoding="utf-8", errors="replace")
+            frames = _checked(iter(render(params, [float(t) for t in at],
                                           rec.poses()[sample_index(rec.times, at)], size, size)), size, at, speedup)
             write(frames)
             return path

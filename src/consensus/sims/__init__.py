@@ -49,10 +49,15 @@ def headless_world(cfg, start, *, seed: int = 0):
     return getattr(importlib.import_module(module), name)(cfg, start, seed=seed)
 
 
-def check_run(cfg, *, headless: bool) -> None:
-    """One ``ConfigError`` when ``consensus run`` cannot use ``cfg.sim`` this way (headless, or launch-only)."""
+def check_run(cfg, *, headless: bool, world_ok: bool = True) -> None:
+    """One ``ConfigError`` when ``consensus run`` cannot use ``cfg.sim`` this way (headless, or launch-only; a
+    simulator whose bodies live in a world, headless, for a scenario whose headless loop has none: ``world_ok``,
+    ``Scenario.headless_world``)."""
     sim = sim_spec(getattr(cfg, "sim", "builtin"))
     if headless and not sim.headless:
         raise ConfigError(f"sim '{sim.name}' runs the robots as ROS 2 nodes: drop --headless")
+    if headless and sim.world and not world_ok:
+        raise ConfigError(f"sim '{sim.name}' moves bodies in its world, which this scenario's headless loop does not "
+                          f"use: drop --headless (its ROS run moves them in {sim.name})")
     if sim.launch_only:
         raise ConfigError(f"sim '{sim.name}' starts with {sim.summary}: ros2 launch consensus {sim.launch_only}")

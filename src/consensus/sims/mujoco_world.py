@@ -39,6 +39,7 @@ SERVO_TAU_S = 0.05                   # the velocity servos' time constant (kv = 
 MAX_CONTACTS_KEPT = 1000             # contacts kept in full (the count goes on)
 CONTACT_GAP_S = 0.1                  # a pair touching again within this is the same contact (bodies that jostle)
 EXECUTABLE = "mujoco_sim"
+WORLD_FILE = "world.xml"             # RUN/world.xml: the MJCF a run stepped (its video draws the same world)
 
 
 def _choose_gl() -> None:
@@ -48,6 +49,9 @@ def _choose_gl() -> None:
     import ctypes.util
 
     if "MUJOCO_GL" in os.environ or "mujoco" in sys.modules:
+        return
+    if os.environ.get("PYOPENGL_PLATFORM") in ("egl", "osmesa"):     # the user's choice for PyOpenGL: the same
+        os.environ["MUJOCO_GL"] = os.environ["PYOPENGL_PLATFORM"]
         return
     for platform, library in (("egl", "EGL"), ("osmesa", "OSMesa")):
         if ctypes.util.find_library(library):
@@ -169,7 +173,8 @@ class MujocoWorld:
         start = np.asarray(start, dtype=float).reshape(n, -1)
         if start.shape[1] < 3:
             start = np.hstack([start, np.zeros((n, 3 - start.shape[1]))])
-        self.model = mj.MjModel.from_xml_string(world_xml(cfg, start))
+        self.xml = world_xml(cfg, start)          # what RUN/world.xml keeps (the video draws the same world)
+        self.model = mj.MjModel.from_xml_string(self.xml)
         self.data = mj.MjData(self.model)
         self.qadr = np.array([[self.model.joint(f"{a}_{i}").qposadr[0] for a in ("x", "y", "yaw")]
                               for i in range(n)])
@@ -193,7 +198,15 @@ class MujocoWorld:
         self.offset = float(cfg.localization_offset_m) * np.stack([np.cos(angle), np.sin(angle)], axis=1)
         self.noise_rng = np.random.default_rng(seed + 1)
         self.contacts: list[dict[str, Any]] = []       # ended and open, in the order they began
-        self.contact_count = 0
+        self.contact_count = self.wall_count = 0
+        self.max_depth = 0.0
+        # ground truth of the bodies, whatever their odometry says: the closest pair of centres, the farthest any
+        # body's centre went outside the workspace (checked after every advance)
+        self.min_pair_m = math.inf
+        self.outside_m = 0.0
+        ws = list(cfg.workspace)
+        self.bounds = (np.array(ws[0::2], dtype=float), np.array(ws[1::2], dtype=float))
+        self._until = 0.0                               # the time advance() steps to (no remainder lost)
         self._open: dict[tuple[int, int], dict[str, Any]] = {}
         self._ended: dict[tuple[int, int], dict[str, Any]] = {}     # each pair's last ended contact
         self.steps = 0
@@ -208,8 +221,10 @@ class MujocoWorld:
         self.cmd = np.asarray(cmd, dtype=float).reshape(self.n, 3)
 
     def advance(self, seconds: float) -> int:
-        """Step the physics by ``seconds`` (whole timesteps, at least one); the number of steps."""
-        steps = max(1, int(round(seconds / self.dt)))
+        """Step the physics on by ``seconds``: whole timesteps up to the running total of what was asked, so a
+        period that is not a whole number of timesteps loses nothing over many calls; the number of steps."""
+        self._until += seconds
+        steps = max(0, int(round((self._until - self.time) / self.dt)))
         lag = float(self.cfg.actuator_lag_s)
         alpha = 1.0 if lag <= 0 else 1.0 - math.exp(-self.dt / lag)
         mj, m, d = self.mj, self.model, self.data
@@ -223,7 +238,19 @@ class MujocoWorld:
             mj.mj_step(m, d)
             self.steps += 1
             self._judge()
+        self._measure()
         return steps
+
+    def _measure(self) -> None:
+        """The ground truth after an advance: closest pair of centres, farthest excursion outside the workspace."""
+        xy = self.data.qpos[self.qadr[:, :2]]
+        if self.n > 1:
+            gaps = np.linalg.norm(xy[:, None, :] - xy[None, :, :], axis=2)
+            self.min_pair_m = min(self.min_pair_m, float(gaps[np.triu_indices(self.n, 1)].min()))
+        lo, hi = self.bounds
+        d = len(lo)
+        out = np.maximum(lo - xy[:, :d], 0.0) + np.maximum(xy[:, :d] - hi, 0.0)
+        self.outside_m = max(self.outside_m, float(np.linalg.norm(out, axis=1).max()))
 
     def _judge(self) -> None:
         """MuJoCo's contacts of this step between two robots or a robot and a wall: open, extend or end each."""
@@ -249,12 +276,24 @@ class MujocoWorld:
                 event["end_s"] = None
             if event is None:
                 self.contact_count += 1
+                self.wall_count += int(pair[0] < 0)
                 event = {"t_s": round(t, 4), "pair": ["wall" if p < 0 else f"robot_{p}" for p in pair],
                          "depth_m": 0.0, "end_s": None}
                 self._open[pair] = event
                 if len(self.contacts) < MAX_CONTACTS_KEPT:
                     self.contacts.append(event)
             event["depth_m"] = round(max(event["depth_m"], depth), 5)
+            self.max_depth = max(self.max_depth, depth)
+
+    def save_xml(self, out_dir) -> None:
+        """``RUN/world.xml``: the MJCF this run steps (the video draws the same world); a full disk: the video
+        rebuilds the world from the params."""
+        from pathlib import Path
+
+        try:
+            (Path(out_dir) / WORLD_FILE).write_text(self.xml)
+        except OSError:
+            pass
 
     # ------------------------------------------------------------------------------------------------ reading
     def poses(self) -> np.ndarray:
@@ -276,19 +315,26 @@ class MujocoWorld:
 
     def judgement(self) -> dict[str, Any]:
         """The contacts so far: ``contacts`` (how many), ``robot_contacts``, ``wall_contacts``, the deepest
-        penetration and each contact (at most ``MAX_CONTACTS_KEPT``)."""
-        kept = [dict(e) for e in self.contacts]
-        walls = sum(1 for e in kept if "wall" in e["pair"])
-        return {"contacts": self.contact_count, "robot_contacts": self.contact_count - walls if
-                self.contact_count == len(kept) else None, "wall_contacts": walls if
-                self.contact_count == len(kept) else None,
-                "max_penetration_m": max((e["depth_m"] for e in kept), default=0.0), "contact_list": kept,
+        penetration, each contact (the first ``MAX_CONTACTS_KEPT``), and the bodies' ground truth: the closest pair
+        of centres (``true_min_pair_distance_m``) and the farthest a centre went outside the workspace
+        (``true_outside_geofence_m``)."""
+        return {"contacts": self.contact_count, "robot_contacts": self.contact_count - self.wall_count,
+                "wall_contacts": self.wall_count, "max_penetration_m": round(self.max_depth, 5),
+                "contact_list": [dict(e) for e in self.contacts],
+                "true_min_pair_distance_m": None if math.isinf(self.min_pair_m) else round(self.min_pair_m, 5),
+                "true_outside_geofence_m": round(self.outside_m, 5),
                 "physics_steps": self.steps, "physics_rate_hz": 1.0 / self.dt}
 
 
 # ---------------------------------------------------------------------------------------------------- the registry
 def processes(cfg, params: dict, *, use_sim_time: bool = False) -> list[ProcessSpec]:
-    """The MuJoCo simulator node (``consensus.ros.mujoco_sim``) with what the built-in ``sim`` would get."""
+    """The MuJoCo simulator node (``consensus.ros.mujoco_sim``) with what the built-in ``sim`` would get. A world
+    that does not run in real time needs sim time (the nodes follow its /clock): one ``ConfigError`` otherwise."""
+    factor = float(params.get("realtime_factor", getattr(cfg, "realtime_factor", 1.0)))
+    clock = bool(params.get("publish_clock", use_sim_time)) or use_sim_time
+    if factor != 1.0 and not clock:
+        raise ConfigError(f"realtime_factor {factor:g} needs sim time, so that the nodes follow the physics' /clock: "
+                          f"add --use-sim-time (ros2 launch: use_sim_time:=true)")
     return [ProcessSpec(EXECUTABLE, "sim", params=dict(params))]
 
 
@@ -322,15 +368,28 @@ def render_frames(params: dict, times: list[float], poses: np.ndarray, width: in
                                                                                         "robots_file": ""})
     world = MujocoWorld(cfg, poses[0])
     mj = world.mj
+    model = world.model
+    if params.get("world_xml"):           # the world the run stepped (RUN/world.xml): its walls, floor and bodies
+        try:
+            model = mj.MjModel.from_xml_string(str(params["world_xml"]))
+        except Exception as exc:          # noqa: BLE001 - a damaged file: the world rebuilt from the params
+            raise RuntimeError(f"world.xml does not load ({type(exc).__name__}: {exc})") from None
+        if model.nq != world.model.nq:
+            raise RuntimeError("world.xml holds another fleet than the trajectories")
+    data = mj.MjData(model)
     try:
-        renderer = mj.Renderer(world.model, height, width)
+        renderer = mj.Renderer(model, height, width)
     except Exception as exc:          # noqa: BLE001 - any GL failure means: no renderer here
         raise RuntimeError(f"no OpenGL context for MuJoCo's renderer ({type(exc).__name__}: {exc})") from None
     try:
         for pose in poses:
-            world.data.qpos[world.qadr.ravel()] = pose[:, :3].ravel()
-            mj.mj_forward(world.model, world.data)
-            renderer.update_scene(world.data, camera="view")
-            yield renderer.render().copy()
+            data.qpos[world.qadr.ravel()] = pose[:, :3].ravel()
+            try:
+                mj.mj_forward(model, data)
+                renderer.update_scene(data, camera="view")
+                frame = renderer.render().copy()
+            except Exception as exc:      # noqa: BLE001 - a GL failure mid-way (mujoco.FatalError): say so
+                raise RuntimeError(f"MuJoCo's renderer failed ({type(exc).__name__}: {exc})") from None
+            yield frame
     finally:
         renderer.close()

@@ -41,6 +41,7 @@ register(Scenario(
     result_line=lazy("consensus.scenarios.aggregation.runner:result_line"),
     processes=lazy("consensus.scenarios.aggregation.processes:aggregation_processes"),
     prepare=lazy("consensus.scenarios.aggregation.runner:prepare_aggregation_run"),
+    headless_world=True,
     launch_args=("topology", "planner", "duration_s", "settle_s", "max_rounds", "robots_file", "dry_run",
                  *foxglove_live.LAUNCH_ARGS),
     executables={

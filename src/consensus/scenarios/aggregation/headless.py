@@ -76,6 +76,7 @@ class AggregationResult:
     plan_log: list[dict] = field(default_factory=list)   # one entry per robot and round, see ``_log_entry``
     counters: dict = field(default_factory=new_counters)  # planner counters summed over robots
     summary: dict = field(default_factory=dict)
+    world: object | None = None       # the physics world the bodies moved in (sim: mujoco), else None
 
 
 def count_rounds(cfg: AggregationConfig, rounds: int | None = None) -> int:
@@ -204,7 +205,7 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                 pos = new
                 positions[k + 1] = pos if truth is None else truth
                 broadcast(float(times[k + 1]))
-                settled = settle.update(float(times[k + 1]), agreement_measure(pos, target, avoid))
+                settled = settle.update(float(times[k + 1]), agreement_measure(positions[k + 1], target, avoid))
             if progress is not None:
                 progress(r + 1, n_rounds)
             if settled and r + 1 < n_rounds:
@@ -227,9 +228,9 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     if world is not None:                 # the engine's own judgement of the bodies (not the filter's bookkeeping)
         judged = world.judgement()
         summary.update({k: judged[k] for k in ("contacts", "contact_list", "robot_contacts", "wall_contacts",
-                                               "max_penetration_m")})
+                                               "max_penetration_m", "true_outside_geofence_m")})
     return AggregationResult(times=times, positions=positions, targets=targets, plan_log=plan_log,
-                             counters=counters, summary=summary)
+                             counters=counters, summary=summary, world=world)
 
 
 def _velocities(cmds: list[Command], d: int) -> np.ndarray:

@@ -39,6 +39,8 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
         result = run_headless(cfg, client, progress=progress)
     finally:
         close()
+    if result.world is not None:
+        result.world.save_xml(out)
     with (out / "plans.jsonl").open("w") as fh:
         for entry in result.plan_log:
             fh.write(json.dumps(entry, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)) + "\n")
@@ -55,7 +57,8 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
                            "end_reason": result.summary["end_reason"], "settle_s": cfg.settle_s,
                            **{k: result.summary[k] for k in ("collision_avoidance", "clearance_m", "collision",
                                                              "contacts", "contact_list", "robot_contacts",
-                                                             "wall_contacts", "max_penetration_m")
+                                                             "wall_contacts", "max_penetration_m",
+                                                             "true_outside_geofence_m")
                               if k in result.summary},
                            **({"prompt_style": cfg.prompt_style} if cfg.uses_llm() else {})})
 
