@@ -1,6 +1,7 @@
 """``bag_recorder``: records every topic of a run into the MCAP bag ``RUN/bag/`` (``consensus.runs.bag``).
 
-Once a second (steady clock) it looks for new topics (``get_topic_names_and_types``) and subscribes to each with a
+Once a second (steady clock; five times a second during the run's first 10 s, while its nodes come up) it looks for
+new topics (``get_topic_names_and_types``) and subscribes to each with a
 publisher, except ``/parameter_events`` and the topics ``bag_exclude`` matches (``BagParams``: by default the
 ``nearby`` relay, derived from the recorded ``state`` topics and O(n²) in size), serialized (``raw=True``: the CDR
 bytes go to the file untouched), with the QoS its publishers offer (reliable only if every publisher is;
@@ -42,6 +43,9 @@ from consensus.runs.rundir import default_run_dir
 from consensus.settings import BagParams, FlatParams, RunParams
 
 DISCOVERY_PERIOD_S = 1.0
+#: the run's first seconds, when its nodes come up: new topics are looked for this often (a topic found late is a
+#: bag that misses the run's start)
+EARLY_DISCOVERY_PERIOD_S, EARLY_S = 0.2, 10.0
 EXCLUDED = frozenset({"/parameter_events"})
 DEPTH = 100
 FLUSH_PERIOD_S = 1.0            # what is on disk is at most this far behind (and readable after repair_bag)
@@ -97,11 +101,21 @@ class BagRecorder:
         self.exclude = re.compile(self.cfg.bag_exclude) if self.cfg.bag_exclude else None
         self.clock = node.get_clock()
         steady = Clock(clock_type=ClockType.STEADY_TIME)
-        node.create_timer(DISCOVERY_PERIOD_S, guarded(self.discover, "bag.discover", self.health), clock=steady)
+        self.started = self.last_discovery = time.monotonic()
+        node.create_timer(EARLY_DISCOVERY_PERIOD_S, guarded(self._tick_discovery, "bag.discover", self.health),
+                          clock=steady)
         node.create_timer(FLUSH_PERIOD_S, guarded(self.flush, "bag.flush", self.health), clock=steady)
         self.publish_health = publish_health(node, self.health)
         node.get_logger().info(f"recording every topic into {self.writer.path}")
         self.discover()
+
+    def _tick_discovery(self) -> None:
+        """``discover`` every ``EARLY_DISCOVERY_PERIOD_S`` during the run's first ``EARLY_S``, then every
+        ``DISCOVERY_PERIOD_S``."""
+        now = time.monotonic()
+        if now - self.started < EARLY_S or now - self.last_discovery >= DISCOVERY_PERIOD_S - 1e-3:
+            self.last_discovery = now
+            self.discover()
 
     def discover(self) -> None:
         for name, types in self.node.get_topic_names_and_types():
