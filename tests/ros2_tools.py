@@ -63,7 +63,7 @@ def start_ros2(*args: str, log: Path) -> subprocess.Popen:
                             text=True, start_new_session=True)
 
 
-def stop_group(proc: subprocess.Popen, grace: float = 15.0) -> int:
+def stop_group(proc: subprocess.Popen, grace: float = 45.0) -> int:
     """SIGINT the process group (as Ctrl-C does), then SIGKILL what is left after ``grace`` seconds."""
     if proc.poll() is None:
         try:

@@ -166,3 +166,17 @@ def test_the_dense_batch_path_equals_the_per_robot_lists(kinematics, seed, n):
         qp += ca.avoid.counters.qp_solves
     assert qp > 0 or kinematics == "point_mass_pid"
     assert any(c.slot is not None for c in cores_a)                        # the packing assignment ran too
+
+
+def test_a_robot_that_heard_the_relay_but_no_other_robot_yet_is_a_row_not_an_error():
+    """fleet:=false at start-up: robot 0's relay message lists no other robot yet (an empty ``Nearby``); the batch
+    keeps it as heard-but-empty (a CI run logged 'fleet.step failed: cannot reshape array of size 0')."""
+    from consensus.control.fleet_core import NearbyBatch
+    from consensus.control.robot_core import Nearby
+
+    empty = Nearby(np.zeros((0, 2)), np.zeros(0), np.zeros(0), np.zeros(0, dtype=int))
+    one = Nearby(np.array([[1.0, 2.0]]), np.array([0.1]), np.array([0.0]), np.array([3]))
+    batch = NearbyBatch.of([empty, None, one], 2)
+    assert batch.positions.shape == (3, 1, 2) and batch.heard.tolist() == [True, False, True]
+    assert len(batch.robot(0).positions) == 0 and batch.robot(1) is None
+    assert batch.robot(2).positions.tolist() == [[1.0, 2.0]] and batch.robot(2).ids.tolist() == [3]

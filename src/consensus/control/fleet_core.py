@@ -51,7 +51,7 @@ class NearbyBatch:
         positions, ages = np.full((n, k, dim), np.nan), np.full((n, k), np.inf)
         speeds, ids = np.zeros((n, k)), np.full((n, k), -1)
         for i, x in enumerate(nearby):
-            if x is not None:
+            if x is not None and len(x.positions):       # (an empty Nearby: heard, but no other robot yet)
                 m = len(x.positions)
                 positions[i, :m] = np.asarray(x.positions, dtype=float).reshape(m, -1)[:, :dim]
                 ages[i, :m], speeds[i, :m], ids[i, :m] = x.ages, x.speeds, x.ids

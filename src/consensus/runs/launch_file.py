@@ -32,7 +32,7 @@ from pathlib import Path
 
 from consensus.errors import ConfigError
 from consensus.runs import security
-from consensus.runs.processes import GOES_ON_WITHOUT, ProcessSpec
+from consensus.runs.processes import FINISH_GRACE_S, GOES_ON_WITHOUT, ProcessSpec, writes_record
 
 COMMON_ARGS = ("num_robots", "seed", "fleet", "llm_backend", "llm_model", "llm_base_url", "output_dir")
 
@@ -82,7 +82,8 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
                     namespace=spec.namespace or None,
                     parameters=[str(params_file), spec.params] if spec.ours else [spec.params],
                     ros_arguments=security.enclave_args(spec) or None,     # security:=true: its enclave
-                    output="screen", emulate_tty=True)
+                    output="screen", emulate_tty=True,
+                    **({"sigterm_timeout": str(FINISH_GRACE_S)} if writes_record(spec) else {}))
         actions.append(node)
         if spec.ends_run:
             actions.append(RegisterEventHandler(OnProcessExit(

@@ -28,6 +28,15 @@ ROBOT_NODE = names.ROBOT_NODE      # a robot's node: /robot_<i>/agent
 #: record (the run's own summary and trajectories are the recorder's); ``consensus run`` repairs what they wrote at
 #: the end and summary.json names them
 GOES_ON_WITHOUT = ("bag_recorder",)
+#: after a stop (Ctrl-C): how long a process that writes the run's record (the one that ends the run, the bag writer)
+#: may take to write it before it is sent SIGTERM, under `consensus run` and `ros2 launch` alike (its summary and
+#: figures took over 15 s on a 2-core CI host loaded with two test workers)
+FINISH_GRACE_S = 30.0
+
+
+def writes_record(spec: "ProcessSpec") -> bool:
+    """Does this process write the run's record on its way out (``FINISH_GRACE_S``)?"""
+    return spec.ends_run or spec.executable in GOES_ON_WITHOUT
 
 
 @dataclass(frozen=True)

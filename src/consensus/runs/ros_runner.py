@@ -22,7 +22,7 @@ from typing import Callable
 
 from consensus.errors import ConsensusError
 from consensus.runs import security
-from consensus.runs.processes import GOES_ON_WITHOUT, ProcessSpec
+from consensus.runs.processes import FINISH_GRACE_S, GOES_ON_WITHOUT, ProcessSpec, writes_record
 
 LLM_READY_TIMEOUT_S = 600.0     # first start assembles and hashes the 1.1 GB model
 
@@ -148,14 +148,18 @@ def _wait_llm_ready(base_url: str, proc: _Proc, timeout: float) -> None:
 
 
 def stop_all(procs: list[_Proc], grace_s: float = 8.0) -> None:
+    """SIGINT every process, then SIGTERM and SIGKILL what is left: after ``grace_s``, or ``FINISH_GRACE_S`` for a
+    process that writes the run's record on its way out (``writes_record``)."""
     for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
         live = [p for p in procs if p.popen.poll() is None]
         if not live:
             return
         for p in live:
             p.signal(sig)
-        deadline = time.monotonic() + wait
+        start = time.monotonic()
         for p in live:
+            longer = sig == signal.SIGINT and writes_record(p.spec)
+            deadline = start + (max(wait, FINISH_GRACE_S) if longer else wait)
             try:
                 p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
