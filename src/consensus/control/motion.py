@@ -56,6 +56,9 @@ class Simulator:
     def make_ready(self, cfg, **options: Any) -> tuple[Any, dict]:
         return _call(self.prepare, cfg, **options) if self.prepare else (cfg, {})
 
+    def make_world(self, cfg, start, *, seed: int = 0) -> Any:
+        return _call(self.world, cfg, start, seed=seed) if self.world else None
+
 
 _SIMS: dict[str, Simulator] = {}
 

@@ -70,7 +70,7 @@ class MujocoSimulator(sim.Simulator):
     def cmd_clock(self) -> float:
         """A command's age in the world's time: a world 50 times faster than real time still stops a robot whose
         controller fell silent 0.5 s (of its time) ago."""
-        return self.world.time if hasattr(self, "world") else 0.0
+        return self.world.time
 
     def advance(self, cmd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self.world.set_commands(cmd)

@@ -40,13 +40,7 @@ def prepare_sim(cfg, **options: Any) -> tuple[Any, dict]:
 def headless_world(cfg, start, *, seed: int = 0):
     """The world a headless loop moves ``cfg``'s bodies in (``Simulator.world``: MuJoCo's for ``sim: mujoco``),
     its robots at ``start`` ((n, 3): x, y, yaw); None when the loop integrates the kinematics itself."""
-    import importlib
-
-    target = sim_spec(getattr(cfg, "sim", "builtin")).world
-    if not target:
-        return None
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)(cfg, start, seed=seed)
+    return sim_spec(getattr(cfg, "sim", "builtin")).make_world(cfg, start, seed=seed)
 
 
 def check_run(cfg, *, headless: bool, world_ok: bool = True) -> None:
