@@ -52,14 +52,17 @@ from consensus.llm.from_config import client_from_config
 from consensus.ros import diagnostics
 from consensus.ros.nearby import FleetNearby
 from consensus.ros.health import HEALTH, Health, guarded
-from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, freeze_startup_objects,
-                                   make_executor, on_stop, run_node, spin)
+from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, Participants,
+                                   freeze_startup_objects, make_executor, on_stop, run_node, spin)
 from consensus.runs.processes import ROBOT_NODE
 from consensus import names
 
 
 
 namespace = names.namespace          # robot_<i> (consensus.names)
+#: the subscriptions of one robot of a fleet process (odometry, neighbours, their targets, e-stop; nearby between
+#: processes), for spreading the robots over DDS participants (``consensus.ros.process.Participants``)
+ROBOT_SUBSCRIPTIONS = 5
 
 
 def robot_namespace(node: Node) -> int | None:
@@ -350,10 +353,12 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
         executor = make_executor(cfg.executor)
         robots, nodes = [], []
         sim_time = Parameter("use_sim_time", value=main_node.get_parameter("use_sim_time").value)
+        participants = Participants(main_node)      # a robot's ~5 subscriptions: 40 robots per DDS participant
         for i, policy in zip(ids, policies):
             # use_global_arguments=False: the process's `-r __node:=fleet` must not rename the robots' nodes
             node = (Node(ROBOT_NODE, namespace=f"{base}/{namespace(i)}", start_parameter_services=False,
-                         use_global_arguments=False, parameter_overrides=[sim_time]) if fleet else main_node)
+                         use_global_arguments=False, parameter_overrides=[sim_time],
+                         context=participants.reserve_context(ROBOT_SUBSCRIPTIONS)) if fleet else main_node)
             robots.append(attach(node, cfg, i, policy, pool, status))
             if node is not main_node:
                 nodes.append(node)
@@ -388,6 +393,7 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
             close()
             for node in nodes:
                 node.destroy_node()
+            participants.close()
             main_node.destroy_node()
 
     return run_node(body, name)
