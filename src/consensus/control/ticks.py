@@ -164,3 +164,34 @@ def merge(records: list[dict]) -> dict:
             "max_late_ms": max(((r.get("publish_late_ms") or {}).get("max", 0.0) for r in recs), default=0.0),
             "hist": hist,
             "within_ms": {e: (float(cum[b]) / published if published else 0.0) for b, e in enumerate(LATE_EDGES_MS)}}
+
+
+class SlotGrid:
+    """Which groups a clock steps when its periodic timer fires: ``groups`` groups, one per slot, slots ``interval``
+    apart, group ``k % groups`` at slot ``k`` — so every group keeps its phase in the period for good.
+
+    ``due(now)`` gives the groups of the slots that are due at ``now`` and not yet stepped, in slot order: one in the
+    usual case; after a stall, the skipped slots' groups too (at most each group once: the latest ``groups`` slots),
+    counted in ``skipped``. The grid's phase is the earliest a timer callback came (a timer never fires before its
+    slot, so a callback that looks early means the first one was late: the grid moves back to it). A clock that
+    jumps (backwards, or forwards by more than ``max_jump_s``: a sim time reset, a paused sim) starts the grid anew.
+    (A grid restarted at every stall moved every group's slots for the rest of the run: measured at 100 robots, a
+    stall of 170 ms left 89 % of the commands counted late, docs/benchmarks.md.)"""
+
+    def __init__(self, interval: float, groups: int, max_jump_s: float = 1.0) -> None:
+        self.interval, self.groups, self.max_jump_s = interval, groups, max_jump_s
+        self._phase: float | None = None
+        self._next = 0                  # the first slot not stepped yet
+        self._last = 0.0
+        self.skipped = 0                # slots not stepped at their own time (stepped late, or left out)
+
+    def due(self, now: float) -> list[int]:
+        if self._phase is None or now < self._last - self.interval or now - self._last > self.max_jump_s:
+            self._phase, self._next = now - self._next * self.interval, self._next
+        self._last = now
+        slot = max(self._next, int((now - self._phase) / self.interval + 1e-6))
+        self._phase = min(self._phase, now - slot * self.interval)
+        first = max(self._next, slot - self.groups + 1)
+        self.skipped += slot - self._next
+        self._next = slot + 1
+        return [k % self.groups for k in range(first, slot + 1)]

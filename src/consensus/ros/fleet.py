@@ -45,6 +45,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from consensus.control.fleet_core import FleetCore, NearbyBatch
+from consensus.control.ticks import SlotGrid
 from consensus.errors import ConfigError
 from consensus.settings import ControlParams, runtime_fields
 from consensus.llm.endpoint import is_local_url, models_url, wait_for_models
@@ -237,8 +238,7 @@ class FleetClock:
             r.clock_stats = self.stats
         self.period = cfg.control_period_s
         self.interval = self.period / len(self.groups)      # one group's slot to the next
-        self._due: float | None = None                       # the time of the next group's slot (ROS clock)
-        self.skipped = 0                                     # slots the timer skipped, stepped late by the next
+        self.slots = SlotGrid(self.interval, len(self.groups))     # which group a callback steps (ROS clock)
         self.timer = None
         if start:
             self.start()
@@ -270,18 +270,17 @@ class FleetClock:
         return t
 
     def tick(self) -> None:
-        """The timer's callback: the control slot of the next group (never raises: each robot's failure is its own
-        counted callback error, as with its own timer). A callback so late that the timer skipped a slot (rcl skips
-        missed ones) steps the skipped group too, first: every group keeps its slot in the period, and no robot
-        misses a tick."""
+        """The timer's callback: the control slots that are due (``consensus.control.ticks.SlotGrid``), one group
+        each (never raises: each robot's failure is its own counted callback error, as with its own timer). A
+        callback so late that the timer skipped slots (rcl skips missed ones) steps the skipped groups too, first,
+        each at most once: every group keeps its slot in the period, and no robot misses a tick."""
         now = self.node.get_clock().now().nanoseconds * 1e-9
-        if self._due is None or abs(now - self._due) > self.period:       # the first tick, or a jump of the clock
-            self._due = now
-        due = 1 + max(0, int((now - self._due) // self.interval))
-        self._due += due * self.interval
-        for _ in range(min(due, len(self.groups))):
-            self._group_tick(self.ticks % len(self.groups))
-        self.skipped += due - 1
+        for g in self.slots.due(now):
+            self._group_tick(g)
+
+    @property
+    def skipped(self) -> int:
+        return self.slots.skipped
 
     def _group_tick(self, g: int) -> None:
         """Group ``g``'s control slot: its commands, then its outputs and planning slots."""

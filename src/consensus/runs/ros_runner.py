@@ -89,6 +89,15 @@ def _readable(line: str) -> str:
     return f"{level}[{m['node']}] {m['msg']}"
 
 
+#: every node process in a process group of its own (signalled as a group: ``_Proc.signal``) but in the runner's
+#: session. A session of its own (``start_new_session``) would also give it an autogroup of its own on Linux
+#: (sched(7), ``/proc/sys/kernel/sched_autogroup_enabled``), where the scheduler shares the CPU between the autogroups
+#: whatever their processes' nice values: the recorders' ``BACKGROUND_NICE`` had no effect (measured with
+#: ``perf sched`` at 100 robots, docs/benchmarks.md: the niced bag recorder ran 137 of 162 ms while the fleet's
+#: executor thread waited, runnable)
+OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+
+
 class _Proc:
     def __init__(self, spec: ProcessSpec, params_file: Path, log_dir: Path, echo: Callable[[str], None] | None):
         self.spec = spec
@@ -96,7 +105,7 @@ class _Proc:
         self.log = self.log_path.open("w", buffering=1)      # line by line: `tail -f RUN/logs/<name>.log` works
         self.popen = subprocess.Popen(executable_command(spec.executable, spec.package) + ros_args(spec, params_file),
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                      start_new_session=True, env=CHILD_ENV | dict(os.environ))
+                                      env=CHILD_ENV | dict(os.environ), **OWN_PROCESS_GROUP)
         self.echo = echo
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
