@@ -117,32 +117,29 @@ def test_merge_adds_robots_up():
 
 
 # ------------------------------------------------------------------ SlotGrid: which group a clock's callback steps
-def steps(grid, times):
-    return [grid.due(t) for t in times]
-
-
 def test_slot_grid_steps_the_groups_in_turn_and_after_a_stall_catches_up_keeping_every_group_s_phase():
     from consensus.control.ticks import SlotGrid
 
-    g = SlotGrid(0.025, 4)
-    # on time (a little jitter): one group a slot, in turn
-    assert steps(g, [1.000, 1.0252, 1.0501, 1.0757, 1.1003]) == [[0], [1], [2], [3], [0]]
-    # a stall of 80 ms: the callback at 1.205 is for slot 8; slots 5, 6, 7 were missed (groups 1, 2, 3) and slot
-    # 8 is group 0 again: each group steps once, in slot order, and the next callback is group 1 as on the grid
-    assert g.due(1.2051) == [1, 2, 3, 0] and g.skipped == 3
-    assert steps(g, [1.2251, 1.2502]) == [[1], [2]]
-    # a stall longer than a period (slots 11 to 17 due at 1.4254): each group once, the latest four slots (14 to 17)
-    # in slot order, and the grid unchanged (slot 18: group 2)
-    assert g.due(1.4254) == [2, 3, 0, 1] and g.skipped == 3 + 6 and g.due(1.4501) == [2]
+    i = 0.025
+    g = SlotGrid(i, 4)
+    # each callback reads the timer's next call: one slot before it is due, in turn
+    assert [g.due(1.0 + k * i) for k in range(1, 6)] == [[0], [1], [2], [3], [0]]
+    # a stall: the callback of slot 5 came 80 ms late, rcl moved the next call past slots 6 and 7 to slot 9:
+    # slots 5 to 8 are stepped now (each group once, in slot order), and the next callback is group 1 as on the grid
+    assert g.due(1.0 + 9 * i) == [1, 2, 3, 0] and g.skipped == 3
+    assert g.due(1.0 + 10 * i) == [1]
+    # a second callback for a slot already stepped (the next call unchanged): nothing, not the next group early
+    assert g.due(1.0 + 10 * i) == [] and g.due(1.0 + 11 * i) == [2]
+    # a stall longer than a period (slots 11 to 17 due): each group once, the latest four slots (14 to 17) in slot
+    # order, and the grid unchanged
+    assert g.due(1.0 + 18 * i) == [2, 3, 0, 1] and g.skipped == 3 + 3 + 3 and g.due(1.0 + 19 * i) == [2]
 
 
-def test_slot_grid_moves_back_to_a_callback_that_looks_early_and_restarts_after_a_jump_of_the_clock():
+def test_slot_grid_restarts_after_a_jump_of_the_clock_and_a_caller_without_a_timer_steps_slot_by_slot():
     from consensus.control.ticks import SlotGrid
 
     g = SlotGrid(0.025, 2)
-    assert g.due(10.006) == [0]                 # the first callback 6 ms late: the grid's phase is too late ...
-    assert g.due(10.0251) == [1]                # ... this one looks early: it is slot 1, and the phase moves back
-    assert g.due(10.0502) == [0] and g.due(10.0752) == [1] and g.skipped == 0
-    assert g.due(3.0) == [0]                    # the clock went back (a sim restarted): a new grid from here
-    assert g.due(3.0251) == [1] and g.skipped == 0
-    assert g.due(8.0) == [0] and g.due(8.0251) == [1] and g.skipped == 0     # forward by seconds: the same
+    assert g.due(10.025) == [0] and g.due(10.05) == [1]
+    assert g.due(3.0) == [0] and g.due(3.025) == [1] and g.skipped == 0      # the clock went back (a sim restart)
+    assert g.due(8.0) == [0] and g.due(8.025) == [1] and g.skipped == 0      # forward by seconds: the same
+    assert [g.next_slot() for _ in range(3)] == [0, 1, 0]

@@ -174,7 +174,7 @@ def test_a_failing_fleet_step_is_counted_and_every_robot_steps_alone(ros):
 
     cfg = _cfg(num_robots=2)
     main, nodes, robots = _robots(cfg)
-    clock = FleetClock(main, cfg, robots, nearby_in_process=True)
+    clock = FleetClock(main, cfg, robots, nearby_in_process=True, start=False)      # ticked here, one slot a call
 
     def broken(*_args):
         raise RuntimeError("bug in the batched step")
@@ -215,10 +215,13 @@ def test_a_fleet_larger_than_robots_per_step_is_stepped_in_groups_each_robot_onc
         # the group's nearby sets are its rows: robot 4 (alone in its group) holds the other four
         assert sorted(clock._heard.robot(0).ids) == [0, 1, 2, 3]
         # a callback so late that the timer skipped a slot steps the skipped group too: no robot misses a tick
-        # (the callbacks above came back to back, faster than the slots: the grid is set so that slot 7 is due now)
-        clock.slots._phase = main.get_clock().now().nanoseconds * 1e-9 - (clock.slots._next + 1.5) * clock.interval
-        clock.tick()
-        assert [r.timing.ticks for r in robots] == [3, 3, 3, 3, 2] and clock.stats()["skipped"] == 1
+        # (the callbacks above had no timer: one slot each, slots 0 to 5. Now a timer's next calls:)
+        t = main.get_clock().now().nanoseconds * 1e-9
+        clock.tick(next_call=t)                           # slot 6 (group 0), the timer's next call at slot 7
+        clock.tick(next_call=t + 2 * clock.interval)      # a late callback: rcl skipped slot 8; slots 7 and 8
+        assert [r.timing.ticks for r in robots] == [3, 3, 3, 3, 3] and clock.stats()["skipped"] == 1
+        clock.tick(next_call=t + 2 * clock.interval)      # a callback for a slot stepped already: nothing
+        assert [r.timing.ticks for r in robots] == [3, 3, 3, 3, 3]
     finally:
         for n in (main, *nodes):
             n.destroy_node()

@@ -353,9 +353,11 @@ def _drone_reply(_body: dict) -> str:
 
 #: the declared fields these runs do not read, by node, and where they are read: ``fleet`` by a robot process that
 #: runs only some robots (``run_robots``) and by the client of a local llama.cpp server (``client_from_config``),
+#: ``control_priority`` by ``run_robots`` as it starts the clock (these runs build their robots without it),
 #: these runs' robots all being in one process and their LLM remote; ``round_time_s`` with ``motion: kinematic`` (the
 #: round clock's flight time)
-ELSEWHERE = {"drone": {"fleet"}, "aggregator": {"fleet"}, "grid": {"round_time_s"}, "naming_robot": {"fleet"},
+ELSEWHERE = {"drone": {"fleet", "control_priority"}, "aggregator": {"fleet"}, "grid": {"round_time_s"},
+             "naming_robot": {"fleet", "control_priority"},
              "matchmaker": set()}
 #: read by heuristic drones only (an LLM drone: with ``fallback_policy: heuristic``)
 HEURISTIC_DRONE = {"containment_per_drone", "misallocation_threshold"}

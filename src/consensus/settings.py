@@ -436,6 +436,11 @@ class FleetParams:
         "a robot process's clock steps this many robots at once: a larger fleet is stepped in groups whose control "
         "slots are spread evenly over the control period, at least 25 ms apart (consensus.ros.fleet.FleetClock)",
         bounds=(1, 1000))
+    control_priority: int = param(50,
+        "SCHED_FIFO priority of a robot process's control thread (the one clock and the robots' subscriptions), "
+        "where the process may set it (root, CAP_SYS_NICE or an rtprio limit; as ros2_control's thread_priority); "
+        "refused, the thread keeps the usual scheduling and the process logs why. 0: the usual scheduling",
+        bounds=(0, 99))
 
 
     def _check_fleet(self) -> None:

@@ -170,28 +170,38 @@ class SlotGrid:
     """Which groups a clock steps when its periodic timer fires: ``groups`` groups, one per slot, slots ``interval``
     apart, group ``k % groups`` at slot ``k`` — so every group keeps its phase in the period for good.
 
-    ``due(now)`` gives the groups of the slots that are due at ``now`` and not yet stepped, in slot order: one in the
-    usual case; after a stall, the skipped slots' groups too (at most each group once: the latest ``groups`` slots),
-    counted in ``skipped``. The grid's phase is the earliest a timer callback came (a timer never fires before its
-    slot, so a callback that looks early means the first one was late: the grid moves back to it). A clock that
-    jumps (backwards, or forwards by more than ``max_jump_s``: a sim time reset, a paused sim) starts the grid anew.
-    (A grid restarted at every stall moved every group's slots for the rest of the run: measured at 100 robots, a
-    stall of 170 ms left 89 % of the commands counted late, docs/benchmarks.md.)"""
+    ``due(next_call)`` takes the time the timer fires next, read in its callback (rcl has already moved it past
+    every slot that is due, skipping the ones a late callback missed), and gives the groups of the slots before
+    it that are not stepped yet, in slot order: one in the usual case; after a stall the skipped slots' groups too
+    (at most each group once: the latest ``groups`` slots), counted in ``skipped``; none for a callback whose slot
+    was stepped already. Reading the slot from the timer, not from the time the callback ran, keeps the grid
+    exact: a grid restarted at every stall moved every group's slots for the rest of the run (measured at 100
+    robots: a stall of 170 ms left 89 % of the commands counted late, docs/benchmarks.md), and one guessed from
+    the callback's time stepped a group a slot early when the callback came just at the next slot. A timer whose
+    next call jumps (backwards, or forwards by more than ``max_jump_s``: a sim time reset, a paused sim) starts
+    the grid anew there."""
 
     def __init__(self, interval: float, groups: int, max_jump_s: float = 1.0) -> None:
         self.interval, self.groups, self.max_jump_s = interval, groups, max_jump_s
-        self._phase: float | None = None
-        self._next = 0                  # the first slot not stepped yet
-        self._last = 0.0
-        self.skipped = 0                # slots not stepped at their own time (stepped late, or left out)
+        self._origin: float | None = None       # the time of slot 0
+        self._next = 0                          # the first slot not stepped yet
+        self._last_call = 0.0
+        self.skipped = 0                        # slots not stepped at their own time (stepped late, or left out)
 
-    def due(self, now: float) -> list[int]:
-        if self._phase is None or now < self._last - self.interval or now - self._last > self.max_jump_s:
-            self._phase, self._next = now - self._next * self.interval, self._next
-        self._last = now
-        slot = max(self._next, int((now - self._phase) / self.interval + 1e-6))
-        self._phase = min(self._phase, now - slot * self.interval)
-        first = max(self._next, slot - self.groups + 1)
-        self.skipped += slot - self._next
-        self._next = slot + 1
-        return [k % self.groups for k in range(first, slot + 1)]
+    def due(self, next_call: float) -> list[int]:
+        if (self._origin is None or next_call < self._last_call - self.interval / 2
+                or next_call - self._last_call > self.max_jump_s):
+            self._origin = next_call - (self._next + 1) * self.interval
+        self._last_call = next_call
+        last = round((next_call - self._origin) / self.interval) - 1       # the last slot before the next call
+        if last < self._next:
+            return []
+        first = max(self._next, last - self.groups + 1)
+        self.skipped += last - self._next
+        self._next = last + 1
+        return [k % self.groups for k in range(first, last + 1)]
+
+    def next_slot(self) -> int:
+        """The group of the next slot, stepped now (a caller without a timer: one slot a call)."""
+        self._next += 1
+        return (self._next - 1) % self.groups

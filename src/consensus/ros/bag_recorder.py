@@ -37,7 +37,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from consensus.errors import ConfigError
 from consensus.ros.health import HEALTH, Health, guarded, publish_health
 from consensus.ros.params import declare_config
-from consensus.ros.process import Participants, node_main
+from consensus.ros.process import node_main
 from consensus.runs.bag import BAG_DIR, BagWriter
 from consensus.runs.rundir import default_run_dir
 from consensus.settings import BagParams, FlatParams, RunParams
@@ -97,7 +97,6 @@ class BagRecorder:
         self.writer = BagWriter(run / BAG_DIR, reserve=True)
         self.health = Health(parent=HEALTH, logger=node.get_logger())
         self.subs: dict[str, object] = {}
-        self.participants = Participants(node)          # one more DDS participant per 200 topics (see there)
         self.skipped: set[str] = set()
         self.exclude = re.compile(self.cfg.bag_exclude) if self.cfg.bag_exclude else None
         self.clock = node.get_clock()
@@ -138,7 +137,7 @@ class BagRecorder:
                 self._skip(name, str(exc))
                 continue
             qos = subscription_qos([p.qos_profile for p in publishers])
-            self.subs[name] = self.participants.reserve(1).create_subscription(
+            self.subs[name] = self.node.create_subscription(
                 msg_cls, name, guarded(self._writer_of(name), "bag.write", self.health), qos, raw=True)
 
     def _skip(self, name: str, why: str) -> None:

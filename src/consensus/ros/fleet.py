@@ -43,6 +43,7 @@ import numpy as np
 import rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.timer import TimerInfo
 
 from consensus.control.fleet_core import FleetCore, NearbyBatch
 from consensus.control.ticks import SlotGrid
@@ -53,7 +54,7 @@ from consensus.llm.from_config import client_from_config
 from consensus.ros import diagnostics
 from consensus.ros.nearby import FleetNearby
 from consensus.ros.health import HEALTH, Health, guarded
-from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, Participants,
+from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, control_thread_priority,
                                    freeze_startup_objects, make_executor, on_stop, run_node, spin)
 from consensus.runs.processes import ROBOT_NODE
 from consensus import names
@@ -61,9 +62,6 @@ from consensus import names
 
 
 namespace = names.namespace          # robot_<i> (consensus.names)
-#: the subscriptions of one robot of a fleet process (odometry, neighbours, their targets, e-stop; nearby between
-#: processes), for spreading the robots over DDS participants (``consensus.ros.process.Participants``)
-ROBOT_SUBSCRIPTIONS = 5
 
 
 def robot_namespace(node: Node) -> int | None:
@@ -247,7 +245,7 @@ class FleetClock:
         """Create the timer: its first tick is one slot from now (a process creates it last, after its start-up
         work, which would otherwise delay the first tick and shift the slots every tick is measured against)."""
         if self.timer is None:
-            self.timer = self.node.create_timer(self.interval, self.tick)
+            self.timer = self.node.create_timer(self.interval, self._on_timer)
 
     def stats(self) -> dict:
         """``robots``, ``groups`` (stepped one a slot), ``ticks`` (groups stepped), ``skipped`` (slots the timer
@@ -269,13 +267,24 @@ class FleetClock:
             self._phase_max[name] = d
         return t
 
-    def tick(self) -> None:
-        """The timer's callback: the control slots that are due (``consensus.control.ticks.SlotGrid``), one group
-        each (never raises: each robot's failure is its own counted callback error, as with its own timer). A
-        callback so late that the timer skipped slots (rcl skips missed ones) steps the skipped groups too, first,
-        each at most once: every group keeps its slot in the period, and no robot misses a tick."""
-        now = self.node.get_clock().now().nanoseconds * 1e-9
-        for g in self.slots.due(now):
+    def _on_timer(self, info: TimerInfo | None = None) -> None:
+        """The timer's callback (rclpy hands it the call's ``TimerInfo``: the EventsExecutor to a callback of one
+        argument, the other executors to one annotated ``TimerInfo``): rcl has moved the timer's next call to the
+        first slot after this call, skipping the ones a late call missed."""
+        expected = info.expected_call_time.nanoseconds * 1e-9 if info is not None else 0.0
+        if expected <= 0.0:             # no call times (an executor that does not give them): one slot a call
+            self.tick()
+            return
+        late = info.actual_call_time.nanoseconds * 1e-9 - expected
+        self.tick(expected + self.interval * (1 + max(0, int(late // self.interval))))
+
+    def tick(self, next_call: float | None = None) -> None:
+        """The control slots that are due, one group each (``consensus.control.ticks.SlotGrid``; ``next_call``:
+        when the timer fires next [s, its clock]; None: the next slot). It never raises: each robot's failure is
+        its own counted callback error, as with its own timer. A callback so late that the timer skipped slots (rcl
+        skips missed ones) steps the skipped groups too, first, each at most once: every group keeps its slot in
+        the period, and no robot misses a tick."""
+        for g in (self.slots.due(next_call) if next_call is not None else [self.slots.next_slot()]):
             self._group_tick(g)
 
     @property
@@ -335,6 +344,10 @@ class FleetClock:
         return self.cores[g].step(now, self._heard)
 
 
+# rclpy's standard executors look for the class itself in the annotation (this module's annotations are strings)
+FleetClock._on_timer.__annotations__["info"] = TimerInfo
+
+
 def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[Any, list[int], Any], list],
                attach: Callable[..., Any]) -> int:
     """The main of a robot executable. ``read_config(node)`` declares and validates the parameters,
@@ -352,12 +365,10 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
         executor = make_executor(cfg.executor)
         robots, nodes = [], []
         sim_time = Parameter("use_sim_time", value=main_node.get_parameter("use_sim_time").value)
-        participants = Participants(main_node)      # a robot's ~5 subscriptions: 40 robots per DDS participant
         for i, policy in zip(ids, policies):
             # use_global_arguments=False: the process's `-r __node:=fleet` must not rename the robots' nodes
             node = (Node(ROBOT_NODE, namespace=f"{base}/{namespace(i)}", start_parameter_services=False,
-                         use_global_arguments=False, parameter_overrides=[sim_time],
-                         context=participants.reserve_context(ROBOT_SUBSCRIPTIONS)) if fleet else main_node)
+                         use_global_arguments=False, parameter_overrides=[sim_time]) if fleet else main_node)
             robots.append(attach(node, cfg, i, policy, pool, status))
             if node is not main_node:
                 nodes.append(node)
@@ -380,8 +391,11 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
                                guarded(robots_diagnostics.publish, "fleet.diagnostics", clock.health))
         executor.add_node(main_node)
         on_stop(lambda: [robot.stop() for robot in robots])      # zero velocity before the context goes down
-        main_node.get_logger().info(f"{len(robots)} robot(s) up (executor={cfg.executor}, one clock)")
         freeze_startup_objects()
+        # the thread that spins the executor is the control thread: the clock's ticks and the robots' inputs
+        scheduling = control_thread_priority(int(getattr(cfg, "control_priority", 0)))
+        log = main_node.get_logger().warning if "refused" in scheduling else main_node.get_logger().info
+        log(f"{len(robots)} robot(s) up (executor={cfg.executor}, one clock; control thread: {scheduling})")
         clock.start()
         try:
             spin(executor)
@@ -392,7 +406,6 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
             close()
             for node in nodes:
                 node.destroy_node()
-            participants.close()
             main_node.destroy_node()
 
     return run_node(body, name)

@@ -59,102 +59,27 @@ def _handle_stop_signal(signum, _frame) -> None:
     rclpy.try_shutdown()          # spin() returns; the node's finally blocks run (no KeyboardInterrupt inside
 
 
-def spin_node(node, kind: str, until: rclpy.task.Future | None = None,
-              participants: "Participants | None" = None) -> None:
-    """Spin ``node`` (and the nodes of its extra ``participants``) on the configured executor until shutdown (or
-    ``until`` completes)."""
+def spin_node(node, kind: str, until: rclpy.task.Future | None = None) -> None:
+    """Spin ``node`` alone on the configured executor until shutdown (or ``until`` completes)."""
     executor = make_executor(kind)
     executor.add_node(node)
-    if participants is not None:
-        participants.attach(executor)
     spin(executor, until)
 
 
-#: the subscriptions a node process puts on one DDS participant before it opens another (``Participants``)
-SUBSCRIPTIONS_PER_PARTICIPANT = 200
-
-
-class Participants:
-    """The DDS participants of a node process that subscribes to many topics (the bag recorder, the recorder, a
-    fleet's robots): its node's own, and one more rclpy ``Context`` (a participant) with one node
-    ``<name>_<k>`` (same namespace, no parameter services, the process's ROS arguments for the context but not for
-    the node) for every ``per`` further subscriptions. All nodes are spun by the process's one executor thread.
-
-    Why: Fast DDS hands a sample that its writer sends to more than one reader (the readers of one topic in
-    different processes have different entity ids, so the sample is addressed to ENTITYID_UNKNOWN) to every reader
-    of the receiving participant in turn, each under its mutex (``MessageReceiver::findAllReaders``), so a sample
-    costs time in proportion to all of that participant's readers. Measured on 2 cores (docs/benchmarks.md): 2,000
-    odometry samples/s to a participant of 800 readers cost 64 us each, to four participants of 200 each 41 us, to
-    one of 100 readers 20 us."""
-
-    def __init__(self, node: Node, per: int = SUBSCRIPTIONS_PER_PARTICIPANT) -> None:
-        self.per = per
-        self.contexts = [node.context]
-        self.nodes: list[Node | None] = [node]
-        self.counts = [0]
-        self._executor = None
-
-    def _room(self, subscriptions: int) -> int:
-        for k, count in enumerate(self.counts):
-            if count + subscriptions <= self.per or count == 0:
-                self.counts[k] += subscriptions
-                return k
-        self._open_one()
-        self.counts[-1] = subscriptions
-        return len(self.contexts) - 1
-
-    def _open_one(self) -> None:
-        from rclpy.context import Context
-
-        context = Context()
-        # the process's arguments (a security enclave applies to every participant); its nodes ignore the remaps
-        rclpy.init(args=sys.argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
-        self.contexts.append(context)
-        self.nodes.append(None)
-        self.counts.append(0)
-
-    def open(self, total: int) -> None:
-        """Open participants up to ``total`` now, for a process that knows how many subscriptions it will make:
-        a participant opened mid-run, when every other process's endpoints exist, costs every participant a
-        discovery exchange at once (measured: the fleet's commands of the next second up to 200 ms late)."""
-        while len(self.contexts) < total:
-            self._open_one()
-
-    def reserve_context(self, subscriptions: int):
-        """The context (participant) with room for ``subscriptions`` more, for a node of the caller's own (a
-        fleet's robot); opens a participant when every one is full."""
-        return self.contexts[self._room(subscriptions)]
-
-    def reserve(self, subscriptions: int) -> Node:
-        """The node on which to create the next ``subscriptions`` subscriptions: the process's own node, or
-        ``<name>_<k>`` of the first participant with room."""
-        k = self._room(subscriptions)
-        node = self.nodes[k]
-        if node is None:
-            main = self.nodes[0]
-            node = self.nodes[k] = Node(f"{main.get_name()}_{k}", namespace=main.get_namespace(),
-                                        context=self.contexts[k], start_parameter_services=False,
-                                        use_global_arguments=False,
-                                        parameter_overrides=[main.get_parameter("use_sim_time")])
-            if self._executor is not None:
-                self._executor.add_node(node)
-        return node
-
-    def attach(self, executor) -> None:
-        """Spin the extra participants' nodes (now and later ones) on ``executor``."""
-        self._executor = executor
-        for node in self.nodes[1:]:
-            if node is not None:
-                executor.add_node(node)
-
-    def close(self) -> None:
-        """Destroy the extra nodes and shut their participants down (after the nodes made on them are destroyed)."""
-        for node in self.nodes[1:]:
-            if node is not None:
-                node.destroy_node()
-        for context in self.contexts[1:]:
-            context.try_shutdown()
-        del self.nodes[1:], self.contexts[1:], self.counts[1:]
+def control_thread_priority(priority: int) -> str:
+    """Run the calling thread (a robot process's control thread) under SCHED_FIFO at ``priority`` (0: leave it),
+    so that no ordinary process on the host delays a control slot; threads it starts later get the usual
+    scheduling (SCHED_RESET_ON_FORK). Allowed for root, with CAP_SYS_NICE or an rtprio limit (limits.conf); refused,
+    the thread keeps the usual scheduling. Returns what happened, for the log. Measured at 100 robots on 2 cores
+    (docs/benchmarks.md): ..."""
+    if priority <= 0:
+        return "usual scheduling (control_priority 0)"
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(priority))
+    except (OSError, AttributeError) as exc:          # no permission (or no such policy on this platform)
+        return (f"usual scheduling: SCHED_FIFO {priority} refused ({getattr(exc, 'strerror', None) or exc}; "
+                f"allow it with an rtprio limit, or set control_priority 0)")
+    return f"SCHED_FIFO {priority}"
 
 
 def freeze_startup_objects() -> None:
@@ -178,7 +103,8 @@ def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node]
     its config names (``obj.cfg.executor``) until ``obj.done`` (a Future, where the node ends the run) or shutdown.
     Afterwards, also after Ctrl-C, ``obj.finish()`` (or ``obj.close()``) writes what the node holds, the node is
     destroyed, and a failure the node recorded (``obj.error``) becomes the run's error (exit status 1).
-    ``background``: a process that only records runs ``BACKGROUND_NICE`` nicer while it records; its ``finish()``
+    ``background``: a process that only records runs its executor thread ``BACKGROUND_NICE`` nicer while it records
+    (its DDS threads, made with the node, keep the usual priority); its ``finish()``
     runs at the usual priority on a thread started before (Linux keeps a nice value per thread), so on a loaded host
     the summary and figures of a stopped run are written within the grace a launcher gives (``ros2 launch``: 5 s
     after SIGINT, then SIGTERM) rather than at a tenth of the CPU."""
@@ -191,18 +117,21 @@ def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node]
         if background:
             finisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="finish")
             finisher.submit(lambda: None).result()      # its thread exists now, at the usual priority
-            try:
-                os.nice(BACKGROUND_NICE)
-            except OSError:                     # a host that refuses it: the process runs at the usual priority
-                pass
         node = Node(name)
         if before is not None:
             before(node)
         obj = make(node)
+        if background:
+            # after the node is made: its DDS threads (which take the samples off the transport and answer the
+            # writers' heartbeats) keep the usual priority; the executor thread, niced, takes the samples from the
+            # readers' queues when the host has time
+            try:
+                os.nice(BACKGROUND_NICE)
+            except OSError:                     # a host that refuses it: the process runs at the usual priority
+                pass
         freeze_startup_objects()
         try:
-            spin_node(node, getattr(getattr(obj, "cfg", None), "executor", "events"), until=getattr(obj, "done", None),
-                      participants=getattr(obj, "participants", None))
+            spin_node(node, getattr(getattr(obj, "cfg", None), "executor", "events"), until=getattr(obj, "done", None))
         finally:
             end = getattr(obj, "finish", None) or getattr(obj, "close", None)
             if callable(end):           # also on Ctrl-C: never lose what the node recorded
@@ -212,8 +141,6 @@ def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node]
                     end()
             if finisher is not None:
                 finisher.shutdown(wait=False)
-            if getattr(obj, "participants", None) is not None:
-                obj.participants.close()
             node.destroy_node()
         if getattr(obj, "error", ""):
             raise ConsensusError(obj.error)

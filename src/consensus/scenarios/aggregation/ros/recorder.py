@@ -73,7 +73,7 @@ from consensus.scenarios.aggregation.ros import markers
 from consensus.ros.health import HEALTH, Health, guarded, publish_health, sum_health
 from consensus.ros.inputs import read_xy
 from consensus.ros.params import declare_config
-from consensus.ros.process import Participants, node_main
+from consensus.ros.process import node_main
 from consensus.runs.rundir import TrajectoryStream, default_run_dir, finalize, release_space, write_manifest
 from consensus.jsonl import AppendFile
 from consensus.robots.map import robot_entry
@@ -129,24 +129,22 @@ class Recorder:
         self._graph_seen: dict | None = None
         self.node_health: dict[str, dict] = {}            # newest /health record of every other node
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
-        self.participants = Participants(node)        # one more DDS participant per 40 robots (see there)
         for i in range(n):
             entry = self.entries[i]
-            sub = self.participants.reserve(5)          # the node of a DDS participant with room
-            sub.create_subscription(PoseStamped if entry is not None and entry.pose_type != ODOMETRY else Odometry,
-                                    entry.pose_topic_name if entry is not None else names.ODOM.of(i),
-                                    g(self._pose_in(i), "recorder.odom"), qos.profile(names.ODOM), raw=True)
-            sub.create_subscription(PointStamped, names.STATE.of(i),
-                                    g(self._point(i, self.state_pos, "recorder.state", self.last_seen),
-                                      "recorder.state"),
-                                    qos.profile(names.STATE), raw=True)
-            sub.create_subscription(PointStamped, names.TARGET.of(i),
-                                    g(self._point(i, self.tgt, "recorder.target"), "recorder.target"),
-                                    qos.profile(names.TARGET))
-            sub.create_subscription(String, names.PLANNER_REASONING.of(i), g(self._on_plan, "recorder.plan"),
-                                    qos.profile(names.PLANNER_REASONING))
-            sub.create_subscription(String, names.PLANNER_STATUS.of(i), g(self._on_status, "recorder.status"),
-                                    qos.profile(names.PLANNER_STATUS))
+            node.create_subscription(PoseStamped if entry is not None and entry.pose_type != ODOMETRY else Odometry,
+                                     entry.pose_topic_name if entry is not None else names.ODOM.of(i),
+                                     g(self._pose_in(i), "recorder.odom"), qos.profile(names.ODOM), raw=True)
+            node.create_subscription(PointStamped, names.STATE.of(i),
+                                     g(self._point(i, self.state_pos, "recorder.state", self.last_seen),
+                                       "recorder.state"),
+                                     qos.profile(names.STATE), raw=True)
+            node.create_subscription(PointStamped, names.TARGET.of(i),
+                                     g(self._point(i, self.tgt, "recorder.target"), "recorder.target"),
+                                     qos.profile(names.TARGET))
+            node.create_subscription(String, names.PLANNER_REASONING.of(i), g(self._on_plan, "recorder.plan"),
+                                     qos.profile(names.PLANNER_REASONING))
+            node.create_subscription(String, names.PLANNER_STATUS.of(i), g(self._on_status, "recorder.status"),
+                                     qos.profile(names.PLANNER_STATUS))
         node.create_subscription(String, names.HEALTH.name, g(self._on_health, "recorder.health"),
                                  qos.profile(names.HEALTH))
         node.create_subscription(String, names.TOPOLOGY_GRAPH.name, g(self._on_graph, "recorder.graph"),
