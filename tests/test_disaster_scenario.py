@@ -340,7 +340,10 @@ def test_study_trial_record():
 
 def test_study_llm_trial_counts_fallbacks():
     from test_disaster_agents import ScriptedClient, reply
-    result = study.run_trial(trial(planner="llm"), TrialContext(llm=ScriptedClient("junk", "junk", reply(3, 4))))
+    # one request at a time: the scripted replies go to the drones in call order (with workers, which drone's retry
+    # came first was a race: a CI run on a loaded host gave no fallback)
+    result = study.run_trial(trial(planner="llm", llm_concurrency=1),
+                             TrialContext(llm=ScriptedClient("junk", "junk", reply(3, 4))))
     assert result[LLM_FALLBACKS_KEY] == {"unparseable": 1} and result["llm_calls"] == 6 * 3 * 2 + 1
     with pytest.raises(TrialFailed, match="no usable LLM reply"):
         study.run_trial(trial(planner="llm"), TrialContext(llm=ScriptedClient("junk")))

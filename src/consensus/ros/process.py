@@ -90,10 +90,13 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-#: the niceness a process that only records (the run's recorder, the bag recorder) adds to its own: on a busy host
-#: the robots' control, the sim and the planners take the CPU first, and the recorders catch up from their
-#: subscriptions' queues (measured at 100 robots on 2 cores, docs/benchmarks.md; their lost messages are counted)
+#: the niceness a process that only records (the run's recorder, the bag recorder) adds to its executor thread's:
+#: on a busy host the robots' control, the sim and the planners take the CPU first, and the recorders catch up from
+#: their subscriptions' queues, which are deep for that (``qos.recording``, the bag's ``DEPTH``). Until the node
+#: processes shared the runner's session (``runs.ros_runner.OWN_PROCESS_GROUP``) it had no effect (an autogroup per
+#: process). Measured at 100 robots on 2 cores (docs/benchmarks.md): 0.91-0.96 cores with it, 0.99-1.06 without
 BACKGROUND_NICE = 10
+
 
 
 def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node], None] | None = None,

@@ -33,3 +33,17 @@ def profile(topic, *, best_effort_commands: bool = False) -> QoSProfile:
     if depth is None or depth == base.depth:
         return base
     return QoSProfile(depth=depth, reliability=base.reliability, durability=base.durability)
+
+
+#: the depth of a recorder's subscriptions to the robots' streams (odometry, state; their publishers keep 5): a
+#: recorder runs niced (``consensus.ros.process.BACKGROUND_NICE``) and on a loaded host may take them seconds late,
+#: and must not lose one meanwhile (a CI run with three test workers dropped the forged states a test counts when the
+#: recorder read them at the publishers' depth)
+RECORDER_DEPTH = 100
+
+
+def recording(topic) -> QoSProfile:
+    """``profile(topic)`` with a recorder's depth (``RECORDER_DEPTH``): what a recorder subscribes with."""
+    base = profile(topic)
+    return QoSProfile(depth=max(base.depth, RECORDER_DEPTH), reliability=base.reliability,
+                      durability=base.durability)

@@ -133,11 +133,11 @@ class Recorder:
             entry = self.entries[i]
             node.create_subscription(PoseStamped if entry is not None and entry.pose_type != ODOMETRY else Odometry,
                                      entry.pose_topic_name if entry is not None else names.ODOM.of(i),
-                                     g(self._pose_in(i), "recorder.odom"), qos.profile(names.ODOM), raw=True)
+                                     g(self._pose_in(i), "recorder.odom"), qos.recording(names.ODOM), raw=True)
             node.create_subscription(PointStamped, names.STATE.of(i),
                                      g(self._point(i, self.state_pos, "recorder.state", self.last_seen),
                                        "recorder.state"),
-                                     qos.profile(names.STATE), raw=True)
+                                     qos.recording(names.STATE), raw=True)
             node.create_subscription(PointStamped, names.TARGET.of(i),
                                      g(self._point(i, self.tgt, "recorder.target"), "recorder.target"),
                                      qos.profile(names.TARGET))
