@@ -71,7 +71,8 @@ def control_thread_priority(priority: int) -> str:
     so that no ordinary process on the host delays a control slot; threads it starts later get the usual
     scheduling (SCHED_RESET_ON_FORK). Allowed for root, with CAP_SYS_NICE or an rtprio limit (limits.conf); refused,
     the thread keeps the usual scheduling. Returns what happened, for the log. Measured at 100 robots on 2 cores
-    (docs/benchmarks.md): ..."""
+    (docs/benchmarks.md, third session): 97.6-99.9 % of the commands within 10 ms of their slot without it, 100 %
+    in 12 of 12 runs with it."""
     if priority <= 0:
         return "usual scheduling (control_priority 0)"
     try:
