@@ -323,8 +323,7 @@ def _bag_lost(bag: Path, n: int) -> dict:
             robots += 1
             (t1, p1), (t2, p2) = inside[0], inside[-1]
             # a command and the status after it in the same tick go out ~1 ms apart on two topics, which the bag
-            # may receive in either order (its topics are spread over several DDS participants, each with its
-            # own receive thread): the window is counted half a control period later, between two ticks
+            # may receive in either order: the window is counted half a control period later, between two ticks
             got = sum(1 for t in cmd_times[i] if t1 + TICK_SHIFT_NS < t <= t2 + TICK_SHIFT_NS)
             expected += p2 - p1
             missing += max(p2 - p1 - got, 0)

@@ -31,18 +31,20 @@ def test_the_control_thread_runs_sched_fifo_where_allowed_and_threads_it_starts_
     code = """
 import os, threading
 from consensus.ros.process import control_thread_priority
-print(control_thread_priority(0), os.sched_getscheduler(0))
-how = control_thread_priority(40)
+print(*control_thread_priority(0), os.sched_getscheduler(0))
+applied, how = control_thread_priority(40)
 child = []
 t = threading.Thread(target=lambda: child.append(os.sched_getscheduler(0))); t.start(); t.join()
-print(how, os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK, os.sched_getparam(0).sched_priority, child[0])
+print(applied, how, os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK, os.sched_getparam(0).sched_priority, child[0])
 """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     untouched, applied = out.stdout.splitlines()
-    assert untouched == f"usual scheduling (control_priority 0) {os.SCHED_OTHER}"
-    how, policy, priority, child = applied.rsplit(" ", 3)
+    assert untouched == f"True usual scheduling (control_priority 0) {os.SCHED_OTHER}"
+    ok, rest = applied.split(" ", 1)
+    how, policy, priority, child = rest.rsplit(" ", 3)
+    assert ok == str(how == "SCHED_FIFO 40")
     if how == "SCHED_FIFO 40":
         assert (int(policy), int(priority), int(child)) == (os.SCHED_FIFO, 40, os.SCHED_OTHER)
     else:

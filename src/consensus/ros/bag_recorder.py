@@ -35,6 +35,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from consensus.errors import ConfigError
+from consensus.ros import qos
 from consensus.ros.health import HEALTH, Health, guarded, publish_health
 from consensus.ros.params import declare_config
 from consensus.ros.process import node_main
@@ -47,7 +48,6 @@ DISCOVERY_PERIOD_S = 1.0
 #: bag that misses the run's start)
 EARLY_DISCOVERY_PERIOD_S, EARLY_S = 0.2, 10.0
 EXCLUDED = frozenset({"/parameter_events"})
-DEPTH = 100
 FLUSH_PERIOD_S = 1.0            # what is on disk is at most this far behind (and readable after repair_bag)
 
 
@@ -76,7 +76,7 @@ def subscription_qos(offered: list[QoSProfile]) -> QoSProfile:
     transient-local only if all are."""
     reliable = all(p.reliability == ReliabilityPolicy.RELIABLE for p in offered)
     latched = all(p.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in offered)
-    return QoSProfile(depth=DEPTH,
+    return QoSProfile(depth=qos.RECORDER_DEPTH,
                       reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
                       durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
 

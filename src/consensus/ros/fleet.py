@@ -393,8 +393,8 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
         on_stop(lambda: [robot.stop() for robot in robots])      # zero velocity before the context goes down
         freeze_startup_objects()
         # the thread that spins the executor is the control thread: the clock's ticks and the robots' inputs
-        scheduling = control_thread_priority(int(getattr(cfg, "control_priority", 0)))
-        log = main_node.get_logger().warning if "refused" in scheduling else main_node.get_logger().info
+        applied, scheduling = control_thread_priority(int(getattr(cfg, "control_priority", 0)))
+        log = main_node.get_logger().info if applied else main_node.get_logger().warning
         log(f"{len(robots)} robot(s) up (executor={cfg.executor}, one clock; control thread: {scheduling})")
         clock.start()
         try:

@@ -66,21 +66,22 @@ def spin_node(node, kind: str, until: rclpy.task.Future | None = None) -> None:
     spin(executor, until)
 
 
-def control_thread_priority(priority: int) -> str:
+def control_thread_priority(priority: int) -> tuple[bool, str]:
     """Run the calling thread (a robot process's control thread) under SCHED_FIFO at ``priority`` (0: leave it),
     so that no ordinary process on the host delays a control slot; threads it starts later get the usual
     scheduling (SCHED_RESET_ON_FORK). Allowed for root, with CAP_SYS_NICE or an rtprio limit (limits.conf); refused,
-    the thread keeps the usual scheduling. Returns what happened, for the log. Measured at 100 robots on 2 cores
+    the thread keeps the usual scheduling. Returns whether the thread runs as asked (``priority`` 0 included) and
+    what happened, for the log. Measured at 100 robots on 2 cores
     (docs/benchmarks.md, third session): 97.6-99.9 % of the commands within 10 ms of their slot without it, 100 %
     in 12 of 12 runs with it."""
     if priority <= 0:
-        return "usual scheduling (control_priority 0)"
+        return True, "usual scheduling (control_priority 0)"
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(priority))
     except (OSError, AttributeError) as exc:          # no permission (or no such policy on this platform)
-        return (f"usual scheduling: SCHED_FIFO {priority} refused ({getattr(exc, 'strerror', None) or exc}; "
-                f"allow it with an rtprio limit, or set control_priority 0)")
-    return f"SCHED_FIFO {priority}"
+        return False, (f"usual scheduling: SCHED_FIFO {priority} refused ({getattr(exc, 'strerror', None) or exc}; "
+                       f"allow it with an rtprio limit, or set control_priority 0)")
+    return True, f"SCHED_FIFO {priority}"
 
 
 def freeze_startup_objects() -> None:
@@ -93,11 +94,10 @@ def freeze_startup_objects() -> None:
 
 #: the niceness a process that only records (the run's recorder, the bag recorder) adds to its executor thread's:
 #: on a busy host the robots' control, the sim and the planners take the CPU first, and the recorders catch up from
-#: their subscriptions' queues, which are deep for that (``qos.recording``, the bag's ``DEPTH``). Until the node
-#: processes shared the runner's session (``runs.ros_runner.OWN_PROCESS_GROUP``) it had no effect (an autogroup per
-#: process). Measured at 100 robots on 2 cores (docs/benchmarks.md): 0.91-0.96 cores with it, 0.99-1.06 without
+#: their subscriptions' queues, which are deep for that (``qos.RECORDER_DEPTH``). Until the node processes shared
+#: the runner's session (``runs.ros_runner.OWN_PROCESS_GROUP``) it had no effect (an autogroup per process; perf
+#: sched at 100 robots, docs/benchmarks.md)
 BACKGROUND_NICE = 10
-
 
 
 def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node], None] | None = None,

@@ -35,10 +35,10 @@ def profile(topic, *, best_effort_commands: bool = False) -> QoSProfile:
     return QoSProfile(depth=depth, reliability=base.reliability, durability=base.durability)
 
 
-#: the depth of a recorder's subscriptions to the robots' streams (odometry, state; their publishers keep 5): a
-#: recorder runs niced (``consensus.ros.process.BACKGROUND_NICE``) and on a loaded host may take them seconds late,
-#: and must not lose one meanwhile (a CI run with three test workers dropped the forged states a test counts when the
-#: recorder read them at the publishers' depth)
+#: the depth of a recorder's subscriptions (the run's recorder: the robots' streams, whose publishers keep 5; the bag
+#: recorder: every topic). A recorder runs niced (``consensus.ros.process.BACKGROUND_NICE``) and on a loaded host
+#: may take them seconds late, and must not lose one meanwhile (a CI run with three test workers dropped the forged
+#: states a test counts when the recorder read them at the publishers' depth)
 RECORDER_DEPTH = 100
 
 
