@@ -78,3 +78,58 @@ def test_the_node_and_the_headless_core_send_the_same_commands_for_the_same_inpu
         node.destroy_node()
     finally:
         rclpy.try_shutdown()
+
+
+def test_a_planning_slot_between_the_positions_and_their_meeting_points_plans_on_the_previous_delivery():
+    """``neighbors`` and ``neighbor_targets`` travel on two topics: a planning slot that falls between them plans on
+    the previous pair, never on the neighbours' positions (which would pull the meeting point towards their
+    centroid); the waiting delivery is used once its meeting points come; a relay that sends none is planned on with
+    the positions after ``UNPAIRED_DELIVERIES`` deliveries, counted."""
+    import rclpy
+    from nav_msgs.msg import Odometry
+    from rclpy.node import Node
+    from rclpy.serialization import serialize_message
+
+    from consensus.ros.robot import UNPAIRED_DELIVERIES, RobotAgent
+
+    cfg = load_config(None, num_robots=3, planner="average", collision_avoidance="none", planner_period_s=1.0)
+    rclpy.init()
+    try:
+        node = Node("agent", namespace="robot_0")
+        agent = RobotAgent(node, cfg, 0, AveragePlanner(dim=2), None, meeting_points=True)
+        agent.send = lambda vx, vy, wz, now=None: None
+        clock = {"t": 100.0}
+        agent._now = lambda: clock["t"]
+        odom = Odometry()
+        odom.pose.pose.orientation.w = 1.0
+        agent._on_odom_raw(serialize_message(odom))            # own position (0, 0)
+        positions = np.array([[4.0, 4.0], [-4.0, 4.0]])        # far from where they agree to meet
+        agreed = np.array([[1.0, 1.0], [1.0, 1.0]])
+
+        def slot(t: float) -> np.ndarray:
+            clock["t"] = t
+            agent.plan_tick()
+            return agent.core.target.copy()
+
+        agent._on_neighbors_raw(_pose_array(int(100e9), positions))
+        agent._on_targets_raw(_pose_array(int(100e9), agreed))
+        t1 = slot(100.1)
+        assert np.allclose(t1, [2 / 3, 2 / 3])                   # (own 0,0 + 1,1 + 1,1) / 3
+
+        agent._on_neighbors_raw(_pose_array(int(101e9), positions))      # its meeting points not here yet
+        t2 = slot(101.1)
+        assert np.allclose(t2, (t1 + agreed.sum(axis=0)) / 3)             # the previous pair
+        agent._on_targets_raw(_pose_array(int(101e9), agreed + 1.0))
+        t3 = slot(102.1)
+        assert np.allclose(t3, (t2 + (agreed + 1.0).sum(axis=0)) / 3)     # the waiting delivery, paired
+        assert agent.health.bad_by_input.get("neighbor_targets", 0) == 0
+
+        for k in range(UNPAIRED_DELIVERIES + 1):                # a relay that stopped sending meeting points
+            agent._on_neighbors_raw(_pose_array(int((103 + k) * 1e9), positions))
+        before = agent.core.target.copy()
+        after = slot(103.1 + UNPAIRED_DELIVERIES)
+        assert np.allclose(after, (before + positions.sum(axis=0)) / 3)
+        assert agent.health.bad_by_input.get("neighbor_targets", 0) == 1
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
