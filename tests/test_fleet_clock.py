@@ -123,6 +123,7 @@ def test_one_clock_steps_every_robot_and_a_failing_robot_fails_alone(ros):
     robots[2].prepare = broken
     clock = FleetClock(main, cfg, robots, nearby_in_process=True)
     assert all(r.control_timer is None and r.plan_timer is None and r._nearby_sub is None for r in robots)
+    assert all(r._estop_sub is None for r in robots)          # the process's one e-stop subscription serves all
     drv = Node("driver")
     odom = [drv.create_publisher(Odometry, f"/robot_{i}/odom", 10) for i in range(3)]
     estop = drv.create_publisher(Bool, cfg.estop_topic, qos.profile(names.ESTOP))
@@ -163,6 +164,7 @@ def test_one_clock_steps_every_robot_and_a_failing_robot_fails_alone(ros):
         n0 = len(cmds[0])
         spin(0.5)
         assert robots[0].core.estopped and len(cmds[0]) > n0 and all(v == 0.0 for v in cmds[0][n0:])
+        assert all(r.core.estopped for r in robots)
     finally:
         for n in (main, *nodes, drv):
             n.destroy_node()

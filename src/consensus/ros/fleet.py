@@ -44,6 +44,7 @@ import rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.timer import TimerInfo
+from std_msgs.msg import Bool
 
 from consensus.control.fleet_core import FleetCore, NearbyBatch
 from consensus.control.ticks import SlotGrid
@@ -51,7 +52,7 @@ from consensus.errors import ConfigError
 from consensus.settings import ControlParams, runtime_fields
 from consensus.llm.endpoint import is_local_url, models_url, wait_for_models
 from consensus.llm.from_config import client_from_config
-from consensus.ros import diagnostics
+from consensus.ros import diagnostics, qos
 from consensus.ros.nearby import FleetNearby
 from consensus.ros.health import HEALTH, Health, guarded
 from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, control_thread_priority,
@@ -203,8 +204,13 @@ class FleetClock:
         per_step = int(getattr(cfg, "robots_per_step", 0) or max(len(robots), 1))
         cfg = robots[0].cfg if robots else cfg      # the robots' controller config (a scenario's may differ)
         avoid = any(r.core.avoid is not None for r in robots)
+        # one subscription of an absolute e-stop topic for the process, not one per robot: every reader of a
+        # process is visited for each sample it receives (Fast DDS), so 100 robots' readers of /estop cost on
+        # every odometry message (docs/benchmarks.md)
+        estop = robots[0].cfg.estop_topic if robots else ""
+        shared_estop = len(robots) > 1 and estop.startswith("/") and all(r.cfg.estop_topic == estop for r in robots)
         for r in robots:
-            r.join_clock(nearby_in_process=nearby_in_process and avoid)
+            r.join_clock(nearby_in_process=nearby_in_process and avoid, shared_estop=shared_estop)
         n = len(robots)
         self.groups = slot_groups(n, per_step, cfg.control_period_s)
         self.cores = [FleetCore([robots[j].core for j in grp]) for grp in self.groups]
@@ -226,6 +232,9 @@ class FleetClock:
                         for what, fn in (("prepare", r.prepare), ("finish", r.finish), ("flush", r.flush),
                                          ("after", r.after_control), ("plan", r.plan_tick), ("step", r.core.step))}
                        for r in robots]
+        self._estops = [guarded(r._on_estop, f"robot_{r.id}.estop", r.health) for r in robots]
+        if shared_estop:
+            node.create_subscription(Bool, estop, self._on_estop, qos.profile(names.ESTOP))
         self.health = Health(parent=HEALTH, logger=node.get_logger())
         self._fleet_step = guarded(self._step, "fleet.step", self.health)
         self._heard = None
@@ -286,6 +295,11 @@ class FleetClock:
         the period, and no robot misses a tick."""
         for g in (self.slots.due(next_call) if next_call is not None else [self.slots.next_slot()]):
             self._group_tick(g)
+
+    def _on_estop(self, msg: Bool) -> None:
+        """The process's e-stop subscription: every robot's ``_on_estop`` (each guarded as its own was)."""
+        for on_estop in self._estops:
+            on_estop(msg)
 
     @property
     def skipped(self) -> int:
@@ -365,10 +379,14 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
         executor = make_executor(cfg.executor)
         robots, nodes = [], []
         sim_time = Parameter("use_sim_time", value=main_node.get_parameter("use_sim_time").value)
+        no_type_service = Parameter("start_type_description_service", value=False)
         for i, policy in zip(ids, policies):
             # use_global_arguments=False: the process's `-r __node:=fleet` must not rename the robots' nodes
+            # no parameter or type description services on the robots' nodes: the main node has them, and each
+            # service's reader would be visited for every sample the process receives (Fast DDS)
             node = (Node(ROBOT_NODE, namespace=f"{base}/{namespace(i)}", start_parameter_services=False,
-                         use_global_arguments=False, parameter_overrides=[sim_time]) if fleet else main_node)
+                         use_global_arguments=False, parameter_overrides=[sim_time, no_type_service])
+                    if fleet else main_node)
             robots.append(attach(node, cfg, i, policy, pool, status))
             if node is not main_node:
                 nodes.append(node)

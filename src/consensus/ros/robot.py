@@ -159,8 +159,9 @@ class RobotAgent:
             self._nearby_sub = node.create_subscription(PointCloud2, names.NEARBY.name, self._on_nearby_raw,
                                                         qos.profile(names.NEARBY), raw=True)
         # (the raw callbacks above only store bytes; the timers below never let an exception escape)
-        node.create_subscription(Bool, cfg.estop_topic, guarded(self._on_estop, f"robot_{robot_id}.estop", self.health),
-                                 qos.profile(names.ESTOP))
+        self._estop_sub = node.create_subscription(Bool, cfg.estop_topic,
+                                                   guarded(self._on_estop, f"robot_{robot_id}.estop", self.health),
+                                                   qos.profile(names.ESTOP))
         # cmd_vel and state are published as pre-serialized bytes (10 Hz x N robots; see consensus.ros.cdr)
         if self.cmd_type == TWIST:
             self._cmd_tpl = CdrTemplate(Twist(), {"vx": "linear.x", "vy": "linear.y", "wz": "angular.z"},
@@ -445,16 +446,20 @@ class RobotAgent:
     def after_control(self) -> None:
         """A scenario's work after the commands went out (the disaster drones collect finished jobs)."""
 
-    def join_clock(self, *, nearby_in_process: bool) -> None:
+    def join_clock(self, *, nearby_in_process: bool, shared_estop: bool = False) -> None:
         """Hand the robot's ticks to its process's fleet clock: its own control and planning timers go; with
         ``nearby_in_process`` the fleet computes its ``nearby`` set (``consensus.ros.nearby.FleetNearby``) and the
-        topic is not subscribed."""
+        topic is not subscribed; with ``shared_estop`` the clock's one subscription of the (absolute) e-stop topic
+        calls ``_on_estop`` and the robot's own goes."""
         for timer in (self.control_timer, self.plan_timer):
             self.node.destroy_timer(timer)
         self.control_timer = self.plan_timer = None
         if nearby_in_process and self._nearby_sub is not None:
             self.node.destroy_subscription(self._nearby_sub)
             self._nearby_sub = None
+        if shared_estop and self._estop_sub is not None:
+            self.node.destroy_subscription(self._estop_sub)
+            self._estop_sub = None
 
     # ------------------------------------------------------------------ outputs
     def _on_estop(self, msg: Bool) -> None:
