@@ -279,7 +279,8 @@ class RobotAgent:
         positions instead would pull the robot's meeting point towards their centroid: measured at 100 robots, a
         few robots a round were 0.2-0.4 m off the others' agreed point, which drifted. Only after
         ``UNPAIRED_DELIVERIES`` deliveries without any meeting points (a relay that sends none) is a neighbour's
-        meeting point its position, counted as a bad ``neighbor_targets`` message each time."""
+        meeting point its position, counted as a bad ``neighbor_targets`` message each time. A robot whose planner
+        plans on positions (``meeting_points`` off) waits for nothing."""
         if self._neighbors_raw is None:
             return
         tg = self._poses(self._targets_raw, "neighbor_targets") if self._targets_raw is not None else None
@@ -289,7 +290,8 @@ class RobotAgent:
             return
         stamp, xy = got
         paired = tg is not None and tg[0] == stamp and len(tg[1]) == len(xy)
-        if not paired and self._unpaired <= UNPAIRED_DELIVERIES and not (tg is not None and tg[0] == stamp):
+        waits = self.core.meeting_points and not paired       # (a planner on positions needs no meeting points)
+        if waits and self._unpaired <= UNPAIRED_DELIVERIES and not (tg is not None and tg[0] == stamp):
             return                      # its meeting points are on the way: the previous delivery stays
         self._neighbors_raw = None
         good = self._sane_rows(xy, "neighbors")
@@ -297,7 +299,7 @@ class RobotAgent:
         if paired:
             mps = tg[1]
             good &= self._sane_rows(mps, "neighbor_targets")
-        else:
+        elif waits:
             self.health.count_bad_message("neighbor_targets")
         heard, bad = self.core.check_heard(self._now(), Heard(xy[good], mps[good]),
                                            stamp * 1e-9 if stamp else None)
