@@ -261,3 +261,32 @@ def test_mujoco_s_renderer_draws_the_recorded_poses_where_opengl_is_available():
         pytest.skip(f"no OpenGL for MuJoCo's renderer here: {exc}")
     assert len(frames) == 2 and frames[0].shape == (120, 160, 3) and frames[0].dtype == np.uint8
     assert np.abs(frames[0].astype(int) - frames[1].astype(int)).sum() > 0      # the bodies moved on screen
+
+
+def test_the_node_s_ground_truth_is_the_world_s_poses_while_its_odometry_carries_the_knobs(ros):
+    from geometry_msgs.msg import PoseArray
+    from nav_msgs.msg import Odometry
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.serialization import deserialize_message
+
+    from consensus.ros.mujoco_sim import MujocoSimulator
+
+    node = Node("sim", parameter_overrides=[Parameter("num_robots", value=2),
+                                            Parameter("localization_offset_m", value=0.3)])
+    try:
+        sim = MujocoSimulator(node)
+        truth: list[bytes] = []
+        odom: dict[int, bytes] = {}
+        sim.truth_pub.publish = truth.append
+        for i, pub in enumerate(sim.pubs):
+            pub.publish = lambda raw, i=i: odom.__setitem__(i, raw)
+        sim.step()
+        poses = deserialize_message(truth[-1], PoseArray).poses
+        true_xy = sim.world.poses()[:, :2]
+        for i in range(2):
+            assert (poses[i].position.x, poses[i].position.y) == pytest.approx(tuple(true_xy[i]), abs=1e-9)
+            p = deserialize_message(odom[i], Odometry).pose.pose.position
+            assert math.hypot(p.x - true_xy[i, 0], p.y - true_xy[i, 1]) == pytest.approx(0.3, abs=0.01)
+    finally:
+        node.destroy_node()

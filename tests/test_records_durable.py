@@ -499,7 +499,7 @@ def test_a_lost_bag_writer_and_fleet_are_named_and_the_record_is_ground_truth(tm
     from consensus.runs.rundir import read_trajectories
 
     _, pos, _ = read_trajectories(out / "trajectories.csv")
-    assert summary["positions_from"] == "odom" and np.nanmax(np.abs(pos)) < 20
+    assert summary["positions_from"] == "ground_truth" and np.nanmax(np.abs(pos)) < 20
     assert summary["outside_geofence_m"] == 0.0
     with rosbags.Reader(out / "bag") as reader:              # repaired: whole chunks up to the kill
         topics = {c.topic: c.msgcount for c in reader.connections}

@@ -88,13 +88,16 @@ HEALTH = Topic("health", "std_msgs/msg/String", "events")             # every ro
 DIAGNOSTICS = Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", "events")
 ESTOP = Topic("/estop", "std_msgs/msg/Bool", "latched")               # the fleet's e-stop (default of estop_topic)
 CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", "stream")          # sim time (publish_clock)
+# every robot's true pose, robot i the i-th, from a simulator that knows it (consensus.control.motion.Simulator.
+# ground_truth): the run's record; a robot's own odometry may carry the sim's noise and offset knobs
+GROUND_TRUTH = Topic("ground_truth", "geometry_msgs/msg/PoseArray", "stream")
 TF = Topic("/tf", "tf2_msgs/msg/TFMessage", "events")                 # world -> robot_<i>/base_link
 TOPOLOGY_GRAPH = Topic("topology/graph", "std_msgs/msg/String", "latched")    # the communication graph (JSON)
 MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # relative to the recorder: /markers
 
 ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEIGHBOR_TARGETS, NEARBY, TARGET, PLANNER_REASONING,
                 PLANNER_STATUS)
-FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, TF, TOPOLOGY_GRAPH, MARKERS)
+FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, GROUND_TRUTH, TF, TOPOLOGY_GRAPH, MARKERS)
 
 # --- the scenarios' protocols (names only: the kernel imports no scenario; their records are the dataclasses of
 # consensus.scenarios.<scenario>.ros.protocol). A channel that nodes of different namespaces share is absolute.

@@ -17,7 +17,9 @@
     ``consensus.sims.headless_world``); without one the loop integrates the kinematics itself;
   * ``launch_only``: it starts only through this launch file (``consensus run`` says so);
   * ``renderer`` (optional): ``"module:function"`` drawing a run's recorded poses in its world, the frames of
-    ``consensus.runs.video`` (``render_frames(params, times, poses, width, height)``).
+    ``consensus.runs.video`` (``render_frames(params, times, poses, width, height)``);
+  * ``ground_truth``: it publishes every robot's true pose, all in one message (``names.GROUND_TRUTH``), which a
+    scenario's recorder then records instead of each robot's odometry.
 
   ``consensus.sims.sim_processes`` / ``prepare_sim`` are what a scenario calls. Adding a simulator is one
   ``register_sim`` call here and its module (docs/architecture.md, "How to add a simulator").
@@ -49,6 +51,7 @@ class Simulator:
     launch_only: str = ""         # the launch file it starts through (consensus run refuses it, naming that file)
     world: str = ""               # "module:Class": the world a headless loop moves the bodies in ("" = kinematics)
     renderer: str = ""            # "module:function": render_frames(params, times, poses, width, height) -> frames
+    ground_truth: bool = False    # it publishes every robot's true pose on names.GROUND_TRUTH (the run's record)
 
     def make_processes(self, cfg, params: dict, *, use_sim_time: bool = False) -> list:
         return _call(self.processes, cfg, params, use_sim_time=use_sim_time)
@@ -84,7 +87,7 @@ def sim_spec(name: str) -> Simulator:
 
 BUILTIN = register_sim(Simulator(
     "builtin", "our simulator node `sim` (consensus.ros.sim): the kinematics above, odometry and /clock",
-    "consensus.sims:builtin_processes"))
+    "consensus.sims:builtin_processes", ground_truth=True))
 TURTLESIM = register_sim(Simulator(
     "turtlesim", "ROS 2's turtlesim and our bridge (docs/turtlesim.md)", "consensus.sims.turtlesim:processes",
     prepare="consensus.sims.turtlesim:prepare", headless=False))
@@ -96,4 +99,5 @@ NONE = register_sim(Simulator(
 MUJOCO = register_sim(Simulator(
     "mujoco", "a MuJoCo physics world (consensus.sims.mujoco_world): bodies with mass that really collide, and the "
     "contacts it counts", "consensus.sims.mujoco_world:processes", prepare="consensus.sims.mujoco_world:prepare",
-    world="consensus.sims.mujoco_world:MujocoWorld", renderer="consensus.sims.mujoco_world:render_frames"))
+    world="consensus.sims.mujoco_world:MujocoWorld", renderer="consensus.sims.mujoco_world:render_frames",
+    ground_truth=True))

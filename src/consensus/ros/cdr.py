@@ -127,8 +127,9 @@ class CdrTemplate:
         return bytes(self.buf)
 
 
-def pose_array_bytes(stamp_ns: int, frame_id: str, xy: np.ndarray) -> bytes:
-    """A serialized geometry_msgs/PoseArray with the (n, 2) positions ``xy`` (z = 0, identity orientation)."""
+def pose_array_bytes(stamp_ns: int, frame_id: str, xy: np.ndarray, yaw: np.ndarray | None = None) -> bytes:
+    """A serialized geometry_msgs/PoseArray with the (n, 2) positions ``xy`` (z = 0) and the headings ``yaw`` (n,)
+    [rad] about z (None: identity orientations)."""
     frame = frame_id.encode() + b"\0"
     sec, nsec = divmod(stamp_ns, 1_000_000_000)
     head = struct.pack("<iII", sec, nsec, len(frame)) + frame
@@ -138,7 +139,11 @@ def pose_array_bytes(stamp_ns: int, frame_id: str, xy: np.ndarray) -> bytes:
         head += b"\0" * (_align(len(head), 8) - len(head))
         poses = np.zeros((len(xy), 7), dtype="<f8")
         poses[:, :2] = xy
-        poses[:, 6] = 1.0
+        if yaw is None:
+            poses[:, 6] = 1.0
+        else:
+            half = 0.5 * np.asarray(yaw, dtype=float)
+            poses[:, 5], poses[:, 6] = np.sin(half), np.cos(half)
         return _CDR_LE + b"\0\0" + head + poses.tobytes()
     return _CDR_LE + b"\0\0" + head
 

@@ -83,6 +83,9 @@ class MujocoSimulator(sim.Simulator):
             self.write_contacts()              # at most once a second of both clocks (a fast world writes no more)
         return pose, vel
 
+    def true_poses(self) -> np.ndarray:
+        return self.world.poses()       # the odometry carries the noise and offset knobs; the record does not
+
     def write_contacts(self) -> None:
         """``RUN/contacts.json``: the world's judgement so far (replaced whole: a reader never sees half a file)."""
         self.written_at, self.written_wall = self.world.time, time.monotonic()

@@ -1,9 +1,11 @@
 """``sim``: a kinematic simulator of N robots (single integrator, unicycle, or paper 1's point mass).
 
 Subscribes ``/robot_<i>/cmd_vel`` (geometry_msgs/Twist), publishes ``/robot_<i>/odom`` (nav_msgs/Odometry, frame
-``world``) at ``sim_rate_hz`` from one timer, and ``/clock`` when ``publish_clock`` is true (then start the other
-nodes with ``use_sim_time:=true``). A robot whose last command is older than 0.5 s stops (like turtlesim). Initial
-positions come from ``initial_positions`` or are drawn with ``seed`` exactly as in the headless runner.
+``world``) at ``sim_rate_hz`` from one timer, after them ``ground_truth`` (geometry_msgs/PoseArray, frame ``world``,
+the same stamp: every robot's true pose, robot i the i-th; ``names.GROUND_TRUTH``, what the recorder records), and
+``/clock`` when ``publish_clock`` is true (then start the other nodes with ``use_sim_time:=true``). A robot whose
+last command is older than 0.5 s stops (like turtlesim). Initial positions come from ``initial_positions`` or are
+drawn with ``seed`` exactly as in the headless runner.
 The simulator always runs on the wall clock: it is the source of sim time, not a consumer.
 With ``kinematics: point_mass_pid`` each robot is paper 1's 15 kg point mass (``consensus.control.kinematics.
 PointMassPID``): the robot's world-frame velocity command is read as ``kp`` times its position error (the robot's
@@ -19,7 +21,7 @@ import math
 import time
 
 import numpy as np
-from geometry_msgs.msg import Twist
+from geometry_msgs.msg import PoseArray, Twist
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -28,7 +30,7 @@ from rosgraph_msgs.msg import Clock
 from consensus.control.kinematics import PointMassPID, step_single_integrator, step_unicycle
 from consensus.control.motion import POINT_MASS_PID, UNICYCLE
 from consensus.ros import qos
-from consensus.ros.cdr import CdrTemplate, twist_values
+from consensus.ros.cdr import CdrTemplate, pose_array_bytes, twist_values
 from consensus.settings import RobotBaseConfig
 from consensus.ros.health import HEALTH, Health, guarded, publish_health
 from consensus.ros.inputs import decode_or_count, sane
@@ -72,6 +74,7 @@ class Simulator:
                                      guarded(self._on_cmd(i), "sim.cmd_vel", self.health),
                                      qos.COMMAND_SUB, raw=True)
             self.pubs.append(node.create_publisher(Odometry, names.ODOM.of(i), qos.profile(names.ODOM)))
+        self.truth_pub = node.create_publisher(PoseArray, names.GROUND_TRUTH.name, qos.profile(names.GROUND_TRUTH))
         self.clock_pub = (node.create_publisher(Clock, names.CLOCK.name, qos.profile(names.CLOCK)) if cfg.publish_clock
                           else None)
         fields = {"x": "pose.pose.position.x", "y": "pose.pose.position.y", "qz": "pose.pose.orientation.z",
@@ -115,6 +118,11 @@ class Simulator:
                 self.pose[:, 1] = 0.0
         return self.pose, cmd
 
+    def true_poses(self) -> np.ndarray:
+        """Every robot's true pose ((n, 3): x, y, yaw) after the last step: what ``advance`` returned here; a world
+        whose odometry carries noise knows better."""
+        return self.pose
+
     def _odom_msg(self, i: int) -> Odometry:
         msg = Odometry()
         msg.header.frame_id = names.WORLD_FRAME
@@ -155,6 +163,8 @@ class Simulator:
         for i, (pub, tpl) in enumerate(zip(self.pubs, self.templates)):
             vx, vy, wz = cmds[i]
             pub.publish(tpl.pack(stamp, x=xs[i], y=ys[i], qz=qz[i], qw=qw[i], vx=vx, vy=vy, wz=wz))
+        truth = self.true_poses()
+        self.truth_pub.publish(pose_array_bytes(stamp, names.WORLD_FRAME, truth[:, :2], truth[:, 2]))
 
 
 def _clock_source(node: Node) -> None:

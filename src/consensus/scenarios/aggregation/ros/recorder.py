@@ -10,13 +10,17 @@ status 0. Launch files end the whole run when it exits.
 
 Ground truth in the record: the positions of ``trajectories.csv``, of the summary's safety figures
 (``min_pair_distance_m``: the closest two robots came; ``outside_geofence_m``: how far a robot's centre went outside
-the workspace, 0.0 = never) and of the convergence judgement are each robot's *pose source*, never the ``state`` topic
-the robots broadcast to each other (anyone on the network can publish a ``state``): in a simulated run the
-simulator's ``/robot_<i>/odom`` (sim, turtlesim bridge, gz bridge: the simulator's own poses), on real robots the
-pose topic the robot node itself reads (``robots_file``: the entry's odometry or motion-capture pose, brought into
-the shared frame the same way, ``RobotEntry.to_shared``; a ``PoseStamped`` in another frame, a non-finite or absurd
-pose is a bad message). ``summary.json`` says so (``positions_from: "odom"``). The ``state`` topic still tells the
-recorder a robot is alive (a robot whose state stops for ``robot_timeout_s`` is lost) and is what the planners see.
+the workspace, 0.0 = never) and of the convergence judgement are each robot's *pose source*, never the ``state``
+topic the robots broadcast to each other (anyone on the network can publish a ``state``): with a simulator that
+knows every robot's true pose (``sim``: builtin, mujoco; ``consensus.control.motion.Simulator.ground_truth``) its
+``ground_truth`` message, all robots in one (``positions_from: "ground_truth"``; the robots' odometry may carry the
+simulator's noise and offset knobs, and one message instead of a topic per robot took the recorder from 0.21 to 0.13
+cores at 100 robots, docs/benchmarks.md); with turtlesim and gz each robot's ``/robot_<i>/odom`` from the bridge
+(the simulator's own poses); on real robots the pose topic the robot node itself reads (``robots_file``: the entry's
+odometry or motion-capture pose, brought into the shared frame the same way, ``RobotEntry.to_shared``); those two
+``positions_from: "odom"``. A ``PoseStamped`` in another frame, a ``ground_truth`` message with another number of
+poses than robots, a non-finite or absurd pose is a bad message. The ``state`` topic still tells the recorder a robot
+is alive (a robot whose state stops for ``robot_timeout_s`` is lost) and is what the planners see.
 Sampling starts once every robot has sent a state and has a pose (or after ``START_WAIT_S``).
 
 Nothing written is lost when the recorder dies: each sample's rows go to ``trajectories.csv`` as it is taken, and
@@ -54,7 +58,7 @@ from pathlib import Path
 import numpy as np
 import rclpy
 import rclpy.task
-from geometry_msgs.msg import PointStamped, PoseStamped
+from geometry_msgs.msg import PointStamped, PoseArray, PoseStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -79,8 +83,9 @@ from consensus.jsonl import AppendFile
 from consensus.robots.map import robot_entry
 from consensus.robots.presets import ODOMETRY
 from consensus.control.controller import yaw_from_quaternion
-from consensus.ros.cdr import odom_pose
-from consensus.ros.inputs import decode_or_count, sane
+from consensus.ros.cdr import odom_pose, pose_array_xy
+from consensus.control.motion import sim_spec
+from consensus.ros.inputs import MAX_ABS_VALUE, decode_or_count, sane
 from consensus.ros.records import GraphRecord, HealthRecord, ReasoningRecord, RecordError, StatusRecord
 from consensus import names
 
@@ -94,7 +99,7 @@ VIZ_PERIOD_S = 0.5          # markers and TF at 2 Hz
 USES = ("num_robots", "dim", "workspace", "output_dir", "seed", "executor", "duration_s", "max_rounds", "settle_s",
         "converge_tol_m", "planner", "planner_period_s", "state_rate_hz", "robot_timeout_s", "topology", "markers",
         "foxglove", "foxglove_host", "robots_file", "kinematics", "footprint_radius_m", "safety_margin_m",
-        "collision_avoidance", "cbf_gamma", "v_max", "w_max")
+        "collision_avoidance", "cbf_gamma", "v_max", "w_max", "sim")
 
 
 class Recorder:
@@ -113,6 +118,9 @@ class Recorder:
         self.state_pos = np.full((n, 2), np.nan)        # what it broadcast on `state` (liveness only)
         self.entries = [robot_entry(cfg, i) for i in range(n)]     # None each: our sims' /robot_<i>/odom
         self._pose_raw: list[bytes | None] = [None] * n
+        # the simulator's one ground-truth message instead of each robot's odometry (module docstring)
+        self.ground_truth = sim_spec(cfg.sim).ground_truth and all(e is None for e in self.entries)
+        self._truth_raw: bytes | None = None
         self.last_seen = np.full(n, np.nan)               # when each robot's state last arrived
         self.lost: dict[int, float] = {}                  # robot -> run time it was declared lost (lost robots)
         self.losses: list[dict] = []                      # every loss and return, in order
@@ -129,11 +137,16 @@ class Recorder:
         self._graph_seen: dict | None = None
         self.node_health: dict[str, dict] = {}            # newest /health record of every other node
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
+        if self.ground_truth:
+            node.create_subscription(PoseArray, names.GROUND_TRUTH.name, self._truth_in,
+                                     qos.recording(names.GROUND_TRUTH), raw=True)
         for i in range(n):
             entry = self.entries[i]
-            node.create_subscription(PoseStamped if entry is not None and entry.pose_type != ODOMETRY else Odometry,
-                                     entry.pose_topic_name if entry is not None else names.ODOM.of(i),
-                                     g(self._pose_in(i), "recorder.odom"), qos.recording(names.ODOM), raw=True)
+            if not self.ground_truth:
+                node.create_subscription(
+                    PoseStamped if entry is not None and entry.pose_type != ODOMETRY else Odometry,
+                    entry.pose_topic_name if entry is not None else names.ODOM.of(i),
+                    g(self._pose_in(i), "recorder.odom"), qos.recording(names.ODOM), raw=True)
             node.create_subscription(PointStamped, names.STATE.of(i),
                                      g(self._point(i, self.state_pos, "recorder.state", self.last_seen),
                                        "recorder.state"),
@@ -180,8 +193,35 @@ class Recorder:
             self._pose_raw[i] = raw
         return cb
 
+    def _truth_in(self, raw: bytes) -> None:
+        self._truth_raw = raw
+
+    def _decode_truth(self) -> None:
+        """The newest ``ground_truth`` message into ``self.pos``: a message with another number of poses than
+        robots is a bad message (the last good positions stay), as is each non-finite or absurd pose (that robot's
+        last good one stays)."""
+        raw, self._truth_raw = self._truth_raw, None
+        if raw is None:
+            return
+        xy = pose_array_xy(raw)
+        if xy is None:
+            msg = decode_or_count(raw, PoseArray, self.health, "recorder.ground_truth")
+            if msg is None:
+                return
+            xy = np.array([(p.position.x, p.position.y) for p in msg.poses], dtype=float).reshape(-1, 2)
+        if len(xy) != len(self.pos):
+            self.health.count_bad_message("recorder.ground_truth")
+            return
+        with np.errstate(invalid="ignore"):
+            good = (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)           # False for NaN and +-inf too
+        self.health.count_bad_message("recorder.ground_truth", int((~good).sum()))
+        self.pos[good] = xy[good]
+
     def _decode_poses(self) -> None:
         """Every robot's newest pose into ``self.pos`` (a bad one is counted and leaves the last good one)."""
+        if self.ground_truth:
+            self._decode_truth()
+            return
         for i, raw in enumerate(self._pose_raw):
             if raw is None:
                 continue
@@ -474,7 +514,8 @@ class Recorder:
                                   **({} if self.avoid is None else {"clearance_m": self.avoid.clearance_m}),
                                   "per_robot": [self.status.get(i, {}) for i in range(n)],
                                   "lost_robots": sorted(self.lost), "losses": self.losses,
-                                  "positions_from": "odom", "topology_changes": self.topology_changes,
+                                  "positions_from": "ground_truth" if self.ground_truth else "odom",
+                                  "topology_changes": self.topology_changes,
                                   "write_errors": dict(self.write_errors)})
         self.node.get_logger().info(
             f"done ({self.end_reason}): converged={summary['converged']} "
