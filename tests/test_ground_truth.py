@@ -27,16 +27,14 @@ def test_the_simulator_publishes_every_robot_s_true_pose_with_its_odometry(ros):
     from rclpy.serialization import deserialize_message
 
     from consensus.ros.sim import Simulator
+    from sim_outputs import capture
 
     node = Node("sim", parameter_overrides=[Parameter("num_robots", value=3), Parameter("kinematics", value="unicycle"),
                                             Parameter("seed", value=4)])
     try:
         sim = Simulator(node)
-        truth: list[bytes] = []
-        odom: dict[int, bytes] = {}
-        sim.truth_pub.publish = truth.append
-        for i, pub in enumerate(sim.pubs):
-            pub.publish = lambda raw, i=i: odom.__setitem__(i, raw)
+        sent = capture(sim)
+        truth, odom = sent.truth, sent.odom
         sim.cmd[1] = (0.5, 0.0, 1.0)                  # robot 1 drives and turns
         sim.cmd_time[:] = sim.cmd_clock()
         for _ in range(5):

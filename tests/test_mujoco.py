@@ -269,6 +269,7 @@ def test_the_node_s_ground_truth_is_the_world_s_poses_while_its_odometry_carries
     from rclpy.node import Node
     from rclpy.parameter import Parameter
     from rclpy.serialization import deserialize_message
+    from sim_outputs import capture
 
     from consensus.ros.mujoco_sim import MujocoSimulator
 
@@ -276,11 +277,8 @@ def test_the_node_s_ground_truth_is_the_world_s_poses_while_its_odometry_carries
                                             Parameter("localization_offset_m", value=0.3)])
     try:
         sim = MujocoSimulator(node)
-        truth: list[bytes] = []
-        odom: dict[int, bytes] = {}
-        sim.truth_pub.publish = truth.append
-        for i, pub in enumerate(sim.pubs):
-            pub.publish = lambda raw, i=i: odom.__setitem__(i, raw)
+        sent = capture(sim)
+        truth, odom = sent.truth, sent.odom
         sim.step()
         poses = deserialize_message(truth[-1], PoseArray).poses
         true_xy = sim.world.poses()[:, :2]
