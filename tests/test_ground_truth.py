@@ -87,3 +87,29 @@ def test_the_recorder_records_the_ground_truth_message_and_refuses_a_bad_one(ros
         assert rec.health.bad_by_input["recorder.ground_truth"] == 3
     finally:
         node.destroy_node()
+
+
+def test_without_a_ground_truth_message_the_recorder_turns_to_the_odometry(ros, tmp_path):
+    """A simulator that should publish the ground truth but does not (started some other way): after
+    ``START_WAIT_S`` the recorder subscribes to each robot's odometry and waits for it, instead of recording nothing."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from consensus.scenarios.aggregation.ros.recorder import START_WAIT_S, Recorder
+
+    node = Node("recorder", parameter_overrides=[Parameter("num_robots", value=2),
+                                                 Parameter("output_dir", value=str(tmp_path / "run")),
+                                                 Parameter("markers", value=False)])
+    try:
+        rec = Recorder(node)
+        clock = {"t": rec.t_created + START_WAIT_S - 1.0}
+        rec._now = lambda: clock["t"]
+        rec.sample()
+        assert rec.ground_truth and rec.t0 is None                          # still waiting for the simulator
+        clock["t"] += 1.5
+        rec.sample()
+        topics = {sub.topic_name for sub in node.subscriptions}
+        assert not rec.ground_truth and rec.t0 is None                      # waits again, now for the odometry
+        assert {"/robot_0/odom", "/robot_1/odom"} <= topics and "/ground_truth" not in topics, topics
+    finally:
+        node.destroy_node()

@@ -130,6 +130,23 @@ def test_a_planning_slot_between_the_positions_and_their_meeting_points_plans_on
         after = slot(103.1 + UNPAIRED_DELIVERIES)
         assert np.allclose(after, (before + positions.sum(axis=0)) / 3)
         assert agent.health.bad_by_input.get("neighbor_targets", 0) == 1
+
+        # meeting points that never match their delivery (stamped otherwise, e.g. forged): the robot waits as long
+        # and then plans on the positions, counted; a matching pair is used again at once
+        agent._on_neighbors_raw(_pose_array(int(200e9), positions))
+        agent._on_targets_raw(_pose_array(int(200e9), agreed))
+        t = slot(200.1)
+        for k in range(1, UNPAIRED_DELIVERIES + 2):
+            agent._on_neighbors_raw(_pose_array(int((200 + k) * 1e9), positions))
+            agent._on_targets_raw(_pose_array(int((200 + k) * 1e9) + 1, agreed))
+            before, t = t, slot(200.1 + k)
+            if k <= UNPAIRED_DELIVERIES:                           # waiting: the pair of 200 s planned on again
+                assert np.allclose(t, (before + agreed.sum(axis=0)) / 3), k
+        assert np.allclose(t, (before + positions.sum(axis=0)) / 3)        # then the positions, counted
+        assert agent.health.bad_by_input["neighbor_targets"] == 2
+        agent._on_targets_raw(_pose_array(int(250e9), agreed))
+        agent._on_neighbors_raw(_pose_array(int(250e9), positions))          # meeting points first this time
+        assert np.allclose(slot(250.1), (t + agreed.sum(axis=0)) / 3)
         node.destroy_node()
     finally:
         rclpy.try_shutdown()

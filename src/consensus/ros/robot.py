@@ -39,8 +39,8 @@ Health (``consensus.ros.health.Health``, one per robot, counting into the proces
 on); ``bad_messages`` = inputs dropped: an odometry message with a non-finite or absurd (``|v| > MAX_ABS_VALUE``,
 1e6 m) position or an invalid orientation (unicycle), each neighbour pose of ``neighbors``, ``neighbor_targets`` and
 ``nearby`` with a non-finite or absurd coordinate (the others of the message are used), a ``neighbors`` delivery
-used without its meeting points (``neighbor_targets``: a different length, or none for ``UNPAIRED_DELIVERIES``
-deliveries; the neighbours' positions stand in for them) and undecodable messages.
+used without its meeting points (``neighbor_targets``: a different length, or none matching for more than
+``UNPAIRED_DELIVERIES`` deliveries; the neighbours' positions stand in for them) and undecodable messages.
 Then the core's plausibility checks (``RobotCore.accept``, ``check_heard``, ``check_nearby``;
 ``consensus.control.plausibility``): odometry outside the workspace plus a margin, jumping beyond the speed limit or
 stamped in the future (``odom.outside``/``odom.jump``/``odom.future``: the pose is refused, the robot goes stale if
@@ -103,8 +103,9 @@ from consensus.ros.inputs import MAX_ABS_VALUE, decode_or_count, sane
 from consensus.ros.records import ReasoningRecord, StatusRecord
 from consensus.settings import RobotBaseConfig
 
-#: ``neighbors`` deliveries without any ``neighbor_targets`` after which a robot stops waiting for its relay's
-#: meeting points and takes the neighbours' positions for them (``RobotAgent._decode_neighbors``)
+#: a robot stops waiting for its relay's meeting points once more than this many ``neighbors`` deliveries in a row
+#: came without their ``neighbor_targets``, and takes the neighbours' positions for them
+#: (``RobotAgent._decode_neighbors``)
 UNPAIRED_DELIVERIES = 3
 
 class RobotAgent:
@@ -142,7 +143,9 @@ class RobotAgent:
         self._odom_stamp: float | None = None        # the newest odometry's header stamp [s] (None: unstamped)
         self._neighbors_raw: bytes | None = None
         self._targets_raw: bytes | None = None
-        self._unpaired = 0                # neighbors deliveries since the last neighbor_targets one
+        self._unpaired = 0                # neighbors deliveries since the last one whose neighbor_targets came
+        self._neighbors_stamp: int | None = None      # the header stamps of the newest of each [ns]
+        self._targets_stamp: int | None = None
         self._nearby_raw: bytes | None = None
         self._tick_now = 0.0
         self._round_out = None            # a round applied by the control tick, published after its command
@@ -229,11 +232,16 @@ class RobotAgent:
 
     def _on_neighbors_raw(self, data: bytes) -> None:
         self._neighbors_raw = data
-        self._unpaired += 1
+        stamp = header_stamp_ns(data)
+        # deliveries since the last one whose meeting points came (either may arrive first)
+        self._unpaired = 0 if stamp is not None and stamp == self._targets_stamp else self._unpaired + 1
+        self._neighbors_stamp = stamp
 
     def _on_targets_raw(self, data: bytes) -> None:
         self._targets_raw = data
-        self._unpaired = 0
+        self._targets_stamp = stamp = header_stamp_ns(data)
+        if stamp is not None and stamp == self._neighbors_stamp:
+            self._unpaired = 0
 
     def _on_nearby_raw(self, data: bytes) -> None:
         self._nearby_raw = data
@@ -277,21 +285,24 @@ class RobotAgent:
         The two messages travel on two topics, so a planning slot can fall between them. Then the previous delivery
         stays what the robot heard and the new one waits for its meeting points. Planning on the neighbours'
         positions instead would pull the robot's meeting point towards their centroid: measured at 100 robots, a
-        few robots a round were 0.2-0.4 m off the others' agreed point, which drifted. Only after
-        ``UNPAIRED_DELIVERIES`` deliveries without any meeting points (a relay that sends none) is a neighbour's
-        meeting point its position, counted as a bad ``neighbor_targets`` message each time. A robot whose planner
+        few robots a round were 0.2-0.4 m off the others' agreed point, which drifted. Once more than
+        ``UNPAIRED_DELIVERIES`` deliveries in a row came without their meeting points (a relay that sends none, or
+        ``neighbor_targets`` that never match: undecodable, other stamps), a neighbour's meeting point is its
+        position, counted as a bad ``neighbor_targets`` message at each such planning slot. A robot whose planner
         plans on positions (``meeting_points`` off) waits for nothing."""
         if self._neighbors_raw is None:
             return
-        tg = self._poses(self._targets_raw, "neighbor_targets") if self._targets_raw is not None else None
         got = self._poses(self._neighbors_raw, "neighbors")
         if got is None:
             self._neighbors_raw = None
             return
         stamp, xy = got
-        paired = tg is not None and tg[0] == stamp and len(tg[1]) == len(xy)
+        # the meeting points of this delivery, if they came (decoded only then: a bad one is counted once a slot)
+        same = self._targets_raw is not None and self._targets_stamp == stamp
+        tg = self._poses(self._targets_raw, "neighbor_targets") if same else None
+        paired = tg is not None and len(tg[1]) == len(xy)
         waits = self.core.meeting_points and not paired       # (a planner on positions needs no meeting points)
-        if waits and self._unpaired <= UNPAIRED_DELIVERIES and not (tg is not None and tg[0] == stamp):
+        if waits and not same and self._unpaired <= UNPAIRED_DELIVERIES:
             return                      # its meeting points are on the way: the previous delivery stays
         self._neighbors_raw = None
         good = self._sane_rows(xy, "neighbors")

@@ -18,9 +18,11 @@ simulator's noise and offset knobs, and one message instead of a topic per robot
 cores at 100 robots, docs/benchmarks.md); with turtlesim and gz each robot's ``/robot_<i>/odom`` from the bridge
 (the simulator's own poses); on real robots the pose topic the robot node itself reads (``robots_file``: the entry's
 odometry or motion-capture pose, brought into the shared frame the same way, ``RobotEntry.to_shared``); those two
-``positions_from: "odom"``. A ``PoseStamped`` in another frame, a ``ground_truth`` message with another number of
-poses than robots, a non-finite or absurd pose is a bad message. The ``state`` topic still tells the recorder a robot
-is alive (a robot whose state stops for ``robot_timeout_s`` is lost) and is what the planners see.
+``positions_from: "odom"``, as when no ``ground_truth`` message came within ``START_WAIT_S`` (a simulator started
+some other way: logged, and the odometry is read instead). A ``PoseStamped`` in another frame, a ``ground_truth``
+message with another number of poses than robots, a non-finite or absurd pose is a bad message. The ``state`` topic
+still tells the recorder a robot is alive (a robot whose state stops for ``robot_timeout_s`` is lost) and is what
+the planners see.
 Sampling starts once every robot has sent a state and has a pose (or after ``START_WAIT_S``).
 
 Nothing written is lost when the recorder dies: each sample's rows go to ``trajectories.csv`` as it is taken, and
@@ -114,13 +116,14 @@ class Recorder:
             write_manifest(self.out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
                            **cfg.manifest_llm(),
                            mode="ros")
-        self.pos = np.full((n, 2), np.nan)              # each robot's newest pose from its pose source (odom)
+        self.pos = np.full((n, 2), np.nan)              # each robot's newest pose from its pose source
         self.state_pos = np.full((n, 2), np.nan)        # what it broadcast on `state` (liveness only)
         self.entries = [robot_entry(cfg, i) for i in range(n)]     # None each: our sims' /robot_<i>/odom
         self._pose_raw: list[bytes | None] = [None] * n
         # the simulator's one ground-truth message instead of each robot's odometry (module docstring)
         self.ground_truth = sim_spec(cfg.sim).ground_truth and all(e is None for e in self.entries)
         self._truth_raw: bytes | None = None
+        self._truth_seen = False
         self.last_seen = np.full(n, np.nan)               # when each robot's state last arrived
         self.lost: dict[int, float] = {}                  # robot -> run time it was declared lost (lost robots)
         self.losses: list[dict] = []                      # every loss and return, in order
@@ -137,16 +140,13 @@ class Recorder:
         self._graph_seen: dict | None = None
         self.node_health: dict[str, dict] = {}            # newest /health record of every other node
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
+        self._truth_sub = None
         if self.ground_truth:
-            node.create_subscription(PoseArray, names.GROUND_TRUTH.name, self._truth_in,
-                                     qos.recording(names.GROUND_TRUTH), raw=True)
+            self._truth_sub = node.create_subscription(PoseArray, names.GROUND_TRUTH.name, self._truth_in,
+                                                       qos.recording(names.GROUND_TRUTH), raw=True)
+        else:
+            self._subscribe_odometry()
         for i in range(n):
-            entry = self.entries[i]
-            if not self.ground_truth:
-                node.create_subscription(
-                    PoseStamped if entry is not None and entry.pose_type != ODOMETRY else Odometry,
-                    entry.pose_topic_name if entry is not None else names.ODOM.of(i),
-                    g(self._pose_in(i), "recorder.odom"), qos.recording(names.ODOM), raw=True)
             node.create_subscription(PointStamped, names.STATE.of(i),
                                      g(self._point(i, self.state_pos, "recorder.state", self.last_seen),
                                        "recorder.state"),
@@ -193,8 +193,29 @@ class Recorder:
             self._pose_raw[i] = raw
         return cb
 
+    def _subscribe_odometry(self) -> None:
+        """Each robot's pose source: its odometry (our bridges' ``/robot_<i>/odom``) or its map entry's pose topic."""
+        for i, entry in enumerate(self.entries):
+            self.node.create_subscription(
+                PoseStamped if entry is not None and entry.pose_type != ODOMETRY else Odometry,
+                entry.pose_topic_name if entry is not None else names.ODOM.of(i),
+                guarded(self._pose_in(i), "recorder.odom", self.health), qos.recording(names.ODOM), raw=True)
+
+    def _no_ground_truth(self, now: float) -> None:
+        """No ``ground_truth`` message within ``START_WAIT_S`` (a simulator started some other way, or another one
+        that publishes odometry only): the recorder reads each robot's odometry instead, says so in its log and the
+        summary's ``positions_from``, and waits up to ``START_WAIT_S`` again for the poses."""
+        self.node.get_logger().warning(
+            f"no {names.GROUND_TRUTH.name} message from the simulator ({self.cfg.sim}) within {START_WAIT_S:g} s: "
+            f"recording each robot's odometry instead")
+        self.node.destroy_subscription(self._truth_sub)
+        self._truth_sub, self.ground_truth = None, False
+        self._subscribe_odometry()
+        self.t_created = now
+
     def _truth_in(self, raw: bytes) -> None:
         self._truth_raw = raw
+        self._truth_seen = True
 
     def _decode_truth(self) -> None:
         """The newest ``ground_truth`` message into ``self.pos``: a message with another number of poses than
@@ -325,6 +346,9 @@ class Recorder:
         if self.t0 is None:
             all_seen = not np.isnan(self.pos).any() and not np.isnan(self.last_seen).any()
             if not all_seen and now - self.t_created < START_WAIT_S:
+                return
+            if self.ground_truth and not self._truth_seen:
+                self._no_ground_truth(now)
                 return
             self.t0 = now
             self.node.get_logger().info(f"recording {self.cfg.num_robots} robots for {self.cfg.duration_s:.0f} s "
