@@ -232,7 +232,8 @@ class FleetClock:
                         for what, fn in (("prepare", r.prepare), ("finish", r.finish), ("flush", r.flush),
                                          ("after", r.after_control), ("plan", r.plan_tick), ("step", r.core.step))}
                        for r in robots]
-        self._estops = [guarded(r._on_estop, f"robot_{r.id}.estop", r.health) for r in robots]
+        self._estops = ([guarded(r._on_estop, f"robot_{r.id}.estop", r.health) for r in robots] if shared_estop
+                        else [])
         if shared_estop:
             node.create_subscription(Bool, estop, self._on_estop, qos.profile(names.ESTOP))
         self.health = Health(parent=HEALTH, logger=node.get_logger())

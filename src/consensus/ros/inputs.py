@@ -1,16 +1,18 @@
-"""Reading what a node hears: positions from ``PointStamped``/``Odometry`` (serialized or not), sanity bounds,
-and the one way an undecodable message is counted (``decode_or_count``) in the node's ``consensus.ros.health.Health``.
+"""Reading what a node hears: positions from ``PointStamped``/``Odometry`` (serialized or not) and from a serialized
+``PoseArray``, sanity bounds (per value and per row), and the one way an undecodable message is counted
+(``decode_or_count``) in the node's ``consensus.ros.health.Health``.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Callable
 
-from geometry_msgs.msg import PointStamped
+import numpy as np
+from geometry_msgs.msg import PointStamped, PoseArray
 from nav_msgs.msg import Odometry
 from rclpy.serialization import deserialize_message
 
-from consensus.ros.cdr import odom_xy, point_stamped_xy
+from consensus.ros.cdr import header_stamp_ns, odom_xy, point_stamped_xy, pose_array_xy
 from consensus.ros.health import Health
 
 #: the largest absolute value a position (m) or velocity (m/s, rad/s) read from the wire may have; anything beyond
@@ -21,6 +23,12 @@ MAX_ABS_VALUE = 1e6
 def sane(*values: float) -> bool:
     """All of ``values`` finite and within ``MAX_ABS_VALUE`` (what an input must be to be used)."""
     return all(math.isfinite(v) and abs(v) <= MAX_ABS_VALUE for v in values)
+
+
+def sane_rows(xy: np.ndarray) -> np.ndarray:
+    """Per row of ``xy`` (k, d): all of its values finite and within ``MAX_ABS_VALUE`` (``sane`` for arrays)."""
+    with np.errstate(invalid="ignore"):
+        return (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)          # False for NaN and +-inf too
 
 
 def decode_or_count(raw: bytes, msg_type, health: "Health", what: str):
@@ -59,3 +67,17 @@ def read_xy(raw_or_msg: Any, msg_type: type, health: "Health", what: str) -> tup
         return xy
     health.count_bad_message(what)
     return None
+
+
+def read_pose_array(raw: bytes, health: "Health", what: str) -> tuple[int, np.ndarray] | None:
+    """``(header stamp [ns], positions (k, 2))`` of a serialized geometry_msgs/PoseArray (the fast decoder of
+    ``consensus.ros.cdr``, deserialize_message where it cannot read the buffer); None - counted as a bad message of
+    ``what`` in ``health`` - when the bytes do not decode. The positions are not checked (``sane_rows``)."""
+    xy, stamp = pose_array_xy(raw), header_stamp_ns(raw)
+    if xy is None or stamp is None:
+        msg = decode_or_count(raw, PoseArray, health, what)
+        if msg is None:
+            return None
+        xy = np.array([(p.position.x, p.position.y) for p in msg.poses], dtype=float).reshape(-1, 2)
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+    return stamp, xy

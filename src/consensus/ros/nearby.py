@@ -48,7 +48,7 @@ from consensus.graphs.links import LinkModel
 from consensus.ros import qos
 from consensus.ros.cdr import header_stamp_ns
 from consensus.ros.health import Health, guarded
-from consensus.ros.inputs import MAX_ABS_VALUE, read_xy
+from consensus.ros.inputs import read_xy, sane_rows
 
 NEARBY_FIELDS = (("x", PointField.FLOAT64, "<f8"), ("y", PointField.FLOAT64, "<f8"), ("z", PointField.FLOAT64, "<f8"),
                  ("age", PointField.FLOAT32, "<f4"), ("speed", PointField.FLOAT32, "<f4"),
@@ -91,8 +91,7 @@ def read_nearby(raw: bytes, now_s: float, dim: int) -> tuple[Nearby, int] | None
     except Exception:  # noqa: BLE001 - an undecodable message is the caller's counted bad message
         return None
     xy = np.column_stack([pts["x"], pts["y"]])[:, :dim]
-    with np.errstate(invalid="ignore"):
-        good = (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)              # False for NaN and +-inf too
+    good = sane_rows(xy)
     stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
     age = np.nan_to_num(pts["age"].astype(float), nan=0.0, posinf=0.0).clip(0.0) + max(now_s - stamp, 0.0)
     speed = np.nan_to_num(pts["speed"].astype(float), nan=0.0, posinf=0.0).clip(0.0)

@@ -96,10 +96,10 @@ from consensus.control.ticks import TickTimer
 from consensus.robots.map import fleet_footprint, robot_entry
 from consensus.robots.presets import ODOMETRY, TWIST
 from consensus.ros import qos
-from consensus.ros.cdr import CdrTemplate, header_stamp_ns, odom_pose, pose_array_xy
+from consensus.ros.cdr import CdrTemplate, header_stamp_ns, odom_pose
 from consensus.ros.nearby import read_nearby
 from consensus.ros.health import HEALTH, Health, guarded
-from consensus.ros.inputs import MAX_ABS_VALUE, decode_or_count, sane
+from consensus.ros.inputs import decode_or_count, read_pose_array, sane, sane_rows
 from consensus.ros.records import ReasoningRecord, StatusRecord
 from consensus.settings import RobotBaseConfig
 
@@ -322,18 +322,11 @@ class RobotAgent:
 
     def _poses(self, raw: bytes, what: str) -> tuple[int | None, np.ndarray] | None:
         """``(header stamp [ns], positions (k, d))`` of a serialized PoseArray; None (counted) if undecodable."""
-        xy, stamp = pose_array_xy(raw), header_stamp_ns(raw)
-        if xy is None:
-            msg = decode_or_count(raw, PoseArray, self.health, what)
-            if msg is None:
-                return None
-            xy = np.array([(p.position.x, p.position.y) for p in msg.poses], dtype=float).reshape(-1, 2)
-            stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-        return stamp, xy[:, : self.cfg.dim]
+        got = read_pose_array(raw, self.health, what)
+        return None if got is None else (got[0], got[1][:, : self.cfg.dim])
 
     def _sane_rows(self, xy: np.ndarray, what: str) -> np.ndarray:
-        with np.errstate(invalid="ignore"):
-            good = (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)        # False for NaN and +-inf too
+        good = sane_rows(xy)
         self.health.count_bad_message(what, int(len(xy) - good.sum()))
         return good
 

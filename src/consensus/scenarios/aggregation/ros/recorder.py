@@ -85,9 +85,9 @@ from consensus.jsonl import AppendFile
 from consensus.robots.map import robot_entry
 from consensus.robots.presets import ODOMETRY
 from consensus.control.controller import yaw_from_quaternion
-from consensus.ros.cdr import odom_pose, pose_array_xy
+from consensus.ros.cdr import odom_pose
 from consensus.control.motion import sim_spec
-from consensus.ros.inputs import MAX_ABS_VALUE, decode_or_count, sane
+from consensus.ros.inputs import decode_or_count, read_pose_array, sane, sane_rows
 from consensus.ros.records import GraphRecord, HealthRecord, ReasoningRecord, RecordError, StatusRecord
 from consensus import names
 
@@ -224,17 +224,14 @@ class Recorder:
         raw, self._truth_raw = self._truth_raw, None
         if raw is None:
             return
-        xy = pose_array_xy(raw)
-        if xy is None:
-            msg = decode_or_count(raw, PoseArray, self.health, "recorder.ground_truth")
-            if msg is None:
-                return
-            xy = np.array([(p.position.x, p.position.y) for p in msg.poses], dtype=float).reshape(-1, 2)
+        got = read_pose_array(raw, self.health, "recorder.ground_truth")
+        if got is None:
+            return
+        xy = got[1]
         if len(xy) != len(self.pos):
             self.health.count_bad_message("recorder.ground_truth")
             return
-        with np.errstate(invalid="ignore"):
-            good = (np.abs(xy) <= MAX_ABS_VALUE).all(axis=1)           # False for NaN and +-inf too
+        good = sane_rows(xy)
         self.health.count_bad_message("recorder.ground_truth", int((~good).sum()))
         self.pos[good] = xy[good]
 
