@@ -9,7 +9,9 @@ One row per fleet size: the publish delay of ``cmd_vel`` from each robot's contr
 timer callbacks' start as before (``start``), the lowest control rate, CPU (steady window and whole run, cores) and
 convergence. Under each row: CPU per process (sim, fleet, topology with its relay, recorder, bag_recorder; from
 /proc/<pid>/stat) and per robot-second, where the fleet clock's tick went (prepare, step, publish, after: mean and
-largest wall time, ``FleetClock.stats``) and the messages the recorder and the bag lost (``_common.lost_messages``).
+largest wall time, ``FleetClock.stats``) and the messages the recorder and the bag lost (``_common.lost_messages``);
+with one process per robot (``--set fleet=false``) the nearby relay's messages and the positions in each (every
+other robot with ``--set nearby_horizon_s=0``, those in reach otherwise).
 """
 from __future__ import annotations
 
@@ -60,6 +62,10 @@ def main() -> int:
         print(f"       {cpu_line(rep)}")
         print(f"       {clock_line(summary)}")
         print(f"       {lost_line(lost)}", flush=True)
+        relay = summary.get("nearby_relay")
+        if relay and relay["messages"]:
+            print(f"       nearby relay: {relay['messages']} messages, {relay['points'] / relay['messages']:.1f} "
+                  f"positions each (every other robot: {n - 1})", flush=True)
     print(f"largest N meeting >= 99.9 % published within 10 ms, max <= 50 ms, >= 9.5 Hz, converged and "
           f"<= {MAX_CORES:g} cores: {best or 'none'}")
     return 0

@@ -92,12 +92,16 @@ CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", "stream")          # sim time
 # ground_truth): the run's record; a robot's own odometry may carry the sim's noise and offset knobs
 GROUND_TRUTH = Topic("ground_truth", "geometry_msgs/msg/PoseArray", "stream")
 TF = Topic("/tf", "tf2_msgs/msg/TFMessage", "events")                 # world -> robot_<i>/base_link
+# every robot's newest position from the nearby relay of robots in separate processes (fleet: false), once a planning
+# period, the same message for all (layout of NEARBY): the packing slots' assignment when `nearby` holds only the
+# robots in reach (consensus.ros.nearby); a channel the robots and the run's root share
+CENSUS = Topic("/census", "sensor_msgs/msg/PointCloud2", "latched")
 TOPOLOGY_GRAPH = Topic("topology/graph", "std_msgs/msg/String", "latched")    # the communication graph (JSON)
 MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # relative to the recorder: /markers
 
 ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEIGHBOR_TARGETS, NEARBY, TARGET, PLANNER_REASONING,
                 PLANNER_STATUS)
-FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, GROUND_TRUTH, TF, TOPOLOGY_GRAPH, MARKERS)
+FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, GROUND_TRUTH, TF, CENSUS, TOPOLOGY_GRAPH, MARKERS)
 
 # --- the scenarios' protocols (names only: the kernel imports no scenario; their records are the dataclasses of
 # consensus.scenarios.<scenario>.ros.protocol). A channel that nodes of different namespaces share is absolute.

@@ -403,6 +403,12 @@ class ControlParams:
     deadlock_s: float = param(3.0,
         "kept from its slot this long: a counted deadlock (right-hand escape)",
         bounds=(0.1, 600.0), unit="s")
+    # one process per robot (fleet: false): the nearby relay's reach (consensus.ros.nearby)
+    nearby_horizon_s: float = param(0.5,
+        "one process per robot: how long a robot drives on one nearby message. The relay sends each robot only the "
+        "robots it can meet within it (d_min + v_max x both positions' ages + 2 v_max x this), and a robot whose "
+        "newest nearby message is older stops (stale_stops). 0: every robot in every message, and no such stop",
+        bounds=(0.0, 60.0), unit="s")
 
 
     def _check_control(self) -> None:
@@ -412,6 +418,10 @@ class ControlParams:
         need(self.cbf_gamma * self.control_period_s <= 1.0 + 1e-9,
              f"cbf_gamma must be at most 1 / control_period_s = {1.0 / self.control_period_s:g} (got "
              f"{self.cbf_gamma:g}): a larger rate lets a pair cross d_min between two control ticks")
+        need(self.nearby_horizon_s == 0 or self.nearby_horizon_s >= 2 * self.control_period_s,
+             f"nearby_horizon_s must be 0 (every robot, no stop) or at least two control periods "
+             f"({2 * self.control_period_s:g} s; got {self.nearby_horizon_s:g}): a robot would stop between two "
+             f"nearby messages")
 
     def resolved_collision_avoidance(self, *, ros: bool) -> str:
         """``cbf`` or ``none``. The rule of ``auto`` (docs/real-robots.md): ``cbf`` for a run whose robots are ROS

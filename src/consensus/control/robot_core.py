@@ -18,18 +18,23 @@ A ``RobotCore`` holds everything a robot decides; its callers only bring inputs 
 * ``step(now, nearby)``: one control tick → a ``Command``. The safety rules, in order: the e-stop (zero until
   released), stale odometry (``odom_timeout_s``) and no completed round for ``target_timeout_s`` (both zero, counted
   as ``stale_stops``), no target yet (zero), and with bodies no ``Nearby`` yet (zero: a robot never moves before it
-  knows where the others are; a relay that stops makes the positions it sent age, which widens the distances kept);
-  then the controller towards the robot's *goal*, the speed limit, and the collision filter with the others'
-  positions (``Nearby``).
+  knows where the others are; a relay that stops makes the positions it sent age, which widens the distances kept),
+  and with bodies a ``nearby`` message older than ``nearby_horizon_s`` (zero, counted as ``stale_stops``: the relay of
+  robots in separate processes sends each robot only the robots it can meet within that horizon); then the
+  controller towards the robot's *goal*, the speed limit, and the collision filter with the others' positions
+  (``Nearby``).
 
 **Meeting point and goal.** The robot's *target* is its planner's output: the point it wants the fleet to meet at
 (its *meeting point*, the consensus variable its neighbours hear). Point robots drive to it. Robots with bodies
 (``avoid``, the barrier-certificate filter) cannot all stand on one point: once the robot's meeting point agrees with
 every neighbour's it heard within ``packing_gap_m`` (``agreed``), its *goal* is its slot around the meeting point
 (``consensus.control.packing``: a hexagonal packing of the fleet's ``num_robots`` slots, spacing clearance +
-``packing_gap_m``, the slot of the squared-distance-optimal assignment of every robot it knows of); before that, the
-meeting point itself. Scenarios that send several robots to one point (a disaster cell) name the group with
-``set_target(point, group)``, and the robot packs with that group at once.
+``packing_gap_m``, the slot of the squared-distance-optimal assignment of every robot it knows of: those of its
+``Nearby``, or, when its node subscribed the relay's *census* (``census_expected``: a relay that sends only the robots
+in reach), the census's, itself as counted in it, so that every robot solves the same problem; no census yet: its
+``Nearby``, counted as ``census_fallbacks``); before that, the meeting point itself. Scenarios that send several
+robots to one point (a disaster cell) name the group with ``set_target(point, group)``, and the robot packs with that
+group at once.
 
 **Deadlock.** A robot in its packing (slot goal) that the filter keeps from its slot — more than ``ARRIVED_M`` away,
 commanded at most a quarter of its nominal speed — for ``deadlock_s`` is in a deadlock (Wang, Ames & Egerstedt 2017
@@ -44,9 +49,9 @@ speed plus the neighbour's measured speed (``Nearby.speeds``). At rest it is the
 (``2 v_max τ`` every tick) packed robots at more than twice their clearance (docs/real-robots.md).
 
 Status (``status()``): the counters (``llm_calls``, ``llm_fallbacks``, ``clamped``, ``overruns``,
-``planner_errors``, ``stale_stops``, ``estops``, ``deadlocks``), ``round``, ``state``, ``meeting_point``, ``goal``,
-``agreed``, ``slot``, the filter's ``collision`` record and ``implausible`` (per kind: what the robot refused of its
-odometry and of its neighbours) with ``suspects`` (the nearby robots suspect now).
+``planner_errors``, ``stale_stops``, ``estops``, ``deadlocks``, ``census_fallbacks``), ``round``, ``state``,
+``meeting_point``, ``goal``, ``agreed``, ``slot``, the filter's ``collision`` record and ``implausible`` (per kind:
+what the robot refused of its odometry and of its neighbours) with ``suspects`` (the nearby robots suspect now).
 """
 from __future__ import annotations
 
@@ -142,6 +147,12 @@ class RobotCore:
         self.n_slots = int(getattr(cfg, "num_robots", 1))
         self.gap = float(getattr(cfg, "packing_gap_m", 0.1))
         self.deadlock_s = float(getattr(cfg, "deadlock_s", 3.0))
+        # a relay that sends only the robots in reach (one process per robot): its newest message's stamp, and the
+        # relay's census of every robot for the slots (``check_census``)
+        self.nearby_horizon = float(getattr(cfg, "nearby_horizon_s", 0.0))
+        self.nearby_stamp: float | None = None
+        self.census: Nearby | None = None
+        self.census_expected = False                 # the robot's node subscribed a census (``_goal``)
 
         self.pos: np.ndarray | None = None
         self.yaw = 0.0
@@ -152,7 +163,7 @@ class RobotCore:
         self.pending: Future | None = None
         self.estopped = False
         self.counters = {"llm_calls": 0, "llm_fallbacks": 0, "clamped": 0, "overruns": 0, "planner_errors": 0,
-                         "stale_stops": 0, "estops": 0, "deadlocks": 0}
+                         "stale_stops": 0, "estops": 0, "deadlocks": 0, "census_fallbacks": 0}
         # packing
         self.agreed = False
         self.group: tuple[int, ...] | None = None   # robots sharing the target (set_target); None: the whole fleet
@@ -211,6 +222,7 @@ class RobotCore:
         if self.plausible.future(stamp, now):
             self.plausible.count("future", None, now)
             return None, len(nearby.positions)
+        self.nearby_stamp = float(now if stamp is None else stamp)
         pos = np.array(nearby.positions, dtype=float).reshape(-1, self.dim)
         ages, speeds, ids = (np.array(nearby.ages, dtype=float), np.array(nearby.speeds, dtype=float),
                              np.array(nearby.ids, dtype=int))
@@ -233,6 +245,22 @@ class RobotCore:
                 pos[k], ages[k] = last[j], now - sent[j]
                 speeds[k], keep[k] = max(self._nb_speed[j], speeds[k]), True
         return Nearby(pos[keep], ages[keep], speeds[keep], ids[keep]), n_bad
+
+    def check_census(self, now: float, census: Nearby, stamp: float | None = None) -> int:
+        """The relay's census (every robot's position, ``consensus.ros.nearby``), checked: refused whole when stamped
+        in the future (the previous one stays), a robot outside the workspace plus the margin left out (counted as
+        ``outside``). It only places the packing slots (``_goal``): the filter avoids what ``nearby`` holds.
+        Returns the number of entries refused."""
+        if self.plausible.future(stamp, now):
+            self.plausible.count("future", None, now)
+            return len(census.positions)
+        pos = np.array(census.positions, dtype=float).reshape(-1, self.dim)
+        bad = self.plausible.outside(pos)
+        self.plausible.count("outside", None, now, int(bad.sum()))
+        keep = ~bad
+        self.census = Nearby(pos[keep], np.asarray(census.ages, dtype=float)[keep],
+                             np.asarray(census.speeds, dtype=float)[keep], np.asarray(census.ids, dtype=int)[keep])
+        return int(bad.sum())
 
     def alive(self, now: float) -> None:
         """The robot's planner (or a scenario's clock that sets its targets) is alive: resets ``target_timeout_s``."""
@@ -376,14 +404,24 @@ class RobotCore:
                 members, n = None, max(self.n_slots, 1)
             spots = self._inside(slots(self.target, n, spacing))
             # every robot known, itself included, in the order of their ids: robots that know the same positions
-            # solve the same problem row for row, so even an exact tie is broken the same way for all of them
-            ids, known = [self.id], [self._position_for_slots()]
-            if nearby is not None and len(nearby.positions):
-                keep = np.ones(len(nearby.positions), bool)
+            # solve the same problem row for row, so even an exact tie is broken the same way for all of them. A
+            # robot whose nearby set holds only the robots in reach takes the relay's census, itself as counted in it
+            source, own = nearby, self._position_for_slots()
+            if self.census_expected:
+                if self.census is not None:
+                    source = self.census
+                    mine = np.flatnonzero(np.asarray(source.ids) == self.id)
+                    if len(mine):
+                        own = np.asarray(source.positions, dtype=float)[mine[0], : self.dim]
+                else:
+                    self.counters["census_fallbacks"] += 1
+            ids, known = [self.id], [own]
+            if source is not None and len(source.positions):
+                keep = np.asarray(source.ids) != self.id
                 if members is not None:
-                    keep = np.isin(nearby.ids, members)
-                ids += [int(i) for i in np.asarray(nearby.ids)[keep]]
-                known += list(np.asarray(nearby.positions, dtype=float)[keep][:, : self.dim])
+                    keep &= np.isin(source.ids, members)
+                ids += [int(i) for i in np.asarray(source.ids)[keep]]
+                known += list(np.asarray(source.positions, dtype=float)[keep][:, : self.dim])
             order = np.argsort(ids, kind="stable")
             rows = assign(np.asarray(known).reshape(-1, self.dim)[order], spots)
             self.slot = int(rows[int(np.flatnonzero(order == 0)[0])])
@@ -443,6 +481,10 @@ class RobotCore:
             return self._stop("no_round")
         if self.avoid is not None and nearby is None:
             return self._stop("no_nearby")       # bodies: never move before knowing where the others are
+        if (self.avoid is not None and self.nearby_horizon > 0 and self.nearby_stamp is not None
+                and now - self.nearby_stamp > self.nearby_horizon):
+            self.counters["stale_stops"] += 1    # the relay's reach covered only this long (consensus.ros.nearby)
+            return self._stop("stale_nearby")
         return None
 
     def drive(self, now: float, nearby: Nearby | None) -> Command:

@@ -1,12 +1,24 @@
-"""The ``nearby`` relay: every robot's position to every other robot, for collision avoidance.
+"""The ``nearby`` relay: the other robots' positions to each robot, for collision avoidance.
 
 ``NearbyRelay(node, cfg)`` subscribes ``/robot_<j>/state`` of every robot and publishes, every control period, to
-each robot i ``/robot_<i>/nearby``: the positions of all the other robots, whatever the communication graph. Why not
-``neighbors``: the planning graph says whom a robot *listens to*; collision avoidance needs every robot it can
-physically meet (a ring's robot i meets robot i + 3 at the meeting point), so this set is the proximity set of the
-whole fleet, independent of the graph (docs/real-robots.md). It goes through the same link model as the planning
-graph's deliveries (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``, and a position older than
+each robot i ``/robot_<i>/nearby``: the positions of the other robots it can physically meet, whatever the
+communication graph. Why not ``neighbors``: the planning graph says whom a robot *listens to*; collision avoidance
+needs every robot it can meet (a ring's robot i meets robot i + 3 at the meeting point), so this set is a proximity
+set, independent of the graph (docs/real-robots.md). It goes through the same link model as the planning graph's
+deliveries (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``, and a position older than
 ``robot_timeout_s + link_delay_s`` is left out: a lost robot).
+
+**Reach** (issue 29: the relay's traffic grows with the robots in reach, not with n²). With ``nearby_horizon_s`` > 0
+(default 0.5 s) robot i gets robot j only when ``consensus.control.avoidance.within_reach`` says it can meet it within
+the horizon: their distance is at most the fleet's largest ``d_min`` (``consensus.robots.map.fleet_avoidance``) plus
+``v_max`` times both positions' ages plus ``2 v_max`` times the horizon. A robot whose newest ``nearby`` message is
+older than the horizon stops (``RobotCore.rules``: ``stale_nearby``), so no robot outside a message can reach it
+before a newer message comes. The slots of a packing need every robot's position (their assignment is solved over
+all of them, ``consensus.control.packing``): once a planning period the relay also publishes its *census*
+(``names.CENSUS``, the same layout, one message for all: every robot's newest accepted position, a lost one left
+out), and a robot solves its slots on it (``RobotCore.check_census``). ``nearby_horizon_s: 0``: every robot in every
+message, no census, no stop (the relay before issue 29's item 3). The relay's health record counts its messages and
+the positions in them (``nearby_messages``, ``nearby_points``; the aggregation summary's ``nearby_relay``).
 
 Every state is checked first (``consensus.control.plausibility``): outside the workspace plus a margin, a jump beyond
 the speed limit since the robot's last accepted state, or a stamp from the future is dropped and counted in the
@@ -41,6 +53,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import PointCloud2, PointField
 
 from consensus import names
+from consensus.control.avoidance import within_reach
 from consensus.control.plausibility import Plausibility
 from consensus.control.fleet_core import NearbyBatch
 from consensus.control.robot_core import Nearby, RobotCore
@@ -48,6 +61,7 @@ from consensus.graphs.links import LinkModel
 from consensus.ros import qos
 from consensus.ros.cdr import header_stamp_ns
 from consensus.ros.health import Health, guarded
+from consensus.robots.map import fleet_avoidance
 from consensus.ros.inputs import read_xy, sane_rows
 
 NEARBY_FIELDS = (("x", PointField.FLOAT64, "<f8"), ("y", PointField.FLOAT64, "<f8"), ("z", PointField.FLOAT64, "<f8"),
@@ -130,14 +144,26 @@ class NearbyRelay:
         self.last = np.full((n, 3), np.nan)           # stamp, x, y of every robot's previous state
         self.v_max = float(cfg.v_max)
         self.plausible = Plausibility.for_workspace(n, cfg.workspace, self.v_max)
-        health.extra = lambda: self.plausible.record(self._now())
+        health.extra = lambda: {**self.plausible.record(self._now()), "nearby_points": self.sent_points,
+                                "nearby_messages": self.published * len(self.pubs)}
+        self.speed = np.zeros(n)                      # every robot's speed measured from its last two states
         self.published = 0
+        self.sent_points = 0                          # positions sent in nearby messages (the relay's traffic)
         # a fleet process computes every robot's set from the odometry it holds (FleetNearby): nothing to relay; the
         # host's own use of ``accept`` (the topology node's state checks) stays
         self.relaying = not bool(getattr(cfg, "fleet", False))
         if not self.relaying:
             self.pubs = []
             return
+        # the reach (module docstring): the largest d_min of the fleet, for every pair
+        self.horizon = float(getattr(cfg, "nearby_horizon_s", 0.0))
+        avoid = fleet_avoidance(cfg, ros=True) if self.horizon > 0 else None
+        self.d_min = None if avoid is None else float(avoid.d_min_m)
+        self.census_pub = None
+        self._census_due = -np.inf
+        if self.d_min is not None:
+            self.census_pub = node.create_publisher(PointCloud2, names.CENSUS.in_run(node.get_namespace()),
+                                                    qos.profile(names.CENSUS))
         for j in range(n) if subscribe else ():
             node.create_subscription(PointStamped, names.STATE.of(j), guarded(self._on_state(j), "nearby.state",
                                                                               health),
@@ -169,17 +195,38 @@ class NearbyRelay:
         dt = t - t0
         speed = float(np.hypot(p[0] - x0, p[1] - y0) / dt) if np.isfinite(t0) and dt > 1e-3 else 0.0
         self.last[j] = (t, p[0], p[1])
-        self.links.record(j, now, (p[0], p[1], min(speed, self.v_max)))
+        self.speed[j] = min(speed, self.v_max)
+        self.links.record(j, now, (p[0], p[1], self.speed[j]))
         return p
 
     def relay(self) -> None:
         now_ns = self.node.get_clock().now().nanoseconds
         now = now_ns * 1e-9
         values, times = self.links.deliver(now)
+        own, own_age = self.last[:, 1:3], now - self.last[:, 0]
         for i, pub in enumerate(self.pubs):
-            known = np.flatnonzero(np.isfinite(times[i]))
+            known = np.isfinite(times[i])
+            known[i] = False
+            if self.d_min is not None:
+                k = np.flatnonzero(known)
+                known[k] = within_reach(own[i], own_age[i], values[i, k, :2], now - times[i, k], d_min=self.d_min,
+                                        v_max=self.v_max, horizon_s=self.horizon)
+            known = np.flatnonzero(known)
+            self.sent_points += len(known)
             pub.publish(nearby_cloud(now_ns, values[i, known, :2], now - times[i, known], values[i, known, 2], known))
         self.published += 1
+        if self.census_pub is not None and now >= self._census_due:
+            self._census_due = now + float(self.cfg.planner_period_s)
+            self.census_pub.publish(self.census(now_ns))
+
+    def census(self, now_ns: int) -> PointCloud2:
+        """Every robot's newest accepted position (as received, no link model: one message that every robot reads
+        the same), a lost robot's (older than ``robot_timeout_s``) left out: the packing slots' assignment
+        (``consensus.control.robot_core``) of robots that hear only the robots in reach."""
+        now = now_ns * 1e-9
+        age = now - self.last[:, 0]
+        known = np.flatnonzero(np.isfinite(age) & (age <= self.cfg.robot_timeout_s))
+        return nearby_cloud(now_ns, self.last[known, 1:3], np.maximum(age[known], 0.0), self.speed[known], known)
 
 
 class FleetNearby:

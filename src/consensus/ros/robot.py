@@ -14,9 +14,11 @@ topic                     type                                   meaning
                                                                  delivered by the topology node
 ``neighbor_targets``      geometry_msgs/PoseArray                those robots' meeting points (same order and
 (sub)                                                            header stamp as the ``neighbors`` message)
-``nearby`` (sub)          sensor_msgs/PointCloud2                every other robot's position with its age and
-                                                                 speed (collision avoidance only;
-                                                                 ``consensus.ros.nearby``)
+``nearby`` (sub)          sensor_msgs/PointCloud2                the other robots' positions with their age and
+                                                                 speed (collision avoidance only; one process per
+                                                                 robot: those in reach; ``consensus.ros.nearby``)
+``/census`` (sub)         sensor_msgs/PointCloud2, transient     every robot's position once a planning period,
+                          local                                  for the packing slots (``nearby_horizon_s`` > 0)
 ``cmd_vel`` (pub)         geometry_msgs/Twist                    velocity command (body frame)
 ``estop_topic`` (sub)     std_msgs/Bool, reliable, transient     fleet e-stop (``/estop``): true stops the robot
                           local                                  at once and holds zero until false
@@ -147,6 +149,7 @@ class RobotAgent:
         self._neighbors_stamp: int | None = None      # the header stamps of the newest of each [ns]
         self._targets_stamp: int | None = None
         self._nearby_raw: bytes | None = None
+        self._census_raw: bytes | None = None
         self._tick_now = 0.0
         self._round_out = None            # a round applied by the control tick, published after its command
         self.clock_stats = None           # the fleet clock's figures, once it ticks this robot (join_clock)
@@ -157,10 +160,15 @@ class RobotAgent:
                                  raw=True)
         node.create_subscription(PoseArray, names.NEIGHBOR_TARGETS.name, self._on_targets_raw,
                                  qos.profile(names.NEIGHBOR_TARGETS), raw=True)
-        self._nearby_sub = None
+        self._nearby_sub = self._census_sub = None
         if avoid is not None:
             self._nearby_sub = node.create_subscription(PointCloud2, names.NEARBY.name, self._on_nearby_raw,
                                                         qos.profile(names.NEARBY), raw=True)
+            if cfg.nearby_horizon_s > 0:        # the relay sends the robots in reach, and its census for the slots
+                self._census_sub = node.create_subscription(
+                    PointCloud2, names.CENSUS.in_run(node.get_namespace()), self._on_census_raw,
+                    qos.profile(names.CENSUS), raw=True)
+                self.core.census_expected = True
         # (the raw callbacks above only store bytes; the timers below never let an exception escape)
         self._estop_sub = node.create_subscription(Bool, cfg.estop_topic,
                                                    guarded(self._on_estop, f"robot_{robot_id}.estop", self.health),
@@ -245,6 +253,9 @@ class RobotAgent:
 
     def _on_nearby_raw(self, data: bytes) -> None:
         self._nearby_raw = data
+
+    def _on_census_raw(self, data: bytes) -> None:
+        self._census_raw = data
 
     def _decode_inputs(self, now: float | None = None, mono: float | None = None) -> None:
         """The newest odometry, if one came since the last call; ``now`` (ROS clock) and ``mono`` (monotonic) are
@@ -347,6 +358,16 @@ class RobotAgent:
                 return
             self.health.count_bad_message("nearby.implausible", implausible)
             self.nearby = checked
+        if self._census_raw is not None:
+            raw, self._census_raw = self._census_raw, None
+            got = read_nearby(raw, now, self.cfg.dim)
+            if got is None:
+                self.health.count_bad_message("census")
+                return
+            census, bad = got
+            stamp = header_stamp_ns(raw)
+            self.health.count_bad_message("census", bad + self.core.check_census(now, census,
+                                                                                 stamp * 1e-9 if stamp else None))
 
     def _on_odom(self, msg: Odometry) -> None:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
@@ -463,6 +484,10 @@ class RobotAgent:
         if nearby_in_process and self._nearby_sub is not None:
             self.node.destroy_subscription(self._nearby_sub)
             self._nearby_sub = None
+            if self._census_sub is not None:
+                self.node.destroy_subscription(self._census_sub)
+                self._census_sub = None
+                self.core.census_expected = False
         if shared_estop and self._estop_sub is not None:
             self.node.destroy_subscription(self._estop_sub)
             self._estop_sub = None

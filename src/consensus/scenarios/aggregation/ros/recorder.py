@@ -439,6 +439,11 @@ class Recorder:
                    for name, rec in self.node_health.items()}
         by_node[self.fqn] = self.health.counts()
         out["health_by_node"] = dict(sorted(by_node.items()))
+        # the nearby relay's traffic (one process per robot): messages sent and the positions in them
+        relay = [rec for rec in self.node_health.values() if "nearby_points" in rec]
+        if relay:
+            out["nearby_relay"] = {"messages": int(sum(r.get("nearby_messages", 0) for r in relay)),
+                                   "points": int(sum(r["nearby_points"] for r in relay))}
         # what the robots and the relays refused as implausible, by kind, and who was ever suspect
         out.update(sum_implausible([*self.status.values(), *self.node_health.values()]))
         return out

@@ -1,0 +1,231 @@
+"""The nearby relay of robots in separate processes (``fleet: false``) sends each robot only the robots in reach
+(issue 29, item 3), and a census of every robot once a planning period for the packing slots.
+
+ROS-free first: the reach (``consensus.control.avoidance.within_reach``), the robot's stop on a ``nearby`` message
+older than the horizon, the slots from the census, and a fleet of cores driven through an emulated reach-limited relay
+(bodies never touch, the fleet packs, and far fewer positions travel than with the relay of every robot). Then the
+relay itself on an rclpy node: what it sends to each robot and in its census.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from consensus.control.avoidance import avoidance_from_config, within_reach
+from consensus.control.packing import slots
+from consensus.control.planner import PlanResult
+from consensus.control.robot_core import Heard, Nearby, RobotCore
+from consensus.scenarios.aggregation.config import load_config
+
+
+def _cfg(**kw):
+    base = dict(num_robots=4, collision_avoidance="cbf", planner="average", seed=5)
+    base.update(kw)
+    return load_config(None, **base)
+
+
+class _Fixed:
+    dim = 2
+
+    def __init__(self, target) -> None:
+        self.target = np.asarray(target, dtype=float)
+
+    def plan(self, req):
+        return PlanResult(target=self.target.copy(), reasoning="fixed")
+
+    def reset(self) -> None:
+        pass
+
+
+def _agreed(cfg, i, pos, target, *, census: bool = True) -> RobotCore:
+    """Robot ``i`` at ``pos`` whose first round agreed on ``target`` with every other robot."""
+    core = RobotCore(cfg, i, _Fixed(target), avoid=avoidance_from_config(cfg, ros=True))
+    core.census_expected = census
+    core.observe(0.0, pos)
+    n = cfg.num_robots - 1
+    core.plan(0.0, Heard(np.zeros((n, 2)), np.tile(np.asarray(target, dtype=float), (n, 1))))
+    assert core.collect(0.0)["agreed"] is True
+    return core
+
+
+# ------------------------------------------------------------------------------------------------ the reach
+def test_the_reach_is_d_min_plus_both_ages_and_twice_the_horizon_at_v_max():
+    others = np.array([[1.9, 0.0], [2.1, 0.0], [0.0, -2.5], [10.0, 10.0]])
+    # d_min 0.5, v_max 1, horizon 0.6: 0.5 + 1.2 = 1.7 m at rest, plus v_max x (0.1 + each age)
+    ages = np.array([0.1, 0.1, 0.0, 0.0])
+    got = within_reach([0.0, 0.0], 0.1, others, ages, d_min=0.5, v_max=1.0, horizon_s=0.6)
+    assert got.tolist() == [True, False, False, False]             # 1.9 <= 1.9; 2.1 > 1.9; 2.5 > 1.8
+    older = within_reach([0.0, 0.0], 0.1, others, [0.1, 0.35, 0.75, 0.0], d_min=0.5, v_max=1.0, horizon_s=0.6)
+    assert older.tolist() == [True, True, True, False]              # an older position reaches further
+    assert within_reach([np.nan, 0.0], 0.0, others, ages, d_min=0.5, v_max=1.0, horizon_s=0.6).all()
+    assert within_reach([0.0, 0.0], 0.0, np.empty((0, 2)), [], d_min=0.5, v_max=1.0, horizon_s=0.6).shape == (0,)
+
+
+def test_a_nearby_message_older_than_the_horizon_stops_the_robot_and_is_counted():
+    cfg = _cfg(nearby_horizon_s=0.5)
+    core = _agreed(cfg, 0, [3.0, 0.0], [0.0, 0.0])
+    got, _ = core.check_nearby(0.0, Nearby.of(np.empty((0, 2))), stamp=0.0)
+    for t in (0.1, 0.3, 0.5):
+        core.observe(t, [3.0, 0.0])
+        assert core.step(t, got).reason == "ok"
+    core.observe(0.6, [3.0, 0.0])
+    cmd = core.step(0.6, got)
+    assert cmd.reason == "stale_nearby" and (cmd.vx, cmd.vy) == (0.0, 0.0)
+    assert core.counters["stale_stops"] == 1
+    core.check_nearby(0.6, Nearby.of(np.empty((0, 2))), stamp=0.6)
+    assert core.step(0.6, got).reason == "ok"
+    # the relay of every robot (horizon 0): an old message is only aged, never a stop
+    every = _agreed(_cfg(nearby_horizon_s=0.0), 0, [3.0, 0.0], [0.0, 0.0])
+    every.check_nearby(0.0, Nearby.of(np.empty((0, 2))), stamp=0.0)
+    every.observe(5.0, [3.0, 0.0])
+    assert every.step(5.0, got).reason == "ok" and every.counters["stale_stops"] == 0
+
+
+def test_a_horizon_shorter_than_two_control_periods_is_refused():
+    with pytest.raises(Exception, match="nearby_horizon_s"):
+        _cfg(nearby_horizon_s=0.15, control_period_s=0.1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_robots_that_hear_only_the_robots_in_reach_take_distinct_optimal_slots_from_the_census(seed):
+    cfg = _cfg(num_robots=5)
+    rng = np.random.default_rng(seed)
+    pos = rng.uniform(-6.0, 6.0, (5, 2))
+    target = rng.uniform(-1.0, 1.0, 2)
+    avoid = avoidance_from_config(cfg, ros=True)
+    spots = slots(target, 5, avoid.d_min_m + cfg.packing_gap_m)
+    census = Nearby.of(pos, ids=list(range(5)))
+    goals = []
+    for i in range(5):
+        core = _agreed(cfg, i, pos[i] + 0.01, target)        # its odometry is newer than the census: the census counts
+        assert core.check_census(0.0, census, stamp=0.0) == 0
+        goals.append(core.step(0.0, Nearby.of(np.empty((0, 2)))).goal)    # nobody in reach
+        assert core.counters["census_fallbacks"] == 0
+    goals = np.array(goals)
+    assert len({tuple(np.round(g, 9)) for g in goals}) == 5
+    best = min(float(np.sum((spots[list(p)] - pos) ** 2)) for p in itertools.permutations(range(5)))
+    assert float(np.sum((goals - pos) ** 2)) == pytest.approx(best)
+    # no census yet: the robots in reach (here nobody), counted
+    alone = _agreed(cfg, 0, pos[0], target)
+    alone.step(0.0, Nearby.of(np.empty((0, 2))))
+    assert alone.counters["census_fallbacks"] == 1
+
+
+def test_a_census_from_the_future_is_refused_and_one_outside_the_workspace_is_left_out():
+    cfg = _cfg()
+    core = _agreed(cfg, 0, [1.0, 1.0], [0.0, 0.0])
+    assert core.check_census(1.0, Nearby.of([[1.0, 1.0], [2.0, 2.0]], ids=[0, 1]), stamp=60.0) == 2
+    assert core.census is None
+    assert core.check_census(1.0, Nearby.of([[1.0, 1.0], [500.0, 2.0]], ids=[0, 1]), stamp=1.0) == 1
+    assert core.census.ids.tolist() == [0]
+
+
+# ------------------------------------------------------------------------------------------------ a fleet of cores
+def _fly(reach: bool, *, n: int = 12, seconds: float = 40.0):
+    """``n`` single-integrator robots from a 16 m square to one meeting point, each a core fed by an emulated relay:
+    states at ``state_rate_hz``, each robot's nearby set every control period (reach-limited or every robot) and
+    the census every planning period. Returns (the closest two bodies came, the final distances to the meeting
+    point, the positions sent each tick, the stale stops, the config)."""
+    cfg = _cfg(num_robots=n, nearby_horizon_s=0.5 if reach else 0.0, target_timeout_s=600.0)
+    avoid = avoidance_from_config(cfg, ros=True)
+    rng = np.random.default_rng(11)
+    pos = rng.uniform(-8.0, 8.0, (n, 2))
+    while min(np.linalg.norm(a - b) for a, b in itertools.combinations(pos, 2)) < 1.0:
+        pos = rng.uniform(-8.0, 8.0, (n, 2))
+    target = np.array([0.5, -0.5])
+    cores = [_agreed(cfg, i, pos[i], target, census=reach) for i in range(n)]
+    dt, state_every, census_every = cfg.control_period_s, round(1.0 / (cfg.state_rate_hz * cfg.control_period_s)), \
+        round(cfg.planner_period_s / cfg.control_period_s)
+    state, state_t, prev = pos.copy(), np.zeros(n), pos.copy()
+    closest, sent, ids = np.inf, [], np.arange(n)
+    for k in range(int(seconds / dt)):
+        t = k * dt
+        if k % state_every == 0:
+            prev, state, state_t = state.copy(), pos.copy(), np.full(n, t)
+        speed = np.minimum(np.linalg.norm(state - prev, axis=1) / (state_every * dt), cfg.v_max)
+        cmds = np.zeros((n, 2))
+        sent.append(0)
+        for i, core in enumerate(cores):
+            core.observe(t, pos[i])
+            others = ids != i
+            if reach:
+                others[others] = within_reach(state[i], t - state_t[i], state[others], t - state_t[others],
+                                              d_min=avoid.d_min_m, v_max=cfg.v_max, horizon_s=cfg.nearby_horizon_s)
+                if k % census_every == 0:
+                    core.check_census(t, Nearby.of(state, t - state_t, speed, ids), stamp=t)
+            sent[-1] += int(others.sum())
+            got, _ = core.check_nearby(t, Nearby.of(state[others], t - state_t[others], speed[others], ids[others]),
+                                       stamp=t)
+            cmd = core.step(t, got)
+            cmds[i] = cmd.vx, cmd.vy
+        pos = pos + dt * cmds
+        closest = min(closest, min(np.linalg.norm(a - b) for a, b in itertools.combinations(pos, 2)))
+    stale = sum(c.counters["stale_stops"] for c in cores)
+    return closest, np.linalg.norm(pos - target, axis=1), np.array(sent), stale, cfg
+
+
+def test_a_fleet_fed_only_the_robots_in_reach_keeps_its_bodies_apart_packs_and_sends_far_fewer_positions():
+    """Spread over the square, a robot has few others in reach; packed, all of them are (the traffic of a packed
+    fleet is the relay's of every robot)."""
+    closest, dist, sent, stale, cfg = _fly(reach=True)
+    every_closest, every_dist, every_sent, _, _ = _fly(reach=False)
+    bodies = 2 * cfg.footprint_radius_m
+    assert closest >= bodies and every_closest >= bodies
+    from consensus.metrics.convergence import packing_radius
+    radius = packing_radius(cfg.num_robots, avoidance_from_config(cfg, ros=True).d_min_m)
+    assert dist.max() <= radius and every_dist.max() <= radius
+    assert stale == 0
+    first = round(5.0 / cfg.control_period_s)             # the first 5 s: the robots still spread out
+    assert sent[:first].sum() < 0.1 * every_sent[:first].sum(), (sent[:first].sum(), every_sent[:first].sum())
+    assert sent.sum() < 0.8 * every_sent.sum() and np.all(sent <= every_sent)
+
+
+# ------------------------------------------------------------------------------------------------ the relay (rclpy)
+class _Capture:
+    def __init__(self) -> None:
+        self.msgs = []
+
+    def publish(self, msg) -> None:
+        self.msgs.append(msg)
+
+
+@pytest.mark.ros
+def test_the_relay_sends_each_robot_the_robots_in_reach_and_everyone_in_its_census(ros):
+    from geometry_msgs.msg import PointStamped
+    from rclpy.node import Node
+    from rclpy.serialization import serialize_message
+
+    from consensus import names
+    from consensus.ros.health import Health
+    from consensus.ros.nearby import NearbyRelay, read_nearby
+
+    cfg = _cfg(num_robots=4, fleet=False, nearby_horizon_s=0.5)
+    node = Node("relay_under_test")
+    try:
+        relay = NearbyRelay(node, cfg, Health(), subscribe=False)
+        assert node.count_publishers(names.CENSUS.name) == 1
+        relay.pubs = [_Capture() for _ in range(4)]
+        relay.census_pub = census = _Capture()
+        now = node.get_clock().now()
+        for j, xy in enumerate([(0.0, 0.0), (1.0, 0.0), (6.0, 0.0), (6.5, 0.5)]):
+            msg = PointStamped()
+            msg.header.stamp = now.to_msg()
+            msg.point.x, msg.point.y = xy
+            assert relay.accept(j, serialize_message(msg)) is not None
+        relay.relay()
+        t = node.get_clock().now().nanoseconds * 1e-9
+        heard = [read_nearby(bytes(serialize_message(p.msgs[-1])), t, 2)[0].ids.tolist() for p in relay.pubs]
+        assert heard == [[1], [0], [3], [2]]
+        assert relay.sent_points == 4
+        everyone = read_nearby(bytes(serialize_message(census.msgs[-1])), t, 2)[0]
+        assert everyone.ids.tolist() == [0, 1, 2, 3]
+        assert np.allclose(everyone.positions[2], [6.0, 0.0])
+        relay.relay()                                  # within the planning period: no second census
+        assert len(census.msgs) == 1
+        # the relay of every robot: all three others to each, no census
+        every = NearbyRelay(node, _cfg(num_robots=4, fleet=False, nearby_horizon_s=0.0), Health(), subscribe=False)
+        assert every.census_pub is None
+    finally:
+        node.destroy_node()
