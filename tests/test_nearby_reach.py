@@ -53,11 +53,11 @@ def _agreed(cfg, i, pos, target, *, census: bool = True) -> RobotCore:
 # ------------------------------------------------------------------------------------------------ the reach
 def test_the_reach_is_d_min_plus_both_ages_and_twice_the_horizon_at_v_max():
     others = np.array([[1.9, 0.0], [2.1, 0.0], [0.0, -2.5], [10.0, 10.0]])
-    # d_min 0.5, v_max 1, horizon 0.6: 0.5 + 1.2 = 1.7 m at rest, plus v_max x (0.1 + each age)
-    ages = np.array([0.1, 0.1, 0.0, 0.0])
+    # d_min 0.5, v_max 1, horizon 0.6: 0.5 + 1.2 = 1.7 m at rest, plus v_max x (own age 0.1 + 2 x each age)
+    ages = np.array([0.05, 0.1, 0.0, 0.0])
     got = within_reach([0.0, 0.0], 0.1, others, ages, d_min=0.5, v_max=1.0, horizon_s=0.6)
-    assert got.tolist() == [True, False, False, False]             # 1.9 <= 1.9; 2.1 > 1.9; 2.5 > 1.8
-    older = within_reach([0.0, 0.0], 0.1, others, [0.1, 0.35, 0.75, 0.0], d_min=0.5, v_max=1.0, horizon_s=0.6)
+    assert got.tolist() == [True, False, False, False]             # 1.9 <= 1.9; 2.1 > 2.0; 2.5 > 1.8
+    older = within_reach([0.0, 0.0], 0.1, others, [0.1, 0.2, 0.35, 0.0], d_min=0.5, v_max=1.0, horizon_s=0.6)
     assert older.tolist() == [True, True, True, False]              # an older position reaches further
     assert within_reach([np.nan, 0.0], 0.0, others, ages, d_min=0.5, v_max=1.0, horizon_s=0.6).all()
     assert within_reach([0.0, 0.0], 0.0, np.empty((0, 2)), [], d_min=0.5, v_max=1.0, horizon_s=0.6).shape == (0,)
@@ -76,6 +76,10 @@ def test_a_nearby_message_older_than_the_horizon_stops_the_robot_and_is_counted(
     assert core.counters["stale_stops"] == 1
     core.check_nearby(0.6, Nearby.of(np.empty((0, 2))), stamp=0.6)
     assert core.step(0.6, got).reason == "ok"
+    # a relay clock 0.4 s ahead of the robot's: the horizon still runs from when the message came
+    core.check_nearby(1.0, Nearby.of(np.empty((0, 2))), stamp=1.4)
+    core.observe(1.6, [3.0, 0.0])
+    assert core.step(1.6, got).reason == "stale_nearby" and core.state(1.6) == "stopped"
     # the relay of every robot (horizon 0): an old message is only aged, never a stop
     every = _agreed(_cfg(nearby_horizon_s=0.0), 0, [3.0, 0.0], [0.0, 0.0])
     every.check_nearby(0.0, Nearby.of(np.empty((0, 2))), stamp=0.0)
@@ -84,7 +88,9 @@ def test_a_nearby_message_older_than_the_horizon_stops_the_robot_and_is_counted(
 
 
 def test_a_horizon_shorter_than_two_control_periods_is_refused():
-    with pytest.raises(Exception, match="nearby_horizon_s"):
+    from consensus.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="nearby_horizon_s"):
         _cfg(nearby_horizon_s=0.15, control_period_s=0.1)
 
 
@@ -116,7 +122,7 @@ def test_robots_that_hear_only_the_robots_in_reach_take_distinct_optimal_slots_f
 def test_a_census_from_the_future_is_refused_and_one_outside_the_workspace_is_left_out():
     cfg = _cfg()
     core = _agreed(cfg, 0, [1.0, 1.0], [0.0, 0.0])
-    assert core.check_census(1.0, Nearby.of([[1.0, 1.0], [2.0, 2.0]], ids=[0, 1]), stamp=60.0) == 2
+    assert core.check_census(1.0, Nearby.of([[1.0, 1.0], [2.0, 2.0]], ids=[0, 1]), stamp=60.0) is None
     assert core.census is None
     assert core.check_census(1.0, Nearby.of([[1.0, 1.0], [500.0, 2.0]], ids=[0, 1]), stamp=1.0) == 1
     assert core.census.ids.tolist() == [0]
@@ -171,8 +177,8 @@ def test_a_fleet_fed_only_the_robots_in_reach_keeps_its_bodies_apart_packs_and_s
     fleet is the relay's of every robot)."""
     closest, dist, sent, stale, cfg = _fly(reach=True)
     every_closest, every_dist, every_sent, _, _ = _fly(reach=False)
-    bodies = 2 * cfg.footprint_radius_m
-    assert closest >= bodies and every_closest >= bodies
+    clearance = avoidance_from_config(cfg, ros=True).clearance_m
+    assert closest >= clearance - 1e-6 and every_closest >= clearance - 1e-6
     from consensus.metrics.convergence import packing_radius
     radius = packing_radius(cfg.num_robots, avoidance_from_config(cfg, ros=True).d_min_m)
     assert dist.max() <= radius and every_dist.max() <= radius
@@ -227,5 +233,90 @@ def test_the_relay_sends_each_robot_the_robots_in_reach_and_everyone_in_its_cens
         # the relay of every robot: all three others to each, no census
         every = NearbyRelay(node, _cfg(num_robots=4, fleet=False, nearby_horizon_s=0.0), Health(), subscribe=False)
         assert every.census_pub is None
+        every.pubs = [_Capture() for _ in range(4)]
+        for j, xy in enumerate([(0.0, 0.0), (1.0, 0.0), (6.0, 0.0), (6.5, 0.5)]):
+            msg = PointStamped()
+            msg.header.stamp = now.to_msg()
+            msg.point.x, msg.point.y = xy
+            every.accept(j, serialize_message(msg))
+        every.relay()
+        t = node.get_clock().now().nanoseconds * 1e-9
+        heard = [read_nearby(bytes(serialize_message(p.msgs[-1])), t, 2)[0].ids.tolist() for p in every.pubs]
+        assert heard == [[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]]
+    finally:
+        node.destroy_node()
+
+
+def _head_on(reach_s: float, *, seed: int = 0, reach_v: float | None = None):
+    """Two robots driven straight at each other at v_max (each to a point behind the other), each fed by an emulated
+    relay with a link delay of 0.3 s, states at 5 Hz and half of its nearby messages lost; the relay's reach over
+    ``reach_s`` (its horizon plus a control period) at ``reach_v`` (default v_max). Returns (the closest the
+    centres came, the clearance, the stale stops)."""
+    cfg = _cfg(num_robots=2, nearby_horizon_s=0.5)
+    avoid = avoidance_from_config(cfg, ros=True)
+    rng = np.random.default_rng(seed)
+    pos = np.array([[-3.0, 0.0], [3.0, 0.01]])
+    cores = []
+    for i, goal in enumerate(([6.0, 0.0], [-6.0, 0.0])):
+        core = RobotCore(cfg, i, _Fixed(goal), avoid=avoidance_from_config(cfg, ros=True))
+        core.observe(0.0, pos[i])
+        core.plan(0.0, Heard.none(2))
+        core.collect(0.0)
+        core.check_nearby(0.0, Nearby.of(np.empty((0, 2))), stamp=0.0)
+        cores.append(core)
+    dt, delay, history, closest = cfg.control_period_s, 0.3, [], np.inf
+    held = [Nearby.of(np.empty((0, 2))), Nearby.of(np.empty((0, 2)))]
+    for k in range(1, 80):
+        t = k * dt
+        if k % 2 == 0:
+            history.append((t, pos.copy()))
+        seen = [(ts, p) for ts, p in history if ts <= t - delay]
+        for i, core in enumerate(cores):
+            core.observe(t, pos[i])
+            if seen and rng.random() < 0.5:                        # this message comes; the others are lost
+                ts, p = seen[-1]
+                j = 1 - i
+                if within_reach(p[i], t - ts, p[[j]], [t - ts], d_min=avoid.d_min_m,
+                                v_max=cfg.v_max if reach_v is None else reach_v, horizon_s=reach_s)[0]:
+                    msg = Nearby.of(p[[j]], [t - ts], [cfg.v_max], [j])
+                else:
+                    msg = Nearby.of(np.empty((0, 2)))
+                held[i], _ = core.check_nearby(t, msg, stamp=t)
+        cmds = [core.step(k * dt, held[i]) for i, core in enumerate(cores)]
+        pos = pos + dt * np.array([[c.vx, c.vy] for c in cmds])
+        closest = min(closest, float(np.linalg.norm(pos[0] - pos[1])))
+    return closest, avoid.clearance_m, sum(c.counters["stale_stops"] for c in cores)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_robots_left_out_of_lost_and_late_messages_still_keep_their_clearance(seed):
+    cfg = _cfg(num_robots=2, nearby_horizon_s=0.5)
+    closest, clearance, stale = _head_on(cfg.nearby_horizon_s + cfg.control_period_s, seed=seed)
+    assert clearance <= closest < clearance + 0.5          # they met, and the filter held them apart
+    assert stale > 0                                        # lost messages: the robots stopped on old ones
+    # the same relay reaching only over the filter's d_min (no ages, no horizon): they learn of each other too late
+    too_short, clearance, _ = _head_on(0.0, seed=seed, reach_v=0.0)
+    assert too_short < clearance
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("fleet", [False, True])
+def test_v_max_may_not_rise_above_its_launch_value_with_one_process_per_robot(ros, fleet):
+    """The relays check a robot's states and reach it with the launch ``v_max``: a robot in its own process refuses
+    a faster one at run time (a fleet process computes its nearby sets itself and takes it)."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from consensus.ros.fleet import _runtime_settings
+
+    cfg = _cfg(fleet=fleet, v_max=1.0)
+    node = Node("agent_under_test")
+    try:
+        on_set = _runtime_settings(node, cfg, [])
+        faster = on_set([Parameter("v_max", value=2.0)])
+        assert faster.successful is fleet
+        if not fleet:
+            assert "launch value 1" in faster.reason
+        assert on_set([Parameter("v_max", value=0.5)]).successful
     finally:
         node.destroy_node()

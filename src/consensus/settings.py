@@ -406,8 +406,8 @@ class ControlParams:
     # one process per robot (fleet: false): the nearby relay's reach (consensus.ros.nearby)
     nearby_horizon_s: float = param(0.5,
         "one process per robot: how long a robot drives on one nearby message. The relay sends each robot only the "
-        "robots it can meet within it (d_min + v_max x both positions' ages + 2 v_max x this), and a robot whose "
-        "newest nearby message is older stops (stale_stops). 0: every robot in every message, and no such stop",
+        "robots it can meet within it and one control period (consensus.control.avoidance.within_reach), and a "
+        "robot whose newest nearby message is older stops (stale_stops). 0: every robot in every message, no stop",
         bounds=(0.0, 60.0), unit="s")
 
 
@@ -472,8 +472,8 @@ class BagParams:
     bag: bool = param(True, "record the run's topics into an MCAP bag in the run directory")
     bag_exclude: str = param(r"/nearby$",
         "topics (regular expression, searched in the full name) left out of the bag; the default leaves out the "
-        "`nearby` relay: every robot's copy of all the others' states (n x (n-1) poses every control period, derived "
-        "from the recorded `state` topics; at 100 robots more than the rest of the bag). \"\" records every topic")
+        "`nearby` relay: each robot's copy of the others' states in its reach (up to n x (n-1) poses every control "
+        "period, derived from the recorded `state` topics). \"\" records every topic")
 
     def _check_bag(self) -> None:
         try:

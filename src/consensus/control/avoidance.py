@@ -158,18 +158,21 @@ def avoidance_from_config(cfg, *, ros: bool, kinematics: str | None = None, v_ma
 
 def within_reach(own, own_age, others, others_age, *, d_min: float, v_max: float, horizon_s: float) -> np.ndarray:
     """Which of ``others`` (k, d) a robot at ``own`` (d,) can meet within ``horizon_s``: those whose distance is at
-    most ``d_min + v_max (own_age + others_age) + 2 v_max horizon_s`` (each position may be ``age`` [s] old, and
-    the pair may then close at ``2 v_max`` for ``horizon_s``). A robot outside it cannot become one of the
-    filter's constraints before the horizon ends: with ``γ dt <= 1`` a pair that enters the filter's set at any
-    distance above ``d_min`` is kept apart from then on (``consensus.control.collision``). ``own`` unknown (not
-    finite): every one of them (a robot is never left without the others because its own position is missing)."""
+    most ``d_min + v_max own_age + 2 v_max others_age + 2 v_max horizon_s``. Each position may be ``age`` [s] old
+    (``v_max`` each); the filter widens its distance to a neighbour by the neighbour's age times the pair's closing
+    speed (one more ``v_max`` on the other's age, ``consensus.control.robot_core``); and the pair may close at
+    ``2 v_max`` for the horizon. A robot outside it cannot become one of the filter's constraints before the horizon
+    ends: with ``γ dt <= 1`` a pair that enters the filter's set at a distance above its ``d_min`` is kept apart from
+    then on (``consensus.control.collision``). ``own`` unknown (not finite): every one of them (a robot is never
+    left without the others because its own position is missing). ``v_max``: the fastest filtered point's speed
+    (a unicycle's near-identity point is faster than its centre)."""
     own = np.asarray(own, dtype=float).reshape(-1)
     if not len(others_age):
         return np.zeros(0, bool)
     others = np.asarray(others, dtype=float).reshape(len(others_age), -1)
     if not np.all(np.isfinite(own)) or not np.isfinite(own_age):
         return np.ones(len(others), bool)
-    reach = d_min + v_max * (max(float(own_age), 0.0) + np.maximum(np.asarray(others_age, dtype=float), 0.0)) \
+    reach = d_min + v_max * (max(float(own_age), 0.0) + 2.0 * np.maximum(np.asarray(others_age, dtype=float), 0.0)) \
         + 2.0 * v_max * horizon_s
     d = np.linalg.norm(others - own[: others.shape[1]], axis=1)
     return d <= reach

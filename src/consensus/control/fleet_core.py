@@ -92,7 +92,7 @@ class FleetCore:
             if core.avoid is None:
                 cmds[i] = core.drive(now, None)       # without the filter the nearby robots play no part
                 continue
-            goal = core._goal(nb.robot(i) if core.goal_needs_nearby() else None)
+            goal = core._goal(nb.robot(i) if core.goal_needs_nearby() else None, now)
             point, u_nom, nominal = core.filter_input(now, goal)
             rows.append(i)
             points.append(point)

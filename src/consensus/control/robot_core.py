@@ -31,10 +31,10 @@ every neighbour's it heard within ``packing_gap_m`` (``agreed``), its *goal* is 
 (``consensus.control.packing``: a hexagonal packing of the fleet's ``num_robots`` slots, spacing clearance +
 ``packing_gap_m``, the slot of the squared-distance-optimal assignment of every robot it knows of: those of its
 ``Nearby``, or, when its node subscribed the relay's *census* (``census_expected``: a relay that sends only the robots
-in reach), the census's, itself as counted in it, so that every robot solves the same problem; no census yet: its
-``Nearby``, counted as ``census_fallbacks``); before that, the meeting point itself. Scenarios that send several
-robots to one point (a disaster cell) name the group with ``set_target(point, group)``, and the robot packs with that
-group at once.
+in reach), the census's, itself as counted in it, so that every robot solves the same problem; no census yet, or
+one older than two planning periods and the horizon: its ``Nearby``, counted as ``census_fallbacks``); before
+that, the meeting point itself. Scenarios that send several robots to one point (a disaster cell) name the group
+with ``set_target(point, group)``, and the robot packs with that group at once.
 
 **Deadlock.** A robot in its packing (slot goal) that the filter keeps from its slot — more than ``ARRIVED_M`` away,
 commanded at most a quarter of its nominal speed — for ``deadlock_s`` is in a deadlock (Wang, Ames & Egerstedt 2017
@@ -112,7 +112,7 @@ class Nearby:
 class Command:
     """One control tick's output. ``vx, vy`` world frame (single integrator, point mass set-point) or ``vx`` = v and
     ``wz`` = ω (unicycle); ``reason``: ``ok`` | ``estopped`` | ``stale_odom`` | ``no_round`` | ``no_plan`` |
-    ``no_nearby``;
+    ``no_nearby`` | ``stale_nearby``;
     ``goal``: where the controller drove (None when stopped)."""
 
     vx: float = 0.0
@@ -152,6 +152,9 @@ class RobotCore:
         self.nearby_horizon = float(getattr(cfg, "nearby_horizon_s", 0.0))
         self.nearby_stamp: float | None = None
         self.census: Nearby | None = None
+        self.census_stamp = -math.inf
+        # a census older than this is not taken (the relay stopped sending it): two planning periods and the horizon
+        self.census_max_age = 2.0 * float(getattr(cfg, "planner_period_s", 2.0)) + self.nearby_horizon
         self.census_expected = False                 # the robot's node subscribed a census (``_goal``)
 
         self.pos: np.ndarray | None = None
@@ -222,7 +225,9 @@ class RobotCore:
         if self.plausible.future(stamp, now):
             self.plausible.count("future", None, now)
             return None, len(nearby.positions)
-        self.nearby_stamp = float(now if stamp is None else stamp)
+        # the horizon runs from the message's stamp, or from now if that is earlier (a relay clock ahead of ours
+        # never lengthens it)
+        self.nearby_stamp = float(now if stamp is None else min(stamp, now))
         pos = np.array(nearby.positions, dtype=float).reshape(-1, self.dim)
         ages, speeds, ids = (np.array(nearby.ages, dtype=float), np.array(nearby.speeds, dtype=float),
                              np.array(nearby.ids, dtype=int))
@@ -246,18 +251,19 @@ class RobotCore:
                 speeds[k], keep[k] = max(self._nb_speed[j], speeds[k]), True
         return Nearby(pos[keep], ages[keep], speeds[keep], ids[keep]), n_bad
 
-    def check_census(self, now: float, census: Nearby, stamp: float | None = None) -> int:
+    def check_census(self, now: float, census: Nearby, stamp: float | None = None) -> int | None:
         """The relay's census (every robot's position, ``consensus.ros.nearby``), checked: refused whole when stamped
-        in the future (the previous one stays), a robot outside the workspace plus the margin left out (counted as
-        ``outside``). It only places the packing slots (``_goal``): the filter avoids what ``nearby`` holds.
-        Returns the number of entries refused."""
+        in the future (returns None; the previous one stays), a robot outside the workspace plus the margin left out
+        (counted as ``outside``; returns how many). It only places the packing slots (``_goal``): the filter avoids
+        what ``nearby`` holds."""
         if self.plausible.future(stamp, now):
             self.plausible.count("future", None, now)
-            return len(census.positions)
+            return None
         pos = np.array(census.positions, dtype=float).reshape(-1, self.dim)
         bad = self.plausible.outside(pos)
         self.plausible.count("outside", None, now, int(bad.sum()))
         keep = ~bad
+        self.census_stamp = float(now if stamp is None else min(stamp, now))
         self.census = Nearby(pos[keep], np.asarray(census.ages, dtype=float)[keep],
                              np.asarray(census.speeds, dtype=float)[keep], np.asarray(census.ids, dtype=int)[keep])
         return int(bad.sum())
@@ -390,7 +396,7 @@ class RobotCore:
         self.agreed = agreed
 
     # ------------------------------------------------------------------ control (the fast loop)
-    def _goal(self, nearby: Nearby | None) -> np.ndarray:
+    def _goal(self, nearby: Nearby | None, now: float | None = None) -> np.ndarray:
         """The meeting point, or once agreed the robot's slot around it (module docstring)."""
         if not self.agreed or self.avoid is None:
             return self.target
@@ -408,7 +414,8 @@ class RobotCore:
             # robot whose nearby set holds only the robots in reach takes the relay's census, itself as counted in it
             source, own = nearby, self._position_for_slots()
             if self.census_expected:
-                if self.census is not None:
+                fresh = now is None or now - self.census_stamp <= self.census_max_age
+                if self.census is not None and fresh:
                     source = self.census
                     mine = np.flatnonzero(np.asarray(source.ids) == self.id)
                     if len(mine):
@@ -481,15 +488,20 @@ class RobotCore:
             return self._stop("no_round")
         if self.avoid is not None and nearby is None:
             return self._stop("no_nearby")       # bodies: never move before knowing where the others are
-        if (self.avoid is not None and self.nearby_horizon > 0 and self.nearby_stamp is not None
-                and now - self.nearby_stamp > self.nearby_horizon):
+        if self.nearby_stale(now):
             self.counters["stale_stops"] += 1    # the relay's reach covered only this long (consensus.ros.nearby)
             return self._stop("stale_nearby")
         return None
 
+    def nearby_stale(self, now: float) -> bool:
+        """Is the newest ``nearby`` message (from a relay that sends only the robots in reach) older than
+        ``nearby_horizon_s``? Never for a robot fed in its process (the fleet clock, the headless loop)."""
+        return (self.avoid is not None and self.nearby_horizon > 0 and self.nearby_stamp is not None
+                and now - self.nearby_stamp > self.nearby_horizon)
+
     def drive(self, now: float, nearby: Nearby | None) -> Command:
         """The controller towards the goal and, with bodies, the collision filter (after ``rules`` said go)."""
-        goal = self._goal(nearby)
+        goal = self._goal(nearby, now)
         if self.avoid is None:
             if self.kinematics == UNICYCLE:
                 v, w = self.ctrl.compute(np.array([self.pos[0], self.pos[1], self.yaw]), goal)
@@ -590,7 +602,8 @@ class RobotCore:
             return "estopped"
         if self.pos is None:
             return "waiting"
-        if self.counters["stale_stops"] and is_stale(self.last_round_done, now, self.cfg.target_timeout_s):
+        if self.counters["stale_stops"] and (is_stale(self.last_round_done, now, self.cfg.target_timeout_s)
+                                             or self.nearby_stale(now)):
             return "stopped"
         return "degraded" if llm_state in ("retrying", "down") else "ok"
 

@@ -234,6 +234,27 @@ def fleet_footprint(cfg) -> float:
     return max(e.preset.footprint_radius_m for e in enabled)
 
 
+def fleet_reach(cfg) -> tuple[float, float] | None:
+    """What the nearby relay's reach (``consensus.control.avoidance.within_reach``) needs of the whole fleet of
+    ``cfg`` in a ROS run: the largest distance any robot's filter keeps from another's broadcast centre at rest
+    (its ``d_min_m``, which holds a unicycle's ``2 l``, plus its offset ``l``: its filtered point is ``l`` ahead
+    of its centre) and the fastest filtered point's speed, over every enabled entry of the robots file (each with
+    its preset's kinematics and limits) or the config's one robot type. None when the filter is off."""
+    radius = fleet_footprint(cfg)
+    if cfg.robots_file:
+        entries = check_robots(load_robots(cfg.robots_file), cfg.workspace, cfg.robots_file)
+        avoids = [avoidance_from_config(cfg, ros=True, kinematics=e.kinematics(cfg.kinematics),
+                                        v_max=e.limits(cfg.v_max, cfg.w_max)[0],
+                                        w_max=e.limits(cfg.v_max, cfg.w_max)[1], radius=radius,
+                                        fleet_radius=radius) for e in entries]
+    else:
+        avoids = [avoidance_from_config(cfg, ros=True, radius=radius, fleet_radius=radius)]
+    avoids = [a for a in avoids if a is not None]
+    if not avoids:
+        return None
+    return max(a.d_min_m + a.offset for a in avoids), max(a.point_v_max for a in avoids)
+
+
 def fleet_avoidance(cfg, *, ros: bool) -> Avoidance | None:
     """The filter as the whole fleet of ``cfg`` (a ``RobotBaseConfig``-like config) is filtered, seen from outside
     the robots (a node that judges arrival, a headless loop): the fleet's largest footprint on both sides of a pair

@@ -108,7 +108,9 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
     """The parameter callback of a robot process's main node (``/robot_<i>/agent``, or ``/fleet`` for all its
     robots): a change of a runtime field of ``ControlParams`` (``runtime_fields``: kp, v_max, w_max, deadband) is
     validated like the config and applied to every robot from its next control tick on (``RobotAgent.set_limits``); a
-    bad value is refused with the config's reason. Every other parameter is read-only (``declare_config``)."""
+    bad value is refused with the config's reason. With one process per robot (``fleet: false``) ``v_max`` may not
+    rise above its launch value: the relays judge the robot's states, and reach it, with that one. Every other
+    parameter is read-only (``declare_config``)."""
     from rcl_interfaces.msg import SetParametersResult
 
     current = [cfg]
@@ -121,6 +123,10 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
             new = current[0].replace(**changes)
         except ConfigError as exc:
             return SetParametersResult(successful=False, reason=str(exc))
+        if not cfg.fleet and new.v_max > cfg.v_max:
+            return SetParametersResult(successful=False, reason=(
+                f"v_max may not rise above its launch value {cfg.v_max:g} m/s with one process per robot: the "
+                f"topology and nearby relays check the robot's speed and reach it with that value"))
         for robot in robots:
             if hasattr(robot, "set_limits"):
                 robot.set_limits(new)

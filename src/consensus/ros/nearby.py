@@ -10,10 +10,13 @@ deliveries (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``, an
 
 **Reach** (issue 29: the relay's traffic grows with the robots in reach, not with n²). With ``nearby_horizon_s`` > 0
 (default 0.5 s) robot i gets robot j only when ``consensus.control.avoidance.within_reach`` says it can meet it within
-the horizon: their distance is at most the fleet's largest ``d_min`` (``consensus.robots.map.fleet_avoidance``) plus
-``v_max`` times both positions' ages plus ``2 v_max`` times the horizon. A robot whose newest ``nearby`` message is
-older than the horizon stops (``RobotCore.rules``: ``stale_nearby``), so no robot outside a message can reach it
-before a newer message comes. The slots of a packing need every robot's position (their assignment is solved over
+the horizon and one control period (a robot drives one more period on a message just within the horizon): their
+distance is at most the fleet's largest ``d_min`` from a broadcast centre (``consensus.robots.map.fleet_reach``: every
+preset's kinematics and limits) plus the fastest filtered point's speed times (i's position's age + twice j's + twice
+the horizon and period). A position's age runs from its state's stamp (the robot's odometry receive time) or from
+when the relay got it, whichever is earlier. A robot whose newest ``nearby`` message is older than the horizon (from
+its stamp, or from when it came if that is earlier) stops (``RobotCore.rules``: ``stale_nearby``), so no robot outside
+a message can reach it before a newer message comes. The slots of a packing need every robot's position (their assignment is solved over
 all of them, ``consensus.control.packing``): once a planning period the relay also publishes its *census*
 (``names.CENSUS``, the same layout, one message for all: every robot's newest accepted position, a lost one left
 out), and a robot solves its slots on it (``RobotCore.check_census``). ``nearby_horizon_s: 0``: every robot in every
@@ -61,7 +64,7 @@ from consensus.graphs.links import LinkModel
 from consensus.ros import qos
 from consensus.ros.cdr import header_stamp_ns
 from consensus.ros.health import Health, guarded
-from consensus.robots.map import fleet_avoidance
+from consensus.robots.map import fleet_reach
 from consensus.ros.inputs import read_xy, sane_rows
 
 NEARBY_FIELDS = (("x", PointField.FLOAT64, "<f8"), ("y", PointField.FLOAT64, "<f8"), ("z", PointField.FLOAT64, "<f8"),
@@ -155,10 +158,12 @@ class NearbyRelay:
         if not self.relaying:
             self.pubs = []
             return
-        # the reach (module docstring): the largest d_min of the fleet, for every pair
+        # the reach (module docstring): the fleet's largest d_min and filtered point speed, for every pair; a robot
+        # may drive one control period on a message that is just within the horizon
         self.horizon = float(getattr(cfg, "nearby_horizon_s", 0.0))
-        avoid = fleet_avoidance(cfg, ros=True) if self.horizon > 0 else None
-        self.d_min = None if avoid is None else float(avoid.d_min_m)
+        reach = fleet_reach(cfg) if self.horizon > 0 else None
+        self.d_min, self.reach_v = (None, self.v_max) if reach is None else reach
+        self.reach_s = self.horizon + float(cfg.control_period_s)
         self.census_pub = None
         self._census_due = -np.inf
         if self.d_min is not None:
@@ -189,14 +194,16 @@ class NearbyRelay:
             return None
         p, stamp_ns = got
         # the speed between the robot's last two accepted states, timed by their own stamps (two states that arrive
-        # in one burst are still a state period apart), at most the fleet's speed limit
-        t = stamp_ns * 1e-9 if stamp_ns else now
+        # in one burst are still a state period apart), at most the fleet's speed limit; the position's time is its
+        # stamp, or when it came if that is earlier (a sender's clock ahead of ours never makes it younger), so its
+        # age holds the transport too
+        t = min(stamp_ns * 1e-9, now) if stamp_ns else now
         t0, x0, y0 = self.last[j]
         dt = t - t0
         speed = float(np.hypot(p[0] - x0, p[1] - y0) / dt) if np.isfinite(t0) and dt > 1e-3 else 0.0
         self.last[j] = (t, p[0], p[1])
         self.speed[j] = min(speed, self.v_max)
-        self.links.record(j, now, (p[0], p[1], self.speed[j]))
+        self.links.record(j, t, (p[0], p[1], self.speed[j]))
         return p
 
     def relay(self) -> None:
@@ -210,7 +217,7 @@ class NearbyRelay:
             if self.d_min is not None:
                 k = np.flatnonzero(known)
                 known[k] = within_reach(own[i], own_age[i], values[i, k, :2], now - times[i, k], d_min=self.d_min,
-                                        v_max=self.v_max, horizon_s=self.horizon)
+                                        v_max=self.reach_v, horizon_s=self.reach_s)
             known = np.flatnonzero(known)
             self.sent_points += len(known)
             pub.publish(nearby_cloud(now_ns, values[i, known, :2], now - times[i, known], values[i, known, 2], known))

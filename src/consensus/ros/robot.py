@@ -365,9 +365,13 @@ class RobotAgent:
                 self.health.count_bad_message("census")
                 return
             census, bad = got
+            self.health.count_bad_message("census", bad)
             stamp = header_stamp_ns(raw)
-            self.health.count_bad_message("census", bad + self.core.check_census(now, census,
-                                                                                 stamp * 1e-9 if stamp else None))
+            outside = self.core.check_census(now, census, stamp * 1e-9 if stamp else None)
+            if outside is None:
+                self.health.count_bad_message("census.future")         # refused whole: the previous one stays
+            else:
+                self.health.count_bad_message("census.outside", outside)
 
     def _on_odom(self, msg: Odometry) -> None:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
@@ -427,7 +431,9 @@ class RobotAgent:
         pos = self.core.pos
         if pos is not None and (self.timing.ticks + self.id) % self.state_every == 0:     # robots staggered
             y = float(pos[1]) if self.cfg.dim > 1 else 0.0
-            self.pub_state.publish(self._state_tpl.pack(int(self._tick_now * 1e9), x=float(pos[0]), y=y))
+            # stamped when the pose came (its odometry's receive time), not now: the relays age it from there
+            stamp = self.core.odom_stamp if self.core.odom_stamp is not None else self._tick_now
+            self.pub_state.publish(self._state_tpl.pack(int(stamp * 1e9), x=float(pos[0]), y=y))
         self._publish_round()
 
     def _publish_round(self) -> None:
