@@ -320,3 +320,25 @@ def test_v_max_may_not_rise_above_its_launch_value_with_one_process_per_robot(ro
         assert on_set([Parameter("v_max", value=0.5)]).successful
     finally:
         node.destroy_node()
+
+
+def test_robots_that_solved_their_slots_on_different_censuses_agree_after_the_next_one():
+    """Robot 0 solved on an older census in which robot 1 stood elsewhere, robot 1 on a newer one: both claim the
+    same slot. The next census, the same message for both, gives them distinct slots."""
+    cfg = _cfg(num_robots=2)
+    target = np.array([0.0, 0.0])
+    cores = [_agreed(cfg, i, p, target) for i, p in enumerate(([3.0, 0.0], [-3.0, 0.0]))]
+    old = Nearby.of([[3.0, 0.0], [2.0, 0.0]], ids=[0, 1])          # robot 1 nearer the centre: robot 0 outside
+    new = Nearby.of([[2.0, 0.0], [3.0, 0.0]], ids=[0, 1])          # robot 0 nearer the centre: robot 1 outside
+    for c, census in zip(cores, (old, new)):
+        c.observe(1.0, c.pos)
+        c.check_census(1.0, census, stamp=1.0)
+    nobody = Nearby.of(np.empty((0, 2)))
+    first = [c.step(1.0, nobody).goal for c in cores]
+    assert np.allclose(first[0], first[1])                         # a conflict: the two censuses differed
+    now = Nearby.of([[3.0, 0.0], [-3.0, 0.0]], ids=[0, 1])
+    for c in cores:
+        c.observe(3.0, c.pos)
+        c.check_census(3.0, now, stamp=3.0)
+    goals = [c.step(3.0, nobody).goal for c in cores]
+    assert not np.allclose(goals[0], goals[1]) and goals[0][0] > goals[1][0]     # each keeps its own side

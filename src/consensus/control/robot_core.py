@@ -31,7 +31,8 @@ every neighbour's it heard within ``packing_gap_m`` (``agreed``), its *goal* is 
 (``consensus.control.packing``: a hexagonal packing of the fleet's ``num_robots`` slots, spacing clearance +
 ``packing_gap_m``, the slot of the squared-distance-optimal assignment of every robot it knows of: those of its
 ``Nearby``, or, when its node subscribed the relay's *census* (``census_expected``: a relay that sends only the robots
-in reach), the census's, itself as counted in it, so that every robot solves the same problem; no census yet, or
+in reach), the census's, itself as counted in it, so that every robot solves the same problem, and solved again on
+each new census, so that robots that first solved on different ones agree after the next; no census yet, or
 one older than two planning periods and the horizon: its ``Nearby``, counted as ``census_fallbacks``); before
 that, the meeting point itself. Scenarios that send several robots to one point (a disaster cell) name the group
 with ``set_target(point, group)``, and the robot packs with that group at once.
@@ -266,6 +267,8 @@ class RobotCore:
         self.census_stamp = float(now if stamp is None else min(stamp, now))
         self.census = Nearby(pos[keep], np.asarray(census.ages, dtype=float)[keep],
                              np.asarray(census.speeds, dtype=float)[keep], np.asarray(census.ids, dtype=int)[keep])
+        if self.census_expected and self.goal is not None:
+            self._assign_due = True     # every robot solves its slot again on this one message, at its next tick
         return int(bad.sum())
 
     def alive(self, now: float) -> None:

@@ -10,18 +10,18 @@ deliveries (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``, an
 
 **Reach** (issue 29: the relay's traffic grows with the robots in reach, not with n²). With ``nearby_horizon_s`` > 0
 (default 0.5 s) robot i gets robot j only when ``consensus.control.avoidance.within_reach`` says it can meet it within
-the horizon and one control period (a robot drives one more period on a message just within the horizon): their
-distance is at most the fleet's largest ``d_min`` from a broadcast centre (``consensus.robots.map.fleet_reach``: every
-preset's kinematics and limits) plus the fastest filtered point's speed times (i's position's age + twice j's + twice
-the horizon and period). A position's age runs from its state's stamp (the robot's odometry receive time) or from
-when the relay got it, whichever is earlier. A robot whose newest ``nearby`` message is older than the horizon (from
-its stamp, or from when it came if that is earlier) stops (``RobotCore.rules``: ``stale_nearby``), so no robot outside
-a message can reach it before a newer message comes. The slots of a packing need every robot's position (their assignment is solved over
-all of them, ``consensus.control.packing``): once a planning period the relay also publishes its *census*
-(``names.CENSUS``, the same layout, one message for all: every robot's newest accepted position, a lost one left
-out), and a robot solves its slots on it (``RobotCore.check_census``). ``nearby_horizon_s: 0``: every robot in every
-message, no census, no stop (the relay before issue 29's item 3). The relay's health record counts its messages and
-the positions in them (``nearby_messages``, ``nearby_points``; the aggregation summary's ``nearby_relay``).
+the horizon and one control period (a robot drives one more period on a message just within the horizon): their distance
+is at most the fleet's largest ``d_min`` from a broadcast centre (``consensus.robots.map.fleet_reach``: every preset's
+kinematics and limits) plus the fastest filtered point's speed times (i's position's age + twice j's + twice the horizon
+and period). A position's age runs from its state's stamp (the robot's odometry receive time) or from when the relay got
+it, whichever is earlier. A robot whose newest ``nearby`` message is older than the horizon (from its stamp, or from
+when it came if that is earlier) stops (``RobotCore.rules``: ``stale_nearby``), so no robot outside a message can reach
+it before a newer message comes. The slots of a packing need every robot's position (their assignment is solved over all
+of them, ``consensus.control.packing``): once a planning period the relay also publishes its *census* (``names.CENSUS``,
+the same layout, one message for all: every robot's newest accepted position, a lost one left out), and a robot solves
+its slot on it, again on each new one (``RobotCore.check_census``). ``nearby_horizon_s: 0``: every robot in every
+message, no census, no stop (the relay before issue 29's item 3). The relay's health record counts its messages and the
+positions in them (``nearby_messages``, ``nearby_points``; the aggregation summary's ``nearby_relay``).
 
 Every state is checked first (``consensus.control.plausibility``): outside the workspace plus a margin, a jump beyond
 the speed limit since the robot's last accepted state, or a stamp from the future is dropped and counted in the

@@ -221,6 +221,7 @@ class StatusRecord(Record):
     stale_stops: int = doc("stops for stale odometry or plans", 0)
     estops: int = doc("e-stop engagements", 0)
     deadlocks: int = doc("deadlocks detected and escaped", 0)
+    census_fallbacks: int = doc("packing slots solved on the robots in reach, for want of a fresh census", 0)
     estopped: bool = doc("the e-stop holds the robot now", False)
     meeting_point: list[float] | None = doc("the planner's target (its meeting point)", None)
     goal: list[float] | None = doc("where the controller drives (the meeting point or the robot's slot)", None)
