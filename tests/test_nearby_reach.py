@@ -117,6 +117,11 @@ def test_robots_that_hear_only_the_robots_in_reach_take_distinct_optimal_slots_f
     alone = _agreed(cfg, 0, pos[0], target)
     alone.step(0.0, Nearby.of(np.empty((0, 2))))
     assert alone.counters["census_fallbacks"] == 1
+    # a census that does not count this robot (its states were lost or refused): the others solved without it
+    left_out = _agreed(cfg, 0, pos[0], target)
+    left_out.check_census(0.0, Nearby.of(pos[1:], ids=[1, 2, 3, 4]), stamp=0.0)
+    left_out.step(0.0, Nearby.of(np.empty((0, 2))))
+    assert left_out.counters["census_fallbacks"] == 1
 
 
 def test_a_census_from_the_future_is_refused_and_one_outside_the_workspace_is_left_out():
@@ -230,6 +235,13 @@ def test_the_relay_sends_each_robot_the_robots_in_reach_and_everyone_in_its_cens
         assert np.allclose(everyone.positions[2], [6.0, 0.0])
         relay.relay()                                  # within the planning period: no second census
         assert len(census.msgs) == 1
+        # a state no newer than the last (repeated while its odometry paused) changes nothing: not its speed either
+        relay.speed[1] = 0.4
+        msg = PointStamped()
+        msg.header.stamp = now.to_msg()
+        msg.point.x, msg.point.y = 1.5, 0.0
+        assert relay.accept(1, serialize_message(msg)) is not None
+        assert relay.speed[1] == 0.4 and relay.last[1, 1] == 1.0
         # the relay of every robot: all three others to each, no census
         every = NearbyRelay(node, _cfg(num_robots=4, fleet=False, nearby_horizon_s=0.0), Health(), subscribe=False)
         assert every.census_pub is None
@@ -301,22 +313,25 @@ def test_robots_left_out_of_lost_and_late_messages_still_keep_their_clearance(se
 
 @pytest.mark.ros
 @pytest.mark.parametrize("fleet", [False, True])
-def test_v_max_may_not_rise_above_its_launch_value_with_one_process_per_robot(ros, fleet):
-    """The relays check a robot's states and reach it with the launch ``v_max``: a robot in its own process refuses
-    a faster one at run time (a fleet process computes its nearby sets itself and takes it)."""
+def test_no_run_time_change_may_outrun_the_checks_and_the_reach_made_at_launch(ros, fleet):
+    """The plausibility checks judge the robots' speed by the launch ``v_max``: a faster one is refused at run time.
+    With one process per robot the relay computed its reach at launch: a lower ``w_max``, which moves a unicycle's
+    filtered point further ahead, is refused there (a fleet process computes its nearby sets itself)."""
     from rclpy.node import Node
     from rclpy.parameter import Parameter
 
     from consensus.ros.fleet import _runtime_settings
 
-    cfg = _cfg(fleet=fleet, v_max=1.0)
+    cfg = _cfg(fleet=fleet, v_max=1.0, w_max=2.0, kinematics="unicycle")
     node = Node("agent_under_test")
     try:
         on_set = _runtime_settings(node, cfg, [])
         faster = on_set([Parameter("v_max", value=2.0)])
-        assert faster.successful is fleet
+        assert not faster.successful and "launch value 1" in faster.reason
+        slower_turns = on_set([Parameter("w_max", value=1.0)])
+        assert slower_turns.successful is fleet
         if not fleet:
-            assert "launch value 1" in faster.reason
+            assert "reach" in slower_turns.reason
         assert on_set([Parameter("v_max", value=0.5)]).successful
     finally:
         node.destroy_node()

@@ -32,8 +32,9 @@ every neighbour's it heard within ``packing_gap_m`` (``agreed``), its *goal* is 
 ``packing_gap_m``, the slot of the squared-distance-optimal assignment of every robot it knows of: those of its
 ``Nearby``, or, when its node subscribed the relay's *census* (``census_expected``: a relay that sends only the robots
 in reach), the census's, itself as counted in it, so that every robot solves the same problem, and solved again on
-each new census, so that robots that first solved on different ones agree after the next; no census yet, or
-one older than two planning periods and the horizon: its ``Nearby``, counted as ``census_fallbacks``); before
+each new census that counts it, so that robots that first solved on different ones agree after the next; no census
+yet, one older than two planning periods and the horizon, or one without the robot itself: its ``Nearby``, counted
+as ``census_fallbacks``); before
 that, the meeting point itself. Scenarios that send several robots to one point (a disaster cell) name the group
 with ``set_target(point, group)``, and the robot packs with that group at once.
 
@@ -267,7 +268,7 @@ class RobotCore:
         self.census_stamp = float(now if stamp is None else min(stamp, now))
         self.census = Nearby(pos[keep], np.asarray(census.ages, dtype=float)[keep],
                              np.asarray(census.speeds, dtype=float)[keep], np.asarray(census.ids, dtype=int)[keep])
-        if self.census_expected and self.goal is not None:
+        if self.census_expected and self.goal is not None and self.id in self.census.ids:
             self._assign_due = True     # every robot solves its slot again on this one message, at its next tick
         return int(bad.sum())
 
@@ -418,12 +419,11 @@ class RobotCore:
             source, own = nearby, self._position_for_slots()
             if self.census_expected:
                 fresh = now is None or now - self.census_stamp <= self.census_max_age
-                if self.census is not None and fresh:
+                mine = np.flatnonzero(np.asarray(self.census.ids) == self.id) if self.census is not None else []
+                if fresh and len(mine):
                     source = self.census
-                    mine = np.flatnonzero(np.asarray(source.ids) == self.id)
-                    if len(mine):
-                        own = np.asarray(source.positions, dtype=float)[mine[0], : self.dim]
-                else:
+                    own = np.asarray(source.positions, dtype=float)[mine[0], : self.dim]
+                else:                # none, stale, or without this robot (the others do not count it): counted
                     self.counters["census_fallbacks"] += 1
             ids, known = [self.id], [own]
             if source is not None and len(source.positions):

@@ -49,6 +49,7 @@ from std_msgs.msg import Bool
 from consensus.control.fleet_core import FleetCore, NearbyBatch
 from consensus.control.ticks import SlotGrid
 from consensus.errors import ConfigError
+from consensus.robots.map import fleet_reach
 from consensus.settings import ControlParams, runtime_fields
 from consensus.llm.endpoint import is_local_url, models_url, wait_for_models
 from consensus.llm.from_config import client_from_config
@@ -108,9 +109,11 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
     """The parameter callback of a robot process's main node (``/robot_<i>/agent``, or ``/fleet`` for all its
     robots): a change of a runtime field of ``ControlParams`` (``runtime_fields``: kp, v_max, w_max, deadband) is
     validated like the config and applied to every robot from its next control tick on (``RobotAgent.set_limits``); a
-    bad value is refused with the config's reason. With one process per robot (``fleet: false``) ``v_max`` may not
-    rise above its launch value: the relays judge the robot's states, and reach it, with that one. Every other
-    parameter is read-only (``declare_config``)."""
+    bad value is refused with the config's reason. ``v_max`` may not rise above its launch value (the robots' and the
+    relays' plausibility checks and the nearby sets' speeds use that one), and with one process per robot no change
+    may widen the nearby relay's reach (``consensus.robots.map.fleet_reach``: a lower ``w_max`` moves a unicycle's
+    filtered point further ahead), which the relay computed at launch. Every other parameter is read-only
+    (``declare_config``)."""
     from rcl_interfaces.msg import SetParametersResult
 
     current = [cfg]
@@ -123,10 +126,17 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
             new = current[0].replace(**changes)
         except ConfigError as exc:
             return SetParametersResult(successful=False, reason=str(exc))
-        if not cfg.fleet and new.v_max > cfg.v_max:
+        if new.v_max > cfg.v_max:
             return SetParametersResult(successful=False, reason=(
-                f"v_max may not rise above its launch value {cfg.v_max:g} m/s with one process per robot: the "
-                f"topology and nearby relays check the robot's speed and reach it with that value"))
+                f"v_max may not rise above its launch value {cfg.v_max:g} m/s: the plausibility checks of the robots "
+                f"and the relays judge the robots' speed by it"))
+        if not cfg.fleet and cfg.nearby_horizon_s > 0:
+            before, after = fleet_reach(cfg), fleet_reach(new)
+            if before is not None and after is not None and (after[0] > before[0] + 1e-9
+                                                              or after[1] > before[1] + 1e-9):
+                return SetParametersResult(successful=False, reason=(
+                    f"this change widens the nearby relay's reach (d_min {before[0]:.3f} -> {after[0]:.3f} m, "
+                    f"speed {before[1]:.3f} -> {after[1]:.3f} m/s), which the relay computed at launch"))
         for robot in robots:
             if hasattr(robot, "set_limits"):
                 robot.set_limits(new)

@@ -199,6 +199,8 @@ class NearbyRelay:
         # age holds the transport too
         t = min(stamp_ns * 1e-9, now) if stamp_ns else now
         t0, x0, y0 = self.last[j]
+        if np.isfinite(t0) and t <= t0:
+            return p              # no newer than the last (a state repeated while its odometry paused): kept as it was
         dt = t - t0
         speed = float(np.hypot(p[0] - x0, p[1] - y0) / dt) if np.isfinite(t0) and dt > 1e-3 else 0.0
         self.last[j] = (t, p[0], p[1])

@@ -431,8 +431,11 @@ class RobotAgent:
         pos = self.core.pos
         if pos is not None and (self.timing.ticks + self.id) % self.state_every == 0:     # robots staggered
             y = float(pos[1]) if self.cfg.dim > 1 else 0.0
-            # stamped when the pose came (its odometry's receive time), not now: the relays age it from there
-            stamp = self.core.odom_stamp if self.core.odom_stamp is not None else self._tick_now
+            # stamped when the pose came (its odometry's receive time), not now: the relays age it from there; once
+            # the odometry is stale the robot is stopped where it was, and its state is stamped now (it stays known)
+            stamp = self.core.odom_stamp
+            if stamp is None or self._tick_now - stamp > self.cfg.odom_timeout_s:
+                stamp = self._tick_now
             self.pub_state.publish(self._state_tpl.pack(int(stamp * 1e9), x=float(pos[0]), y=y))
         self._publish_round()
 
