@@ -341,37 +341,39 @@ class RobotAgent:
         self.health.count_bad_message(what, int(len(xy) - good.sum()))
         return good
 
+    def _read_cloud(self, raw: bytes, now: float, what: str) -> tuple[Nearby, float | None] | None:
+        """A serialized ``nearby`` or census message (``read_nearby``) and its header stamp [s], its bad points
+        counted under ``what``; None (counted) when it does not decode."""
+        got = read_nearby(raw, now, self.cfg.dim)
+        if got is None:
+            self.health.count_bad_message(what)
+            return None
+        self.health.count_bad_message(what, got[1])
+        stamp = header_stamp_ns(raw)
+        return got[0], (stamp * 1e-9 if stamp else None)
+
     def _decode_nearby(self, now: float) -> None:
-        """The newest ``nearby`` message (the positions the collision filter avoids), checked as ``neighbors``."""
+        """The newest ``nearby`` message (the positions the collision filter avoids), checked as ``neighbors``, and
+        the newest census (the packing slots' positions)."""
         if self._nearby_raw is not None:
             raw, self._nearby_raw = self._nearby_raw, None
-            got = read_nearby(raw, now, self.cfg.dim)
-            if got is None:
-                self.health.count_bad_message("nearby")
-                return
-            nearby, bad = got
-            self.health.count_bad_message("nearby", bad)
-            stamp = header_stamp_ns(raw)
-            checked, implausible = self.core.check_nearby(now, nearby, stamp * 1e-9 if stamp else None)
-            if checked is None:
-                self.health.count_bad_message("nearby.future")
-                return
-            self.health.count_bad_message("nearby.implausible", implausible)
-            self.nearby = checked
+            got = self._read_cloud(raw, now, "nearby")
+            if got is not None:
+                checked, implausible = self.core.check_nearby(now, *got)
+                if checked is None:
+                    self.health.count_bad_message("nearby.future")
+                else:
+                    self.health.count_bad_message("nearby.implausible", implausible)
+                    self.nearby = checked
         if self._census_raw is not None:
             raw, self._census_raw = self._census_raw, None
-            got = read_nearby(raw, now, self.cfg.dim)
-            if got is None:
-                self.health.count_bad_message("census")
-                return
-            census, bad = got
-            self.health.count_bad_message("census", bad)
-            stamp = header_stamp_ns(raw)
-            outside = self.core.check_census(now, census, stamp * 1e-9 if stamp else None)
-            if outside is None:
-                self.health.count_bad_message("census.future")         # refused whole: the previous one stays
-            else:
-                self.health.count_bad_message("census.outside", outside)
+            got = self._read_cloud(raw, now, "census")
+            if got is not None:
+                outside = self.core.check_census(now, *got)
+                if outside is None:
+                    self.health.count_bad_message("census.future")     # refused whole: the previous one stays
+                else:
+                    self.health.count_bad_message("census.outside", outside)
 
     def _on_odom(self, msg: Odometry) -> None:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
