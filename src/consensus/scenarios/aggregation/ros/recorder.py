@@ -208,12 +208,15 @@ class Recorder:
         self.node.get_logger().warning(
             f"no {names.GROUND_TRUTH.name} message from the simulator ({self.cfg.sim}) within {START_WAIT_S:g} s: "
             f"recording each robot's odometry instead")
-        self.node.destroy_subscription(self._truth_sub)
-        self._truth_sub, self.ground_truth = None, False
+        # the subscription stays, ignored: destroying one while the EventsExecutor spins can crash the process
+        # (ros2/rclpy#1644, ros2/rclcpp#2437)
+        self.ground_truth = False
         self._subscribe_odometry()
         self.t_created = now
 
     def _truth_in(self, raw: bytes) -> None:
+        if not self.ground_truth:
+            return                                # turned to the odometry (``_no_ground_truth``)
         self._truth_raw = raw
         self._truth_seen = True
 
