@@ -34,9 +34,8 @@ every neighbour's it heard within ``packing_gap_m`` (``agreed``), its *goal* is 
 in reach), the census's, itself as counted in it, so that every robot solves the same problem, and solved again on
 each new census that counts it, so that robots that first solved on different ones agree after the next; no census
 yet, one older than two planning periods and the horizon, or one without the robot itself: its ``Nearby``, counted
-as ``census_fallbacks``); before
-that, the meeting point itself. Scenarios that send several robots to one point (a disaster cell) name the group
-with ``set_target(point, group)``, and the robot packs with that group at once.
+as ``census_fallbacks``); before that, the meeting point itself. Scenarios that send several robots to one point (a
+disaster cell) name the group with ``set_target(point, group)``, and the robot packs with that group at once.
 
 **Deadlock.** A robot in its packing (slot goal) that the filter keeps from its slot — more than ``ARRIVED_M`` away,
 commanded at most a quarter of its nominal speed — for ``deadlock_s`` is in a deadlock (Wang, Ames & Egerstedt 2017
@@ -109,6 +108,12 @@ class Nearby:
                    np.zeros(k) if speeds is None else np.asarray(speeds, dtype=float),
                    np.full(k, -1) if ids is None else np.asarray(ids, dtype=int))
 
+
+
+def _heard_at(now: float, stamp: float | None) -> float:
+    """When a relay's message counts as sent: its stamp, or ``now`` (its receipt) if that is earlier or there is no
+    stamp, so that a sender's clock ahead of ours never makes a message younger (``nearby_horizon_s``)."""
+    return float(now if stamp is None else min(stamp, now))
 
 @dataclass(frozen=True)
 class Command:
@@ -227,9 +232,7 @@ class RobotCore:
         if self.plausible.future(stamp, now):
             self.plausible.count("future", None, now)
             return None, len(nearby.positions)
-        # the horizon runs from the message's stamp, or from now if that is earlier (a relay clock ahead of ours
-        # never lengthens it)
-        self.nearby_stamp = float(now if stamp is None else min(stamp, now))
+        self.nearby_stamp = _heard_at(now, stamp)
         pos = np.array(nearby.positions, dtype=float).reshape(-1, self.dim)
         ages, speeds, ids = (np.array(nearby.ages, dtype=float), np.array(nearby.speeds, dtype=float),
                              np.array(nearby.ids, dtype=int))
@@ -265,7 +268,7 @@ class RobotCore:
         bad = self.plausible.outside(pos)
         self.plausible.count("outside", None, now, int(bad.sum()))
         keep = ~bad
-        self.census_stamp = float(now if stamp is None else min(stamp, now))
+        self.census_stamp = _heard_at(now, stamp)
         self.census = Nearby(pos[keep], np.asarray(census.ages, dtype=float)[keep],
                              np.asarray(census.speeds, dtype=float)[keep], np.asarray(census.ids, dtype=int)[keep])
         if self.census_expected and self.goal is not None and self.id in self.census.ids:
@@ -400,7 +403,7 @@ class RobotCore:
         self.agreed = agreed
 
     # ------------------------------------------------------------------ control (the fast loop)
-    def _goal(self, nearby: Nearby | None, now: float | None = None) -> np.ndarray:
+    def _goal(self, nearby: Nearby | None, now: float) -> np.ndarray:
         """The meeting point, or once agreed the robot's slot around it (module docstring)."""
         if not self.agreed or self.avoid is None:
             return self.target
@@ -414,17 +417,8 @@ class RobotCore:
                 members, n = None, max(self.n_slots, 1)
             spots = self._inside(slots(self.target, n, spacing))
             # every robot known, itself included, in the order of their ids: robots that know the same positions
-            # solve the same problem row for row, so even an exact tie is broken the same way for all of them. A
-            # robot whose nearby set holds only the robots in reach takes the relay's census, itself as counted in it
-            source, own = nearby, self._position_for_slots()
-            if self.census_expected:
-                fresh = now is None or now - self.census_stamp <= self.census_max_age
-                mine = np.flatnonzero(np.asarray(self.census.ids) == self.id) if self.census is not None else []
-                if fresh and len(mine):
-                    source = self.census
-                    own = np.asarray(source.positions, dtype=float)[mine[0], : self.dim]
-                else:                # none, stale, or without this robot (the others do not count it): counted
-                    self.counters["census_fallbacks"] += 1
+            # solve the same problem row for row, so even an exact tie is broken the same way for all of them
+            source, own = self._slot_positions(nearby, now)
             ids, known = [self.id], [own]
             if source is not None and len(source.positions):
                 keep = np.asarray(source.ids) != self.id
@@ -438,6 +432,19 @@ class RobotCore:
             self.goal = spots[self.slot] if self.slot >= 0 else self.target
             self.goal = self.geofence.clamp(self.goal)[0]
         return self.goal
+
+    def _slot_positions(self, nearby: Nearby | None, now: float) -> tuple[Nearby | None, np.ndarray]:
+        """Whom the slot assignment counts, and where it counts this robot: its ``Nearby`` and its own position; or,
+        for a robot whose nearby set holds only the robots in reach (``census_expected``), the relay's census and
+        itself as counted in it. A census that is missing, older than ``census_max_age`` or without this robot (the
+        others do not count it) leaves the first, counted as ``census_fallbacks``."""
+        if self.census_expected:
+            fresh = self.census is not None and now - self.census_stamp <= self.census_max_age
+            mine = np.flatnonzero(np.asarray(self.census.ids) == self.id) if fresh else []
+            if len(mine):
+                return self.census, np.asarray(self.census.positions, dtype=float)[mine[0], : self.dim]
+            self.counters["census_fallbacks"] += 1
+        return nearby, self._position_for_slots()
 
     def goal_needs_nearby(self) -> bool:
         """Does ``_goal`` read the nearby robots this tick (it assigns the packing slots)?"""

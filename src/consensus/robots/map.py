@@ -243,12 +243,11 @@ def fleet_reach(cfg) -> tuple[float, float] | None:
     radius = fleet_footprint(cfg)
     if cfg.robots_file:
         entries = check_robots(load_robots(cfg.robots_file), cfg.workspace, cfg.robots_file)
-        avoids = [avoidance_from_config(cfg, ros=True, kinematics=e.kinematics(cfg.kinematics),
-                                        v_max=e.limits(cfg.v_max, cfg.w_max)[0],
-                                        w_max=e.limits(cfg.v_max, cfg.w_max)[1], radius=radius,
-                                        fleet_radius=radius) for e in entries]
+        kinds = {(e.kinematics(cfg.kinematics), *e.limits(cfg.v_max, cfg.w_max)) for e in entries}
     else:
-        avoids = [avoidance_from_config(cfg, ros=True, radius=radius, fleet_radius=radius)]
+        kinds = {(cfg.kinematics, cfg.v_max, cfg.w_max)}
+    avoids = [avoidance_from_config(cfg, ros=True, kinematics=k, v_max=v, w_max=w, radius=radius, fleet_radius=radius)
+              for k, v, w in kinds]
     avoids = [a for a in avoids if a is not None]
     if not avoids:
         return None

@@ -117,6 +117,8 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
     from rcl_interfaces.msg import SetParametersResult
 
     current = [cfg]
+    # the nearby relay's reach, as the relay computed it at launch (one process per robot)
+    launch_reach = fleet_reach(cfg) if not cfg.fleet and cfg.nearby_horizon_s > 0 else None
 
     def on_set(params) -> SetParametersResult:
         changes = {p.name: p.value for p in params if p.name in runtime_fields(ControlParams)}
@@ -130,10 +132,9 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
             return SetParametersResult(successful=False, reason=(
                 f"v_max may not rise above its launch value {cfg.v_max:g} m/s: the plausibility checks of the robots "
                 f"and the relays judge the robots' speed by it"))
-        if not cfg.fleet and cfg.nearby_horizon_s > 0:
-            before, after = fleet_reach(cfg), fleet_reach(new)
-            if before is not None and after is not None and (after[0] > before[0] + 1e-9
-                                                              or after[1] > before[1] + 1e-9):
+        if launch_reach is not None:
+            before, after = launch_reach, fleet_reach(new)
+            if after is not None and (after[0] > before[0] + 1e-9 or after[1] > before[1] + 1e-9):
                 return SetParametersResult(successful=False, reason=(
                     f"this change widens the nearby relay's reach (d_min {before[0]:.3f} -> {after[0]:.3f} m, "
                     f"speed {before[1]:.3f} -> {after[1]:.3f} m/s), which the relay computed at launch"))
