@@ -80,3 +80,34 @@ def test_the_fleet_goes_on_and_converges_without_a_killed_robot(tmp_path, runner
     final = rows[rows["t"] == last_t]
     survivors = final[final["robot"] != 3]
     assert np.isfinite(survivors["x"]).all() and len(survivors) == 3
+
+
+@pytest.mark.parametrize("runner", ["consensus run", "ros2 launch"])
+def test_a_run_whose_every_robot_process_died_ends_with_an_error(tmp_path, runner):
+    """No robot left: the run ends at once with an error naming the loss, instead of running on (a round clock, the
+    disaster grid's, would wait for ever: a CI run's drones all died at start and the run hung for 23 min)."""
+    out = tmp_path / "run"
+    run = _start(runner, out, tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "progress t=  2" not in (tmp_path / "run.log").read_text():
+            time.sleep(0.2)
+        pids = _pids(f"__ns:=/robot_[0-9] .*{out}")
+        assert len(pids) >= CASE["num_robots"], (tmp_path / "run.log").read_text()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    output = (tmp_path / "run.log").read_text()
+    assert run.returncode != 0, output[-3000:]
+    assert "every robot process died" in output, output[-3000:]
+    # it ended on the loss, not at its duration (CASE's 20 s from the start; the loss came at 2 s)
+    assert time.monotonic() - killed < CASE["duration_s"] - 2, output[-3000:]
+    assert not _pids(f"--ros-args .*{out}"), "processes left behind"
+    if runner == "consensus run":
+        summary = json.loads((out / "summary.json").read_text())
+        assert sorted(p["process"] for p in summary["lost_processes"]) == [
+            f"robot_{i}/agent" for i in range(CASE["num_robots"])]

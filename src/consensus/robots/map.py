@@ -225,12 +225,19 @@ def robot_entry(cfg, robot_id: int) -> RobotEntry | None:
     return enabled[robot_id]
 
 
+def _robots_file(cfg) -> str:
+    """The robots file of ``cfg``: the aggregation's ``robots_file``; the configs of the scenarios without real robots
+    (a disaster run's drones, the naming game's robots) have none."""
+    return getattr(cfg, "robots_file", "") or ""
+
+
 def fleet_footprint(cfg) -> float:
     """The largest footprint radius [m] of a run's robots: of the robots file's enabled presets
     (``Preset.footprint_radius_m``), else the config's ``footprint_radius_m`` (the control group's)."""
-    if not cfg.robots_file:
+    robots_file = _robots_file(cfg)
+    if not robots_file:
         return float(cfg.footprint_radius_m)
-    enabled = check_robots(load_robots(cfg.robots_file), cfg.workspace, cfg.robots_file)
+    enabled = check_robots(load_robots(robots_file), cfg.workspace, robots_file)
     return max(e.preset.footprint_radius_m for e in enabled)
 
 
@@ -241,8 +248,9 @@ def fleet_reach(cfg) -> tuple[float, float] | None:
     of its centre) and the fastest filtered point's speed, over every enabled entry of the robots file (each with
     its preset's kinematics and limits) or the config's one robot type. None when the filter is off."""
     radius = fleet_footprint(cfg)
-    if cfg.robots_file:
-        entries = check_robots(load_robots(cfg.robots_file), cfg.workspace, cfg.robots_file)
+    robots_file = _robots_file(cfg)
+    if robots_file:
+        entries = check_robots(load_robots(robots_file), cfg.workspace, robots_file)
         kinds = {(e.kinematics(cfg.kinematics), *e.limits(cfg.v_max, cfg.w_max)) for e in entries}
     else:
         kinds = {(cfg.kinematics, cfg.v_max, cfg.w_max)}

@@ -54,7 +54,8 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
     package's node only its own); the whole launch shuts down when the process marked ``ends_run`` exits - with an
     error (``ros2 launch`` exits 1, one line naming the process) when it failed, so a failed run is never reported
     as a success. Any other process that dies with an error ends the run the same way, except a robot's own
-    process (``expendable``) and ``GOES_ON_WITHOUT`` (the bag recorder), as under ``consensus run``."""
+    process (``expendable``: unless it was the last robot left) and ``GOES_ON_WITHOUT`` (the bag recorder), as under
+    ``consensus run``."""
     from launch.actions import EmitEvent, RegisterEventHandler
     from launch.event_handlers import OnProcessExit
     from launch.events import Shutdown
@@ -76,6 +77,20 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
         raise ConsensusError(f"process '{name}' exited with code {event.returncode}; the run ended (its error is "
                              f"above)")
 
+    robots = {spec.name if not spec.namespace else f"{spec.namespace}/{spec.name}" for spec in specs
+              if spec.expendable}
+    robots_lost: set[str] = set()
+
+    def robot_lost(event, context, name):
+        # the last robot process that dies ends the run, as under `consensus run` (nothing would move again)
+        if context.is_shutdown or event.returncode in (0, None, -2, 130, -15, 143):
+            return None
+        robots_lost.add(name)
+        if robots_lost >= robots:
+            raise ConsensusError(f"every robot process died (the last: '{name}', exit code {event.returncode}); "
+                                 f"the run ended (its error is above)")
+        return None
+
     actions = []
     for spec in specs:
         node = Node(package=spec.package, executable=spec.executable, name=spec.name,
@@ -88,7 +103,11 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
         if spec.ends_run:
             actions.append(RegisterEventHandler(OnProcessExit(
                 target_action=node, on_exit=functools.partial(end_of_run, name=spec.name))))
-        elif not spec.expendable and spec.executable not in GOES_ON_WITHOUT:
+        elif spec.expendable:
+            actions.append(RegisterEventHandler(OnProcessExit(
+                target_action=node, on_exit=functools.partial(
+                    robot_lost, name=f"{spec.namespace}/{spec.name}" if spec.namespace else spec.name))))
+        elif spec.executable not in GOES_ON_WITHOUT:
             actions.append(RegisterEventHandler(OnProcessExit(
                 target_action=node, on_exit=functools.partial(lost, name=spec.name))))
     return actions

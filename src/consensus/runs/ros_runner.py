@@ -263,9 +263,10 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
     process marked ``ends_run`` exits, stop every process, and return ``out/summary.json``'s content.
 
     A process that dies with an error stops the run with its log tail - except an ``expendable`` one (one robot's
-    own process): the run goes on without that robot, and a writer of the record (``GOES_ON_WITHOUT``: the bag
-    recorder): the run goes on without a bag writer. Either way ``summary.json`` names every process lost
-    (``end_reason: lost:<process>``, the run's own reason in ``run_end_reason``, ``lost_processes``); when the
+    own process): the run goes on without that robot, unless no robot is left (then it ends with the last one's log
+    tail); and a writer of the record (``GOES_ON_WITHOUT``: the bag recorder): the run goes on without a bag writer.
+    Either way ``summary.json`` names every process lost (``end_reason: lost:<process>``, the run's own reason in
+    ``run_end_reason``, ``lost_processes``); when the
     process that writes it (``ends_run``, the recorder) died, it is written here from the streamed trajectories and
     plans (``salvaged: true``) and the run fails (exit 1). A bag cut by its writer's death is repaired
     (``consensus.runs.bag.repair_bag``). Ctrl-C or SIGTERM of the caller stops the children too (``end_reason``
@@ -311,6 +312,12 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
                     raise ConsensusError(f"process '{p.spec.namespace}/{p.spec.name}' exited with code {code}:\n"
                                          f"{p.tail()}")
                 lost.add(k)          # one robot of many: the others go on (the recorder notes the loss)
+                if all(j in lost for j, q in enumerate(procs) if q.spec.expendable):
+                    # no robot left: nothing would move or answer again, and a round clock would wait for ever
+                    dead.extend(_lost(procs[j], procs[j].popen.returncode, "the run ended") for j in sorted(lost)
+                                if procs[j].spec.expendable)
+                    raise ConsensusError(f"every robot process died (the last: '{p.spec.namespace}/{p.spec.name}', "
+                                         f"exit code {code}); the run ended:\n{p.tail()}")
                 if echo:
                     echo(f"warning: robot process '/{p.spec.namespace}/{p.spec.name}' died (exit code {code}); "
                          f"the run goes on without it (log: {p.log_path})")
