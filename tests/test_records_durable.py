@@ -560,3 +560,41 @@ def test_a_run_whose_disk_fills_leaves_every_file_readable(tmp_path, small_disk)
     assert "messages" in summary["bag_repaired"] or "summary.json could not take" in output, output[-3000:]
     with rosbags.Reader(out / "bag") as reader:
         assert reader.message_count > 100 and reader.message_count == sum(1 for _ in reader.messages())
+
+
+@pytest.mark.ros
+def test_a_recorder_started_after_the_robots_first_rounds_still_records_them(ros, tmp_path):
+    """The recorder starts last, and on a loaded host its subscriptions may match seconds after the robots planned
+    their first rounds (a CI run's plans.jsonl lacked the first round's fallback that the summary counted). The
+    planning records are kept for a late subscriber (QoS class ``history``): the recorder gets every one of them."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from std_msgs.msg import String
+
+    from consensus import names
+    from consensus.ros import qos
+    from consensus.ros.records import ReasoningRecord
+    from consensus.scenarios.aggregation.ros.recorder import Recorder
+
+    robot = Node("agent", namespace="robot_1")
+    pub = robot.create_publisher(String, names.PLANNER_REASONING.name, qos.profile(names.PLANNER_REASONING))
+    for k in range(3):        # as the robot publishes them (consensus.ros.robot), before any recorder runs
+        pub.publish(String(data=ReasoningRecord(robot=1, round=k, fallback=k == 0,
+                                                fallback_reason="llm_error" if k == 0 else "").encode()))
+    node = Node("recorder", parameter_overrides=[Parameter("num_robots", value=2),
+                                                 Parameter("output_dir", value=str(tmp_path / "run")),
+                                                 Parameter("markers", value=False)])
+    executor = SingleThreadedExecutor()
+    try:
+        rec = Recorder(node)
+        executor.add_node(node)
+        executor.add_node(robot)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and rec.rounds_planned[1] < 3:
+            executor.spin_once(timeout_sec=0.1)
+        assert list(rec.rounds_planned) == [0, 3]
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        robot.destroy_node()

@@ -12,15 +12,17 @@ Names inside a robot's namespace are relative (``odom``, ``planner/status``): a 
 ``/robot_<i>`` uses them as they are; a node of the root namespace that talks to robot i uses ``topic.of(i)``.
 
 QoS classes (``consensus.ros.qos``): ``stream`` (best effort, newest wins: odom, state, neighbors, clock),
-``events`` (reliable, depth 50: records that must not be lost), ``latched`` (transient local: the graph),
-``command`` (cmd_vel: reliable unless ``cmd_vel_best_effort``).
+``events`` (reliable, depth 50: records that must not be lost), ``history`` (``events`` kept for a late
+subscriber: transient local, depth 50; the planning records, which a recorder started after the robots' first rounds
+must still get), ``latched`` (transient local, depth 1: the graph), ``command`` (cmd_vel: reliable unless
+``cmd_vel_best_effort``).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-QOS_CLASSES = ("stream", "events", "latched", "command")
+QOS_CLASSES = ("stream", "events", "history", "latched", "command")
 ROBOT_PREFIX = "robot_"
 
 
@@ -79,7 +81,7 @@ NEIGHBOR_TARGETS = Topic("neighbor_targets", "geometry_msgs/msg/PoseArray", "str
 # index (fields x y z age speed id; consensus.ros.nearby)
 NEARBY = Topic("nearby", "sensor_msgs/msg/PointCloud2", "stream")
 TARGET = Topic("target", "geometry_msgs/msg/PointStamped", "events")      # the planner's current target
-PLANNER_REASONING = Topic("planner/reasoning", "std_msgs/msg/String", "events")   # one JSON record per plan
+PLANNER_REASONING = Topic("planner/reasoning", "std_msgs/msg/String", "history")  # one JSON record per plan
 PLANNER_STATUS = Topic("planner/status", "std_msgs/msg/String", "events")         # counters, control timing
 
 # --- the fleet (root namespace) ------------------------------------------------------------------------------------
