@@ -47,7 +47,8 @@ def test_launch_arguments_reach_the_one_params_file_and_the_sim_starts_on_the_st
     assert sim["initial_positions"] == centres and sim["num_robots"] == 4
     assert sim["workspace"] == [0.0, 10.0, 0.0, 10.0]
     handlers = [a for a in actions if isinstance(a, RegisterEventHandler)]
-    assert len(handlers) == 2         # the grid ends the run; the sim's death ends it with an error (drones may die)
+    # the grid ends the run; the sim's death ends it with an error; a drone may die, the last one's death ends it
+    assert len(handlers) == 2 + 4
     assert (tmp_path / "run" / "manifest.json").is_file()
 
 
