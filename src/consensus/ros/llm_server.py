@@ -8,7 +8,6 @@ name any other ``.gguf`` file instead. Robots reach it with ``llm_backend: embed
 """
 from __future__ import annotations
 
-import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
@@ -16,7 +15,7 @@ from consensus.llm.embedded import EmbeddedServer, ensure_default_model
 from consensus.settings import RobotBaseConfig
 from consensus.ros.health import publish_health
 from consensus.ros.params import declare_config
-from consensus.ros.process import run_node
+from consensus.ros.process import run_node, spin
 
 # context tokens per parallel request: a disaster drone's prompt with a full discussion inbox is ~650-900 tokens
 # plus up to 256 reply tokens; the KV cache costs ~28 kB per token for the 1.5B model (2048 x 4 slots ~ 230 MB)
@@ -34,8 +33,7 @@ def _body(_args: list[str]) -> None:
         node.get_logger().info(f"embedded LLM ready at {server.base_url}")
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        while rclpy.ok():
-            executor.spin_once(timeout_sec=0.5)
+        spin(executor)
 
 
 def main() -> int:

@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from typing import Any, Callable
 
 import rclpy
@@ -33,30 +34,52 @@ def make_executor(kind: str):
     return rclpy.executors.SingleThreadedExecutor()
 
 
+#: how often a spinning process looks whether a stop signal came (``spin``): the longest a stop waits
+STOP_POLL_S = 0.2
+
+_stop = threading.Event()            # set by SIGINT/SIGTERM (``_handle_stop_signal``)
+
+
+def stop_requested() -> bool:
+    """Has this process been asked to stop (SIGINT or SIGTERM)?"""
+    return _stop.is_set()
+
+
 def spin(executor, until: rclpy.task.Future | None = None) -> None:
-    """Spin until rclpy shuts down or ``until`` completes. (rclpy 9's EventsExecutor.spin() processes nothing
-    when called directly; spin_until_future_complete works for it and for the standard executors alike.)"""
+    """Spin until rclpy shuts down, ``until`` completes, or a stop signal came (then the ``on_stop`` functions run,
+    here, outside any callback). (rclpy 9's EventsExecutor.spin() processes nothing when called directly;
+    spin_until_future_complete works for it and for the standard executors alike.)"""
     future = until or rclpy.task.Future()
-    while rclpy.ok() and not future.done():
-        executor.spin_until_future_complete(future, timeout_sec=1.0)
+    while rclpy.ok() and not future.done() and not _stop.is_set():
+        executor.spin_until_future_complete(future, timeout_sec=STOP_POLL_S)
+    if _stop.is_set():
+        _run_on_stop()
 
 
 _on_stop: list[Callable[[], None]] = []
 
 
 def on_stop(fn: Callable[[], None]) -> None:
-    """Register ``fn`` to run first when SIGINT/SIGTERM arrives (e.g. send robots a zero velocity)."""
+    """Register ``fn`` to run first when SIGINT/SIGTERM stops the spinning (e.g. send robots a zero velocity)."""
     _on_stop.append(fn)
 
 
-def _handle_stop_signal(signum, _frame) -> None:
-    for fn in _on_stop:
+def _run_on_stop() -> None:
+    while _on_stop:
+        fn = _on_stop.pop(0)
         try:
             fn()
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
-    _on_stop.clear()
-    rclpy.try_shutdown()          # spin() returns; the node's finally blocks run (no KeyboardInterrupt inside
+
+
+def _handle_stop_signal(signum, _frame) -> None:
+    """Only note the stop: ``spin`` returns within ``STOP_POLL_S``, then the node's finally blocks write what it holds
+    and ``run_node`` shuts rclpy down. A Python signal handler runs on the main thread between any two bytecodes, in
+    the middle of an executor's callback too: shutting rclpy down here destroyed the nodes under a running callback,
+    and a second signal (``ros2 launch`` forwards SIGINT to a process group that also got it) came inside the first
+    one's ``rclpy.try_shutdown`` and waited for ever for the lock that one held (a recorder, py-spy, 2026-11-27)."""
+    _stop.set()
 
 
 def spin_node(node, kind: str, until: rclpy.task.Future | None = None) -> None:
