@@ -47,7 +47,7 @@ def test_a_stop_signal_inside_a_callback_leaves_the_node_whole_and_ends_the_spin
         assert time.monotonic() - start < 5 * process.STOP_POLL_S + 1.0
         assert seen["after_signal"] == (True, 0)      # rclpy up and nothing run from inside the callback
         assert seen["stops"] == 1                     # the on_stop functions ran once, when the spin ended
-        assert process.stop_requested()
+        assert process._stop.is_set()
     finally:
         process._stop.clear()
         process._on_stop.clear()

@@ -40,11 +40,6 @@ STOP_POLL_S = 0.2
 _stop = threading.Event()            # set by SIGINT/SIGTERM (``_handle_stop_signal``)
 
 
-def stop_requested() -> bool:
-    """Has this process been asked to stop (SIGINT or SIGTERM)?"""
-    return _stop.is_set()
-
-
 def spin(executor, until: rclpy.task.Future | None = None) -> None:
     """Spin until rclpy shuts down, ``until`` completes, or a stop signal came (then the ``on_stop`` functions run,
     here, outside any callback). (rclpy 9's EventsExecutor.spin() processes nothing when called directly;

@@ -68,22 +68,25 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
             raise ConsensusError(f"{name} ended the run with exit code {event.returncode} (its error is above)")
         return [EmitEvent(event=Shutdown(reason=f"{name} finished the run"))]
 
+    def died(event, context) -> bool:
+        # the exits of a launch that is shutting down, and a stop by a signal, are not deaths
+        return not (context.is_shutdown or event.returncode in (0, None, -2, 130, -15, 143))
+
     def lost(event, context, name):
         # as under `consensus run`: a process the run needs (the sim, the fleet, the topology node...) that dies ends
         # the run with an error; a robot's own process (fleet:=false) or the bag recorder may die, the run goes on
-        # (the recorder lists a lost robot); the exits of a launch that is shutting down are not deaths
-        if context.is_shutdown or event.returncode in (0, None, -2, 130, -15, 143):
+        # (the recorder lists a lost robot)
+        if not died(event, context):
             return None
         raise ConsensusError(f"process '{name}' exited with code {event.returncode}; the run ended (its error is "
                              f"above)")
 
-    robots = {spec.name if not spec.namespace else f"{spec.namespace}/{spec.name}" for spec in specs
-              if spec.expendable}
+    robots = {spec.path for spec in specs if spec.expendable}
     robots_lost: set[str] = set()
 
     def robot_lost(event, context, name):
         # the last robot process that dies ends the run, as under `consensus run` (nothing would move again)
-        if context.is_shutdown or event.returncode in (0, None, -2, 130, -15, 143):
+        if not died(event, context):
             return None
         robots_lost.add(name)
         if robots_lost >= robots:
@@ -105,8 +108,7 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
                 target_action=node, on_exit=functools.partial(end_of_run, name=spec.name))))
         elif spec.expendable:
             actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node, on_exit=functools.partial(
-                    robot_lost, name=f"{spec.namespace}/{spec.name}" if spec.namespace else spec.name))))
+                target_action=node, on_exit=functools.partial(robot_lost, name=spec.path))))
         elif spec.executable not in GOES_ON_WITHOUT:
             actions.append(RegisterEventHandler(OnProcessExit(
                 target_action=node, on_exit=functools.partial(lost, name=spec.name))))

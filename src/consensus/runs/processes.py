@@ -53,6 +53,11 @@ class ProcessSpec:
     def ours(self) -> bool:
         return self.package == "consensus"
 
+    @property
+    def path(self) -> str:
+        """``namespace/name`` (``name`` in the root namespace): how a run's messages and records name the process."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
 
 def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None = None):
     """Fix the run's output directory (and the embedded server's URL), write params.yaml and manifest.json.

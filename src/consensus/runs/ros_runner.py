@@ -180,8 +180,7 @@ def _raise_interrupt(signum, frame) -> None:
 
 
 def _lost(p: _Proc, code: int | None, rule: str) -> dict:
-    name = f"{p.spec.namespace}/{p.spec.name}" if p.spec.namespace else p.spec.name
-    return {"process": name, "exit_code": code, "rule": rule, "log": str(p.log_path)}
+    return {"process": p.spec.path, "exit_code": code, "rule": rule, "log": str(p.log_path)}
 
 
 def _note_quietly(out: Path, echo: Callable[[str], None] | None, **fields) -> None:
@@ -316,7 +315,7 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
                     # no robot left: nothing would move or answer again, and a round clock would wait for ever
                     dead.extend(_lost(procs[j], procs[j].popen.returncode, "the run ended") for j in sorted(lost)
                                 if procs[j].spec.expendable)
-                    raise ConsensusError(f"every robot process died (the last: '{p.spec.namespace}/{p.spec.name}', "
+                    raise ConsensusError(f"every robot process died (the last: '{p.spec.path}', "
                                          f"exit code {code}); the run ended:\n{p.tail()}")
                 if echo:
                     echo(f"warning: robot process '/{p.spec.namespace}/{p.spec.name}' died (exit code {code}); "
