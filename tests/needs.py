@@ -9,6 +9,12 @@ of skipping it. Tools that cannot be installed on this machine kind (rosbag2, gz
 Use it as a marker, ``@pytest.mark.needs("ros2_launch", "xvfb")`` (checked by conftest before the test runs, so the
 test body may import ``launch`` freely), or call ``need("ros2_cli")`` inside a fixture or test.
 
+Python packages: ``pytest.importorskip`` is ``importorskip`` below (conftest puts it in pytest's place). It skips as
+usual, except under CONSENSUS_REQUIRE_ALL=1 for a module that ``make test`` installs (``make_test_modules``: every
+requirements file of the Makefile's ``REQS``, and the package itself): then a module that does not import fails the
+test (or the module's collection) instead of hiding its tests. ``not_installed`` is the same rule for a fixture that
+finds a package missing by other means (the embedded model's parts).
+
 Presence is judged by what only the real thing has. In particular the repository's own top-level ``launch/`` folder
 is importable from the repository root as a namespace package named ``launch``: ``import launch`` succeeding says
 nothing; the real package has an ``__init__.py`` (a file origin), ``launch.actions`` and a ``launch_ros`` beside it.
@@ -19,6 +25,7 @@ import ctypes.util
 import importlib.machinery
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -183,6 +190,69 @@ def need(*names: str) -> None:
         if require_all() and TOOLS[name].ci():
             pytest.fail(f"CONSENSUS_REQUIRE_ALL=1: {missing_reason(name)}")
         pytest.skip(missing_reason(name))
+
+
+# --------------------------------------------------------------------------------- Python packages make test installs
+#: a distribution whose import name is not its normalised name (lower case, ``ros-`` dropped, ``-`` -> ``_``), beside
+#: the extras' (``consensus.extras.EXTRAS``)
+IMPORT_NAMES = {"pyyaml": "yaml", "mcap-ros2-support": "mcap_ros2", "pytest-xdist": "xdist",
+                "import-linter": "importlinter", "colcon-common-extensions": "colcon_core", "protobuf": "google"}
+_REQS = re.compile(r"^REQS\s*:=((?:[^\n]*\\\n)*[^\n]*)$", re.M)
+_DIST = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def import_name(distribution: str) -> str:
+    """The top-level module a requirements line's distribution installs."""
+    from consensus.extras import EXTRAS
+
+    dist = distribution.lower()
+    known = {**{d.lower(): module for module, (d, _) in EXTRAS.items()}, **IMPORT_NAMES}
+    if dist in known:
+        return known[dist]
+    return dist.removeprefix("ros-").replace("-", "_").replace(".", "_")
+
+
+@lru_cache(maxsize=None)
+def make_test_modules(root: Path = ROOT) -> dict[str, str]:
+    """Top-level module -> the requirements file (of the Makefile's ``REQS``, what ``make test`` installs) that
+    brings it, and ``consensus`` -> ``setup.py`` (the package under test)."""
+    m = _REQS.search((root / "Makefile").read_text())
+    if m is None:
+        raise RuntimeError(f"no REQS := ... in {root / 'Makefile'}")
+    out = {"consensus": "setup.py"}
+    for name in m.group(1).replace("\\\n", " ").split():
+        for line in (root / name).read_text().splitlines():
+            dist = _DIST.match(line.split("#", 1)[0])
+            if dist:
+                out.setdefault(import_name(dist.group(1)), name)
+    return out
+
+
+def not_installed(what: str, module: str, detail: object = "") -> None:
+    """``what`` (of top-level ``module``) is missing: skip, or fail under CONSENSUS_REQUIRE_ALL=1 when ``make test``
+    installs ``module``."""
+    reason = f"{what} not installed" + (f": {detail}" if detail else "")
+    source = make_test_modules().get(module.split(".")[0])
+    if require_all() and source:
+        pytest.fail(f"CONSENSUS_REQUIRE_ALL=1: {reason} (`make test` installs it: {source})", pytrace=False)
+    pytest.skip(reason)
+
+
+_pytest_importorskip = pytest.importorskip
+
+
+def importorskip(modname: str, *args, **kwargs):
+    """``pytest.importorskip``, but under CONSENSUS_REQUIRE_ALL=1 a module that ``make test`` installs
+    (``make_test_modules``) must import: its absence fails instead of skipping (at module level too: the module's
+    collection fails)."""
+    try:
+        return _pytest_importorskip(modname, *args, **kwargs)
+    except pytest.skip.Exception as exc:
+        source = make_test_modules().get(modname.split(".")[0])
+        if require_all() and source:
+            pytest.fail(f"CONSENSUS_REQUIRE_ALL=1: {modname} does not import, yet `make test` installs it ({source}): "
+                        f"{exc.msg}", pytrace=False)
+        raise
 
 
 def free_port() -> int:

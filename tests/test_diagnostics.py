@@ -43,6 +43,27 @@ def test_level_follows_the_counters_that_rose_lately_and_falls_back_to_ok():
     assert tracker.status("/x", "host", {**rec, "callback_errors": 2}, now=30.0).level == D.OK
 
 
+def test_a_robot_that_cannot_trust_its_pose_is_an_error_for_as_long_as_it_lasts():
+    """``state: pose_suspect`` (the robot holds still: its pose source jumped, crept or went stale) is ERROR while
+    the status record says it, however long ago its counter last rose; once its pose is consistent again the recent
+    stop warns (``pose_suspect_stops``) and then the level falls back to OK."""
+    assert D.node_status("/robot_2/agent", "robot_2", {"robot": 2, "state": "pose_suspect"}).level == D.ERROR
+    tracker = D.StatusTracker(hold_s=10.0)
+    robot = {"robot": 2, "state": "ok", "pose_suspect_stops": 0, "callback_errors": 0, "bad_messages": 0}
+    assert tracker.status("/robot_2/agent", "robot_2", robot, now=0.0).level == D.OK
+    suspect = {**robot, "state": "pose_suspect", "pose_suspect_stops": 1}
+    st = tracker.status("/robot_2/agent", "robot_2", suspect, now=1.0)
+    assert st.level == D.ERROR and st.message.startswith("state pose_suspect") and "pose_suspect_stops 1" in st.message
+    assert st.values[2] == ("pose_suspect_stops", "1")          # a level's counter, among the first values
+    st = tracker.status("/robot_2/agent", "robot_2", suspect, now=60.0)         # still holding still, a minute on
+    assert st.level == D.ERROR and st.message == "state pose_suspect"
+    assert tracker.status("/robot_2/agent", "robot_2", {**suspect, "pose_suspect_stops": 2}, now=61.0).level == D.ERROR
+    back = {**suspect, "state": "ok", "pose_suspect_stops": 2}
+    st = tracker.status("/robot_2/agent", "robot_2", back, now=62.0)
+    assert st.level == D.WARN and st.message.startswith("pose_suspect_stops 2")
+    assert tracker.status("/robot_2/agent", "robot_2", back, now=71.5).level == D.OK
+
+
 def test_counters_are_read_as_counts_only():
     st = D.node_status("/x", "h", {"callback_errors": "7", "bad_messages": True, "stale_stops": -1},
                        rising=("callback_errors", "bad_messages", "stale_stops"))
@@ -71,6 +92,17 @@ def test_key_values_are_bounded_in_number_and_length():
     assert kv[-1] == ("left_out", f"{2 + 300 + 300 - (D.MAX_PAIRS - 1)} more values (the node's JSON record has them)")
     st = D.node_status("n" * 1000, "h" * 1000, rec)
     assert len(st.name) <= 256 and len(st.hardware_id) <= 256
+
+
+def test_a_long_record_never_leaves_out_what_explains_its_level():
+    """A robot's status grows with every counter; the values it cannot hold are its last fields, never the level's
+    counters and their breakdowns (which input was bad, which callback failed)."""
+    rec = {"robot": 1, "state": "ok", **{f"counter_{i}": 0 for i in range(2 * D.MAX_PAIRS)}, "callback_errors": 1,
+           "errors_by_callback": {"robot_1.control": 1}, "bad_messages": 3, "bad_by_input": {"odom": 3}}
+    kv = dict(D.key_values(rec))
+    assert len(kv) == D.MAX_PAIRS and "left_out" in kv
+    assert kv["bad_messages"] == "3" and kv["bad_by_input.odom"] == "3"
+    assert kv["callback_errors"] == "1" and kv["errors_by_callback.robot_1.control"] == "1"
 
 
 def _robot(node, rid, status=None, entry=None, errors=0, bad=0):

@@ -47,10 +47,15 @@ def test_fleet_nearby_hands_each_robot_the_others_with_ages_and_measured_speeds(
     np.testing.assert_allclose(got[0].ages, [0.1, 0.1])
     np.testing.assert_allclose(got[0].speeds, [0.4, 0.0])
     np.testing.assert_allclose(got[1].ages, [0.6, 0.1])                          # robot 0's pose is from t = 1.0
-    # robot 0 stops sending: after robot_timeout_s (+ the link delay) the others no longer hold it
-    batch = fn.deliver(1.0 + cfg.robot_timeout_s + 0.05)
+    # robot 0 stops sending: long after robot_timeout_s the others still hold its body where it was, ageing (a silent
+    # robot is a body: the core widens its keep-out with the age)
+    late = 1.0 + cfg.robot_timeout_s + 30.0
+    batch = fn.deliver(late)
     later = [batch.robot(i) for i in range(3)]
-    assert 0 not in later[1].ids and 0 not in later[2].ids
+    for i in (1, 2):
+        k = list(later[i].ids).index(0)
+        np.testing.assert_allclose(later[i].positions[k], [0.0, 0.0])
+        assert later[i].ages[k] == pytest.approx(late - 1.0)
 
 
 def test_fleet_nearby_caps_the_measured_speed_and_drops_links_like_the_relay():

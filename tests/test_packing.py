@@ -1,6 +1,7 @@
 """Where robots with bodies stand around a shared point (consensus.control.packing): the slots (n distinct points
 at least the spacing apart, nearest the centre, centre first) and their assignment (each known robot its own slot, the
-squared-distance optimum, order kept on a line); the packing radius summaries judge a packed fleet by."""
+squared-distance optimum, order kept on a line); whether a packing fits a box (the configs' fence check); the packing
+radius summaries judge a packed fleet by."""
 from __future__ import annotations
 
 import itertools
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consensus.control.packing import assign, slots, slots_radius
+from consensus.control.packing import assign, extent, fits, most_that_fit, slots, slots_radius
 from consensus.metrics.convergence import packing_radius
 
 FAST = settings(max_examples=30, deadline=None, derandomize=True)
@@ -194,3 +195,31 @@ def test_every_slot_lies_within_the_packing_radius(gap_frac):
     for n in range(1, 201):
         far = np.linalg.norm(slots([0.0, 0.0], n, d * (1 + gap_frac)), axis=1).max()
         assert far <= packing_radius(n, d) + TOL, n
+
+
+# ---- fit ----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 19, 40])
+def test_extent_is_the_slots_bounding_box(n):
+    pts = slots([3.0, -1.0], n, 0.55)
+    assert np.allclose(extent(n, 0.55), pts.max(axis=0) - pts.min(axis=0))
+    assert extent(n, 0.55, dim=1)[0] == pytest.approx(0.55 * (n - 1))
+
+
+def test_fits_compares_the_extent_with_the_box_on_every_axis():
+    assert fits(1, 0.55, [0.0, 0.0], [0.0, 0.0]) is None                  # one robot: a point box holds it
+    assert fits(2, 0.55, [0.0, 0.0], [0.55, 0.0]) is None                 # two side by side along x
+    msg = fits(2, 0.55, [0.0, 0.0], [0.5, 5.0])                           # a slot too narrow on x alone
+    assert msg == "2 slots 0.55 m apart span 0.55 × 0 m, but the box is 0.5 × 5 m"
+    assert fits(3, 1.0, [0.0], [2.0]) is None and fits(4, 1.0, [0.0], [2.0]) is not None       # 1-D: (n-1) s
+    assert fits(1, 1.0, [0.0], [-0.1]) is not None                        # an empty box holds nobody
+    with pytest.raises(ValueError):
+        fits(2, 1.0, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+
+
+@FAST
+@given(w=st.floats(0.0, 6.0), h=st.floats(0.0, 6.0), spacing=st.floats(0.2, 2.0))
+def test_most_that_fit_is_the_largest_n_that_fits(w, h, spacing):
+    most = most_that_fit(spacing, [0.0, 0.0], [w, h], limit=200)
+    ok = [fits(n, spacing, [0.0, 0.0], [w, h]) is None for n in range(1, 202)]
+    assert ok[:most] == [True] * most and (most == 200 or not any(ok[most:]))

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from consensus.control.avoidance import avoidance_from_config
-from consensus.control.plausibility import CLEAR_S, JUMP_SLACK_M, OUTSIDE_MARGIN_M, SUSPECT_BAD, Plausibility
+from consensus.control.plausibility import (CLEAR_S, JUMP_SLACK_M, OUTSIDE_MARGIN_M, SUSPECT_BAD, TRACK_SPEED_FACTOR,
+                                           Plausibility)
 from consensus.control.robot_core import Heard, Nearby, RobotCore
 from consensus.control.safety import Geofence
 from consensus.scenarios.aggregation.config import load_config
@@ -33,7 +34,7 @@ def config(**overrides):
 def test_a_position_outside_the_workspace_plus_the_margin_is_refused_and_counted(pos):
     pl = checker()
     assert pl.check(0, 1.0, pos) == "outside"
-    assert pl.counts == {"outside": 1, "jump": 0, "future": 0} and pl.by_source[0] == 1
+    assert pl.counts == {"outside": 1, "jump": 0, "future": 0, "past": 0} and pl.by_source[0] == 1
     assert pl.check(0, 1.1, [10.5, 0.0]) is None          # over the fence but within the margin: a robot can be there
 
 
@@ -68,8 +69,8 @@ def test_a_source_that_keeps_lying_is_suspect_until_it_has_been_quiet():
     assert pl.check(0, 0.7, [1.05, 1.0]) is None            # its plausible states are still accepted ...
     assert pl.suspect(0, 0.5 + CLEAR_S - 0.1)               # ... but it stays suspect until quiet for CLEAR_S
     assert not pl.suspect(0, 0.5 + CLEAR_S + 0.1)
-    assert pl.record(10.0) == {"implausible": {"outside": 3, "jump": 0, "future": 0}, "suspects": [],
-                               "suspected": [0]}
+    assert pl.record(10.0) == {"implausible": {"outside": 3, "jump": 0, "future": 0, "past": 0}, "suspects": [],
+                               "suspected": [0], "contested": [], "relocations": 0}
 
 
 def test_interleaved_stranger_states_never_displace_the_real_robot():
@@ -102,7 +103,7 @@ def test_implausible_odometry_is_refused_and_the_robot_goes_stale():
     assert np.array_equal(core.pos, [1.0, 1.0])             # the last good pose stays
     stale = core.step(cfg.odom_timeout_s + 0.01)
     assert stale.reason == "stale_odom"
-    assert core.status(1.0)["implausible"] == {"outside": 1, "jump": 1, "future": 0}
+    assert core.status(1.0)["implausible"] == {"outside": 1, "jump": 1, "future": 0, "past": 0}
 
 
 def test_a_neighbour_outside_the_workspace_is_not_planned_with():
@@ -112,7 +113,7 @@ def test_a_neighbour_outside_the_workspace_is_not_planned_with():
     checked, bad = core.check_heard(1.0, heard)
     assert bad == 2 and np.array_equal(checked.positions, [[1.0, 2.0]])
     refused, _ = core.check_heard(1.0, heard, stamp=5.0)
-    assert refused is None and core.plausible.counts == {"outside": 2, "jump": 0, "future": 1}
+    assert refused is None and core.plausible.counts == {"outside": 2, "jump": 0, "future": 1, "past": 0}
 
 
 def test_a_nearby_robot_whose_position_jumped_is_avoided_where_it_last_plausibly_was():
@@ -128,7 +129,7 @@ def test_a_nearby_robot_whose_position_jumped_is_avoided_where_it_last_plausibly
     assert np.allclose(checked.ages, [0.6, 0.6])                              # ... and their uncertainty grows
     assert core.plausible.counts["jump"] == 1 and core.plausible.counts["outside"] == 1
     unknown, bad = core.check_nearby(2.0, Nearby.of([[0.0, -800.0]], ids=[3]))
-    assert bad == 1 and len(unknown.positions) == 0                           # never heard plausibly: dropped
+    assert bad == 1 and 3 not in unknown.ids.tolist()                         # never heard plausibly: dropped
 
 
 # ---- the geofence binds the filter ----------------------------------------------------------------------------------
@@ -212,6 +213,102 @@ def test_checking_many_positions_at_once_gives_what_checking_each_gives():
         t = step * 0.1 - rng.uniform(0, 0.3, len(ids))
         xy = rng.uniform(-13, 13, (len(ids), 2))
         kinds = many.check_many(ids, t, xy)
-        assert [one.check(int(j), float(tj), p) or "" for j, tj, p in zip(ids, t, xy)] == list(kinds)
+        assert [one.check(int(j), float(tj), p, stamp=float(tj)) or "" for j, tj, p in zip(ids, t, xy)] == list(kinds)
     assert one.counts == many.counts and np.array_equal(one.by_source, many.by_source)
     assert np.array_equal(one.last_t, many.last_t) and np.allclose(one.last, many.last, equal_nan=True)
+
+
+# ---- tracks, not messages (issue 41) --------------------------------------------------------------------------------
+
+def _real_and_stranger(pl, speed: float, seconds: float = 10.0, *, stamp_stranger=True):
+    """Robot 0 stands at (2, 2) and sends its state at 10 Hz; a stranger starts on it and creeps away along +x at
+    ``speed`` m/s, 90 times a second. Returns (real states accepted, stranger states accepted, the track's farthest
+    distance from the real body, the farthest distance from the real body to the nearest body the receiver knows)."""
+    real = np.array([2.0, 2.0])
+    acc_real = acc_stranger = 0
+    worst_track = worst_body = 0.0
+    for k in range(int(seconds * 90)):
+        t = (k + 1) / 90
+        if k % 9 == 0:
+            acc_real += pl.check(0, t, real, stamp=t) is None
+        fake = real + [speed * t, 0.0]
+        acc_stranger += pl.check(0, t, fake, stamp=t if stamp_stranger else None) is None
+        worst_track = max(worst_track, float(np.linalg.norm(pl.last[0] - real)))
+        bodies = [pl.last[0], *[b for b, _ in pl.bodies(0, t)]]
+        worst_body = max(worst_body, min(float(np.linalg.norm(b - real)) for b in bodies))
+    return acc_real, acc_stranger, worst_track, worst_body
+
+
+@pytest.mark.parametrize("speed", [3.0, 5.0])
+def test_a_fast_creeping_stranger_never_drags_the_track_off_the_real_robot(speed):
+    """The issue's probe: at 90 Hz a stranger moved robot 0's accepted state by ~45 m/s (900 of 900 accepted, 0 of
+    100 real ones). The track moves at most v_track, so the real states keep it."""
+    pl = checker()
+    acc_real, acc_stranger, worst_track, _ = _real_and_stranger(pl, speed)
+    assert acc_real == 100
+    assert acc_stranger < 30
+    assert worst_track <= JUMP_SLACK_M
+    assert pl.suspect(0, 10.0)                              # and the stream of refusals makes it suspect
+
+
+def test_a_stranger_creeping_at_the_robots_own_speed_leaves_the_real_body_known():
+    """A stranger slow enough to drag the track (at the track's own speed) takes the track, but the real robot's states
+    then form a second confirmed body: the receiver still knows a body within the slack of the real robot."""
+    pl = checker()
+    _, _, worst_track, worst_body = _real_and_stranger(pl, TRACK_SPEED_FACTOR * V)
+    assert worst_body <= JUMP_SLACK_M + 0.1, (worst_track, worst_body)
+    assert pl.contested(0, 10.0) and 0 in pl.record(10.0)["contested"]
+
+
+def test_a_first_state_before_the_robots_is_checked_against_where_it_starts():
+    """A stranger's state at (-8, 8) before robot 0's own first state took robot 0's identity (its real states refused
+    for 27 s). With the start known, the robot's states are its track from the first one."""
+    pl = checker()
+    pl.expect([[1.0, 1.0], [np.nan, np.nan], [np.nan, np.nan]])
+    for k in range(8):                                     # 2 Hz, 4 s before the robots start
+        assert pl.check(0, 0.5 * k, [-8.0, 8.0], stamp=0.5 * k) == "jump"
+    t, real = 4.0, np.array([1.05, 1.0])
+    for k in range(50):
+        t += 0.1
+        real = real + [0.02, 0.0]
+        assert pl.check(0, t, real, stamp=t) is None
+        if k % 5 == 0:
+            pl.check(0, t, [-8.0, 8.0], stamp=t)
+    assert np.allclose(pl.last[0], real)
+    assert pl.check(1, 0.0, [-8.0, 8.0]) is None            # no prior: the first position starts the track
+
+
+def test_a_replay_stamped_in_the_past_is_refused_and_never_moves_the_track():
+    pl = checker()
+    history = []
+    for k in range(60):                                    # robot 0 drives along +x at 0.4 m/s, 10 Hz
+        t = 0.1 * k
+        p = np.array([0.04 * k, 0.0])
+        history.append((t, p))
+        assert pl.check(0, t, p, stamp=t) is None
+        if k >= 30:                                        # and the stranger replays its positions of 3 s ago
+            t_old, p_old = history[k - 30]
+            assert pl.check(0, t + 0.01, p_old, stamp=t_old) == "past"
+    assert np.allclose(pl.last[0], history[-1][1])
+    assert pl.counts["past"] == 30
+
+
+def test_a_relocated_robot_is_tracked_again_after_a_steady_stream():
+    """A robot driving at 0.4 m/s re-localises 1.5 m: its states are refused as a jump at first, and once they have
+    been a steady stream for a second while the old track got nothing, they are the robot's again (counted)."""
+    pl = checker()
+    t, p = 0.0, np.array([-3.0, 0.0])
+    for _ in range(30):
+        t += 0.1
+        p = p + [0.04, 0.0]
+        assert pl.check(0, t, p, stamp=t) is None
+    p = p + [0.0, 1.5]                                     # the relocation
+    back = None
+    for k in range(60):
+        t += 0.1
+        p = p + [0.04, 0.0]
+        if pl.check(0, t, p, stamp=t) is None and back is None:
+            back = k * 0.1
+    assert back is not None and back <= 2.0, back
+    assert np.allclose(pl.last[0], p) and pl.relocations[0] == 1
+    assert pl.record(t)["relocations"] == 1

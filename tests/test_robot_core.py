@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from consensus.control.avoidance import avoidance_from_config
 from consensus.control.packing import slots
 from consensus.control.planner import PlanResult
-from consensus.control.robot_core import ESCAPE_DEG, Command, Heard, Nearby, RobotCore
+from consensus.control.robot_core import ARRIVED_M, ESCAPES_PER_SLOT, Command, Heard, Nearby, RobotCore
 from consensus.control.safety import Geofence
 from consensus.scenarios.aggregation.config import load_config
 from consensus.scenarios.aggregation.planners.classical import AveragePlanner
@@ -603,34 +603,34 @@ def blocked_core(cfg):
     return core, here, Nearby.of([neighbour], ids=[1])
 
 
-def test_a_robot_blocked_from_its_slot_declares_a_deadlock_and_sidesteps_clockwise():
+def test_a_robot_blocked_from_its_slot_sidesteps_clockwise_and_gets_there():
+    """Held head-on by a still neighbour between it and its slot, the robot declares a deadlock after deadlock_s and
+    escapes by the right-hand rule (its nominal turned ESCAPE_DEG clockwise: it slides round the neighbour's right
+    side, -y when heading +x); the escape resolves the case: the robot ends in its slot, within ESCAPES_PER_SLOT
+    escapes, with no slot given up, never closer to the neighbour than d_min."""
     cfg = config(deadlock_s=1.0)
     core, here, nearby = blocked_core(cfg)
-    dt = 0.125
-    deadlock_at = None
-    cmds = {}
-    for k in range(int(4 * cfg.deadlock_s / dt) + 1):
+    slot = core.step(0.0, nearby).goal
+    assert np.array_equal(slot, [5.0, 0.0]) and core.slot is not None     # the slot behind the neighbour
+    dt = 0.05
+    deadlock_at, pos, closest = None, here.copy(), np.inf
+    sidestep = []
+    for k in range(1, int(20.0 / dt)):
         t = k * dt
-        core.observe(t, here)
+        core.observe(t, pos)
         before = core.counters["deadlocks"]
-        cmds[k] = core.step(t, nearby)
+        cmd = core.step(t, nearby)
         if core.counters["deadlocks"] > before and deadlock_at is None:
-            deadlock_at = k
-    assert np.array_equal(core.goal, [5.0, 0.0]) and core.slot is not None   # the slot behind the neighbour
-    assert deadlock_at is not None and deadlock_at * dt == pytest.approx(cfg.deadlock_s)
-    # before: held head-on (a crawl along +x, no sidestep)
-    for k in range(deadlock_at + 1):
-        assert speed(cmds[k]) < 0.25 * cfg.v_max and abs(cmds[k].vy) < 1e-6
-    # during the escape (the next deadlock_s): the nominal turned ESCAPE_DEG clockwise; the filter still stops the
-    # +x part, the -y part (the right-hand side when heading +x) passes
-    escape = range(deadlock_at + 1, deadlock_at + int(cfg.deadlock_s / dt))
-    for k in escape:
-        assert cmds[k].vy == pytest.approx(-math.sin(math.radians(ESCAPE_DEG)) * cfg.v_max, abs=1e-3)
-        assert cmds[k].vx < 0.25 * cfg.v_max
-    # then back to the nominal, blocked again: a second deadlock one deadlock_s later
-    after = deadlock_at + int(cfg.deadlock_s / dt)
-    assert abs(cmds[after].vy) < 1e-6
-    assert core.counters["deadlocks"] == 2
+            deadlock_at = t
+        if deadlock_at is not None and t < deadlock_at + cfg.deadlock_s:
+            sidestep.append(cmd.vy)
+        pos = pos + dt * np.array([cmd.vx, cmd.vy])
+        closest = min(closest, float(np.linalg.norm(pos - nearby.positions[0])))
+    assert deadlock_at is not None and deadlock_at == pytest.approx(cfg.deadlock_s, abs=2 * dt)
+    assert min(sidestep) < -0.25 * cfg.v_max                  # clockwise: round the neighbour's right side
+    assert np.linalg.norm(pos - slot) <= ARRIVED_M and np.array_equal(core.goal, slot)
+    assert 1 <= core.counters["deadlocks"] <= ESCAPES_PER_SLOT and core.counters["slots_blocked"] == 0
+    assert closest >= avoid_of(cfg).d_min_m - 1e-6
 
 
 def test_a_deadlock_is_counted_once_per_blocked_period():

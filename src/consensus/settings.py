@@ -409,6 +409,11 @@ class ControlParams:
         "robots it can meet within it and one control period (consensus.control.avoidance.within_reach), and a "
         "robot whose newest nearby message is older stops (stale_stops). 0: every robot in every message, no stop",
         bounds=(0.0, 60.0), unit="s")
+    # a neighbour that falls silent is still a body (consensus.control.robot_core)
+    silent_bound_m: float = param(1.0,
+        "how far a silent neighbour may have moved: the keep-out of a neighbour whose states stopped grows at v_max "
+        "with their age up to this bound, then stays fixed until it speaks again or an operator clears it",
+        bounds=(1e-3, 10.0), unit="m")
 
 
     def _check_control(self) -> None:
@@ -550,6 +555,10 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
     workspace: list[float] = param([-10.0, 10.0, -10.0, 10.0], "geofence: [min, max] per axis", unit="m")
     planner_period_s: float = param(2.0, "ΔTp: the planner's period (one planning round)", bounds=(1e-3, 3600.0),
                                     unit="s")
+    meeting_point_step_m: float = param(0.0,
+        "how far a meeting point heard from a robot may move from that robot's previous one in one round; 0: no "
+        "limit beyond the hull check (within reach of what it heard)",
+        bounds=(0.0, 100.0), unit="m")
     max_rounds: int = param(0, "planning rounds at most; 0 = unlimited", bounds=(0, INT64[1]))
     initial_positions: list[float] = param([], "flat [x0, y0, x1, y1, ...]; empty = seeded random", unit="m")
     init_radius: float = param(5.0, "random initial positions uniform in [-r, r]^dim", bounds=(1e-6, 1e6), unit="m")
@@ -582,6 +591,10 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
         if pos is not None:
             lo, hi = self.workspace_bounds()
             need(bool(((pos >= lo) & (pos <= hi)).all()), "initial_positions must lie inside the workspace")
+        # a fence narrower than a body, or too small for the fleet's packing, is refused where the filter is on
+        from consensus.robots.map import check_fence
+
+        check_fence(self)
 
     def workspace_bounds(self):
         import numpy as np

@@ -50,8 +50,8 @@ class Avoidance:
         self._margin = float(margin)
         self.clearance_m = float(sum(self._radii) + margin)
         self.delay_s = float(delay_s)
-        self.set_limits(v_max, w_max)
         self.counters = CollisionCounters()
+        self.set_limits(v_max, w_max)
         # the geofence less the footprint (and a unicycle's offset): the filtered point's box, a barrier too
         self.bounds = None
         self._fence = None if fence is None else tuple(np.asarray(x, dtype=float) for x in fence)
@@ -72,9 +72,17 @@ class Avoidance:
             self._set_bounds()
 
     def _set_bounds(self) -> None:
+        """``bounds``: the geofence less the body (the footprint, plus a unicycle's offset: its filtered point is
+        ``l`` ahead of its centre), the box the filter keeps the robot's point in. An axis narrower than the body
+        (``2 (r + l)``: no point of it keeps the whole body inside) has no wall rows (``-inf, inf``); it never takes
+        the other axes' walls with it, and it is counted: ``counters.open_axes`` (every step filtered while it is
+        not 0 is ``unwalled``). The configs refuse such a fence (``consensus.robots.map.check_fence``); it can still
+        come at run time, when ``v_max``/``w_max`` change a unicycle's offset."""
         inset = self._radii[0] + self.offset
         lo, hi = self._fence
-        self.bounds = (lo + inset, hi - inset) if np.all(hi - lo > 2 * inset) else None
+        narrow = hi - lo < 2 * inset
+        self.bounds = (np.where(narrow, -np.inf, lo + inset), np.where(narrow, np.inf, hi - inset))
+        self.counters.open_axes = int(np.count_nonzero(narrow))
 
     # ------------------------------------------------------------------ one robot (ROS robot base)
     def filter(self, pos, u_nom, neighbours, d_min=None) -> np.ndarray:
@@ -126,9 +134,9 @@ class Avoidance:
 
 def sum_collision(records: list[dict]) -> dict:
     """The fleet's totals of several robots' ``Avoidance.info()`` records (steps, interventions, infeasible,
-    invalid, qp_solves summed; min_distance_m the smallest)."""
+    invalid, qp_solves, unwalled summed; min_distance_m the smallest)."""
     out = {k: int(sum(r.get(k) or 0 for r in records)) for k in ("steps", "interventions", "infeasible", "invalid",
-                                                                 "qp_solves")}
+                                                                 "qp_solves", "unwalled")}
     mins = [r["min_distance_m"] for r in records if isinstance(r.get("min_distance_m"), (int, float))]
     out["min_distance_m"] = min(mins) if mins else None
     return out
@@ -136,16 +144,17 @@ def sum_collision(records: list[dict]) -> dict:
 
 def avoidance_from_config(cfg, *, ros: bool, kinematics: str | None = None, v_max: float | None = None,
                           w_max: float | None = None, radius: float | None = None,
-                          fleet_radius: float | None = None, delay_s: float = 0.0) -> Avoidance | None:
+                          fleet_radius: float | None = None, delay_s: float = 0.0, workspace=None) -> Avoidance | None:
     """The filter of a robot of ``cfg`` (a config with the control group), or None when the rule of
     ``ControlParams.resolved_collision_avoidance(ros=...)`` says ``none``. ``kinematics``, ``v_max``, ``w_max``,
     ``radius`` default to the config's (a robots file's entry passes its preset's). The config's ``workspace``
-    (the geofence) less the footprint binds the filter too (``filter_velocity``'s ``bounds``)."""
+    (the geofence; ``workspace`` instead for a config without one, e.g. a disaster run's grid) less the footprint
+    binds the filter too (``filter_velocity``'s ``bounds``)."""
     if cfg.resolved_collision_avoidance(ros=ros) != "cbf":
         return None
     r = cfg.footprint_radius_m if radius is None else radius
     fence = None
-    workspace = getattr(cfg, "workspace", None)
+    workspace = getattr(cfg, "workspace", None) if workspace is None else workspace
     if workspace is not None and len(workspace) in (2, 4):
         ws = np.asarray(workspace, dtype=float).reshape(-1, 2)
         fence = (ws[:, 0], ws[:, 1])

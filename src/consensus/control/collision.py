@@ -162,7 +162,13 @@ class BatchInfo:
 
 @dataclass
 class CollisionCounters:
-    """Running totals of the filter over robot-steps (one robot's filtering in one control tick = one step)."""
+    """Running totals of the filter over robot-steps (one robot's filtering in one control tick = one step).
+
+    ``open_axes`` is not a total: the number of the fence's axes on which the filter has no wall rows because the
+    fence less the body is empty there (an axis narrower than ``2 (r + l)``; the configs refuse one,
+    ``consensus.robots.map.check_fence``, but a unicycle's offset ``l = v_max / w_max`` may grow at run time). Its
+    owner (``consensus.control.avoidance.Avoidance``) sets it; every step recorded while it is not 0 counts as
+    ``unwalled``, so a robot that drives without its walls is never silent about it."""
 
     steps: int = 0
     interventions: int = 0       # commands changed by more than INTERVENTION_TOL
@@ -170,10 +176,13 @@ class CollisionCounters:
     invalid: int = 0             # steps with a non-finite own position: the robot was stopped
     qp_solves: int = 0           # steps that needed the QP (the others took a fast path)
     min_distance_m: float = math.inf   # nearest known neighbour ever seen by the filter
+    unwalled: int = 0            # steps filtered without the wall rows of ``open_axes`` axes
+    open_axes: int = 0           # the axes without wall rows now (set by the filter's owner; not a total)
 
     def record(self, info: FilterInfo | BatchInfo) -> None:
         if isinstance(info, FilterInfo):
             self.steps += 1
+            self.unwalled += self.open_axes > 0
             self.interventions += info.intervened
             self.infeasible += info.method == "infeasible"
             self.invalid += info.method == "invalid"
@@ -182,6 +191,8 @@ class CollisionCounters:
             return
         method, intervened, dist = info.method, info.intervened, info.min_distance_m
         self.steps += int(method.size)
+        if self.open_axes:
+            self.unwalled += int(method.size)
         self.interventions += int(np.count_nonzero(intervened))
         self.infeasible += int(np.count_nonzero(method == INFEASIBLE))
         self.invalid += int(np.count_nonzero(method == INVALID))
@@ -192,7 +203,8 @@ class CollisionCounters:
     def as_dict(self) -> dict:
         return {"steps": self.steps, "interventions": self.interventions, "infeasible": self.infeasible,
                 "invalid": self.invalid, "qp_solves": self.qp_solves,
-                "min_distance_m": self.min_distance_m if math.isfinite(self.min_distance_m) else None}
+                "min_distance_m": self.min_distance_m if math.isfinite(self.min_distance_m) else None,
+                "unwalled": self.unwalled, "open_axes": self.open_axes}
 
 
 _UNIT_POLYGONS = {1: (np.array([[1.0], [-1.0]]), np.ones(2))}
@@ -291,7 +303,9 @@ def filter_velocity(p_i, u_nom, neighbours_p, d_min, v_max: float, gamma: float 
     as barrier rows too: ``h = hi - p >= 0`` and ``p - lo >= 0`` per axis, ``ḣ >= -γ h``, i.e. ``u_a <= γ (hi_a -
     p_a)`` and ``-u_a <= γ (p_a - lo_a)``. No command, filtered or not, then takes the robot out of the box (one
     outside is brought back in at the rate γ). With every pair at least ``d_min`` apart and the robot inside, ``u =
-    0`` still satisfies every row, so the QP stays feasible.
+    0`` still satisfies every row, so the QP stays feasible. An infinite bound (``-inf``/``inf`` on an axis) has no
+    wall row: the filter's owner leaves an axis narrower than the body open that way, counted
+    (``CollisionCounters.open_axes``).
     """
     v_max, gamma = _check_common(v_max, gamma)
     p = np.asarray(p_i, dtype=float)
@@ -717,7 +731,8 @@ def filter_velocity_many(points, u_nom, neighbours, d_min, v_max, gamma=1.0, *, 
     ``points (n, d)`` the robots' own positions, ``u_nom (n, d)``, d 1 or 2; ``neighbours (n, k, d)``: where
     robot i believes others are (NaN rows: unknown or padding, ignored); ``d_min`` a number or ``(n, k)``
     (entries of unknown rows are ignored); ``v_max`` and ``gamma`` a number or ``(n,)``; ``bounds`` None or
-    ``(lo (n, d), hi (n, d))`` (a robot with a NaN in its ``lo`` or ``hi`` row has no bounds). Robot i's command
+    ``(lo (n, d), hi (n, d))`` (a robot with a NaN in its ``lo`` or ``hi`` row has no bounds; an infinite entry no
+    wall on that side). Robot i's command
     is ``filter_velocity(points[i], u_nom[i], its known neighbours, their d_min, v_max[i], gamma[i],
     bounds=(lo[i], hi[i]) or None)`` (to rounding): the same rows, the same fast paths, and the robots that need
     the QP solved together by an exact batched dual active-set (``_batch_active_set``, compiled by numba:

@@ -9,7 +9,9 @@ vectorised, the remaining 2-D QPs by one batched dual active-set), instead of on
 per robot.
 
 It stays **decentralised**: robot i's rows use only ``nearby[i]`` (what robot i heard, with its ages and speeds), its
-own ``d_min`` margins, speed limit and geofence; nothing of one robot's knowledge reaches another's problem.
+own ``d_min`` margins (``robot_core.neighbour_margins``: a fresh position's honest margin, a silent body's growing
+keep-out), speed limit and geofence; nothing of one robot's knowledge reaches another's problem. A robot that holds
+(no slot it can reach: ``RobotCore.hold``) has no rows.
 
 The nearby sets come as one ``NearbyBatch`` of dense arrays (a fleet process: ``consensus.ros.nearby.FleetNearby``;
 the headless loop) or as one ``Nearby`` per robot (a robot process fed by the relay), padded into one; no per-robot
@@ -27,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from consensus.control.collision import filter_velocity_many, warm_up
-from consensus.control.robot_core import Command, Nearby, RobotCore
+from consensus.control.robot_core import Command, Nearby, RobotCore, neighbour_margins
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ class FleetCore:
                 cmds[i] = core.drive(now, None)       # without the filter the nearby robots play no part
                 continue
             goal = core._goal(nb.robot(i) if core.goal_needs_nearby() else None, now)
+            if goal is None:
+                cmds[i] = core.hold(now)              # no slot it can reach: it holds where it is
+                continue
             point, u_nom, nominal = core.filter_input(now, goal)
             rows.append(i)
             points.append(point)
@@ -104,10 +109,10 @@ class FleetCore:
         cores = [self.cores[i] for i in rows]
         idx = np.asarray(rows)
         base = np.array([c.d_min_base() for c in cores])
-        last_speed = np.array([c.last_speed for c in cores])
+        own = np.array([[c.last_speed, c.body_v_max, c.fresh_s] for c in cores])
         with np.errstate(invalid="ignore"):           # inf × 0 of an empty entry: never read
-            d_min = base[:, None] + np.maximum(nb.ages[idx], 0.0) * (last_speed[:, None]
-                                                                     + np.maximum(nb.speeds[idx], 0.0))
+            d_min = base[:, None] + neighbour_margins(nb.ages[idx], nb.speeds[idx], own[:, 0:1], own[:, 1:2],
+                                                      own[:, 2:3])
         dim = len(points[0])
         bounds = np.array([c.avoid.bounds if c.avoid.bounds is not None else np.full((2, dim), np.nan)
                            for c in cores])

@@ -20,6 +20,12 @@ Robots that agree on one meeting point cannot all stand on it. Each drives inste
 by: ``d_min × (1 + √n)``, d_min being the clearance for single-integrator robots. In 2-D the slots of ``n`` robots
 lie within it whenever the gap is at most 0.9 × d_min (checked for n up to 1000; the lattice's ``n``-th point is
 within ``(0.55 √n + 0.5) s``).
+
+**Fit.** The robot core moves the pattern as a whole into the box the filter keeps the robots' points in (the geofence
+less the body: ``RobotCore._inside``); it never rotates or shrinks it. A packing fits that box when its extent
+(``extent``: the width of the slots' bounding box per axis) is at most the box's width on every axis; one that does
+not would have its outer slots clamped onto each other and outside the box. ``fits`` says which, and ``most_that_fit``
+how many robots a box holds; the configs refuse a fleet that does not fit (``consensus.robots.map.check_fence``).
 """
 from __future__ import annotations
 
@@ -75,6 +81,42 @@ def assign(positions, slot_positions) -> np.ndarray:
     rows, cols = linear_sum_assignment(np.einsum("ksd,ksd->ks", diff, diff))
     out[known[rows]] = cols
     return out
+
+
+def extent(n: int, spacing: float, dim: int = 2) -> np.ndarray:
+    """``(dim,)``: the width of the bounding box of ``n`` slots ``spacing`` apart, per axis (0 for one robot)."""
+    unit = _unit_slots(max(int(n), 1), int(dim))
+    return (unit.max(axis=0) - unit.min(axis=0)) * float(spacing)
+
+
+def fits(n: int, spacing: float, lo, hi) -> str | None:
+    """None when the ``n`` slots ``spacing`` apart fit the box ``[lo, hi]`` (one bound per axis, 1 or 2 axes: the
+    box the filter keeps the robots' points in) on every axis (module docstring, "Fit"); else what does not fit, in
+    one sentence naming the packing's extent and the box's width on each axis."""
+    lo, hi = (np.asarray(x, dtype=float).reshape(-1) for x in (lo, hi))
+    if lo.shape != hi.shape or lo.size not in (1, 2):
+        raise ValueError(f"fits: lo and hi must be 1 or 2 numbers each (got {lo.size} and {hi.size})")
+    need, room = extent(n, spacing, lo.size), hi - lo
+    if bool(np.all(need <= room + 1e-9)):
+        return None
+    return (f"{int(n)} slots {spacing:.3g} m apart span {_by(need)} m, but the box is {_by(room)} m")
+
+
+def most_that_fit(spacing: float, lo, hi, limit: int = 1000) -> int:
+    """The most robots (at most ``limit``) whose slots ``spacing`` apart fit ``[lo, hi]`` (0: not even one); the
+    extent grows with ``n`` (the first ``n`` slots are those of ``n + 1`` less one), so a bisection finds it."""
+    if fits(1, spacing, lo, hi) is not None:
+        return 0
+    good, bad = 1, int(limit) + 1
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if fits(mid, spacing, lo, hi) is None else (good, mid)
+    return good
+
+
+def _by(values: np.ndarray) -> str:
+    """A box's widths as ``"1.6 × 1.6"``."""
+    return " × ".join(f"{v:.3g}" for v in values)
 
 
 def slots_radius(n: int, spacing: float, dim: int = 2) -> float:

@@ -133,6 +133,75 @@ class SettleWatch:
         return 0.0 if self.since is None else max(0.0, float(t) - self.since)
 
 
+class LossWatch:
+    """Which robots of a run are alive, judged on what each robot itself sends (its ``state``), so that agreement is
+    judged on the living while every body still counts for safety.
+
+    A robot is lost once nothing came from it for ``timeout_s``: after its last message, or, for a robot never heard
+    at all, after the recording began (``t0``: its process died before its first state, or never started). A lost
+    robot that speaks again is back. ``losses`` lists every loss and return in order (``{"robot", "event": "lost" |
+    "back", "t_s"}``, a loss also with ``last_state_s``: None for a robot never heard). ``sample()`` notes who counts
+    at each recorded sample; ``members()`` is that as a ``(T, n)`` mask in which a robot never heard during the whole
+    run counts at no sample (its body stood there, but it never took part in the agreement). Times in seconds on the
+    caller's clock; no clock of its own (the recorder's node clock, sim time or not)."""
+
+    def __init__(self, n: int, timeout_s: float) -> None:
+        if not (timeout_s > 0 and math.isfinite(timeout_s)):
+            raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s}")
+        self.timeout_s = float(timeout_s)
+        self.last_seen = np.full(int(n), np.nan)           # when each robot was last heard (NaN: never)
+        self.lost: dict[int, float] = {}                    # robot -> run time it was declared lost
+        self.losses: list[dict] = []
+        self._members: list[np.ndarray] = []
+
+    def heard(self, robot: int, now: float) -> None:
+        self.last_seen[robot] = now
+
+    def update(self, now: float, t0: float) -> list[dict]:
+        """Judge every robot at ``now`` (recording began at ``t0``); returns the new events (also in ``losses``)."""
+        new = []
+        for i, seen in enumerate(self.last_seen):
+            never = bool(np.isnan(seen))
+            silent = now - (t0 if never else seen) > self.timeout_s
+            if silent and i not in self.lost:
+                self.lost[i] = now - t0
+                new.append({"robot": i, "event": "lost", "t_s": round(now - t0, 3),
+                            "last_state_s": None if never else round(float(seen) - t0, 3)})
+            elif not silent and not never and i in self.lost:
+                del self.lost[i]
+                new.append({"robot": i, "event": "back", "t_s": round(now - t0, 3)})
+        self.losses.extend(new)
+        return new
+
+    def living(self) -> np.ndarray:
+        """``(n,)`` bool: the robots not lost now."""
+        alive = np.ones(len(self.last_seen), dtype=bool)
+        alive[list(self.lost)] = False
+        return alive
+
+    def sample(self) -> np.ndarray:
+        """Note (and return) who counts at the sample being recorded: the robots not lost now."""
+        alive = self.living()
+        self._members.append(alive)
+        return alive
+
+    def members(self) -> np.ndarray:
+        """``(T, n)`` bool, one row per ``sample()``: who counted for agreement, never-heard robots at no sample."""
+        n = len(self.last_seen)
+        out = np.asarray(self._members, dtype=bool).reshape(-1, n)
+        return out & ~np.isnan(self.last_seen)[None, :]
+
+
+def on_the_living(series: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """``(T, n, d)`` positions or targets with the rows of robots that do not count (``members`` False) as NaN:
+    what the convergence judgement (``convergence_summary``) reads when it is judged on the living."""
+    series = np.asarray(series, dtype=float)
+    members = np.asarray(members, dtype=bool)
+    if series.ndim != 3 or members.shape != series.shape[:2]:
+        raise ValueError(f"members {members.shape} must be the (T, n) of series {series.shape}")
+    return np.where(members[:, :, None], series, np.nan)
+
+
 def _num(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 

@@ -19,6 +19,7 @@ driver-facing topics (command and pose) are resolved in the entry's namespace. `
 config into the map's robots (``num_robots``, ``initial_positions``, ``sim``). Every problem is one ``ConfigError``
 naming the file and the robot: bad YAML, a missing or unknown field, an unknown preset, a duplicate or invalid
 namespace, a pose that is not numbers or lies outside the workspace geofence, a mix of simulated and real robots.
+``check_fence`` refuses a fleet its geofence cannot hold with the collision filter on (the configs' validation).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from typing import Any
 
 
 from consensus.control.avoidance import Avoidance, avoidance_from_config
+from consensus.control.packing import extent, fits, most_that_fit
 from consensus.control.safety import Geofence
 from consensus.errors import ConfigError
 from consensus.robots.presets import POSE_SOURCES, PRESETS, TWIST, TWIST_STAMPED, Preset, resolve
@@ -260,6 +262,78 @@ def fleet_reach(cfg) -> tuple[float, float] | None:
     if not avoids:
         return None
     return max(a.d_min_m + a.offset for a in avoids), max(a.point_v_max for a in avoids)
+
+
+def check_fence(cfg, workspace=None, *, num_robots: int | None = None,
+                widen: str | None = "widen the workspace") -> None:
+    """Refuse (one ``ConfigError``) a fleet of ``cfg`` that its geofence cannot hold safely once the collision filter
+    is on (``resolved_collision_avoidance(ros=True)``: a config cannot know whether it will run headless, so
+    ``auto`` counts as on):
+
+    * an axis of the fence narrower than a body, ``2 (r + l)`` (r the fleet's largest footprint, l a unicycle's
+      offset ``v_max / w_max``): no point of it keeps a whole body inside, and the filter would have no wall rows
+      on it (``Avoidance._set_bounds``);
+    * a packing that does not fit: the ``num_robots`` slots (default the config's, or the robots file's enabled
+      robots) ``d_min + packing_gap_m`` apart, the spacing the robot core packs at (``RobotCore._goal``), wider on
+      some axis than the box the filter keeps the robots' points in (the fence less ``r + l``, where
+      ``RobotCore._inside`` moves the pattern): its outer slots would be clamped onto each other and outside the
+      box (``consensus.control.packing.fits``).
+
+    Every kind of robot of the fleet is checked (a robots file's presets' kinematics and speed limits), with the
+    fleet's largest footprint on both sides of a pair (``fleet_footprint``): the largest spacing and body there
+    are. ``workspace``: the fence for a config without a ``workspace`` field (a disaster run's grid, the naming
+    game's fixed fence); ``num_robots``: the most robots that may share one point (a disaster cell: all drones);
+    ``widen``: how the message tells to make the fence larger (a disaster run: its grid; None: a fixed fence)."""
+    if cfg.resolved_collision_avoidance(ros=True) != "cbf":
+        return
+    ws = [float(v) for v in (cfg.workspace if workspace is None else workspace)]
+    robots_file = _robots_file(cfg)
+    if robots_file:
+        entries = check_robots(load_robots(robots_file), ws, robots_file)
+        radius = max(e.preset.footprint_radius_m for e in entries)
+        kinds = sorted({(e.kinematics(cfg.kinematics), *e.limits(cfg.v_max, cfg.w_max)) for e in entries})
+        n = len(entries)
+    else:
+        radius, kinds, n = float(cfg.footprint_radius_m), [(cfg.kinematics, cfg.v_max, cfg.w_max)], cfg.num_robots
+    n = int(n if num_robots is None else num_robots)
+    lo, hi = [float(v) for v in ws[0::2]], [float(v) for v in ws[1::2]]
+    fence = " × ".join(f"{b - a:g}" for a, b in zip(lo, hi))
+    for kinematics, v_max, w_max in kinds:
+        avoid = avoidance_from_config(cfg, ros=True, kinematics=kinematics, v_max=v_max, w_max=w_max, radius=radius,
+                                      fleet_radius=radius, workspace=ws)
+        inset = radius + avoid.offset
+        body = f"footprint_radius_m {radius:g} m" + (f" + the unicycle's offset v_max / w_max = {avoid.offset:g} m"
+                                                      if avoid.offset else "")
+        for axis, (a, b) in enumerate(zip(lo, hi)):
+            if b - a < 2 * inset - 1e-9:
+                fixes = [widen, "use smaller robots" + (" (or a lower v_max / higher w_max)" if avoid.offset else "")]
+                raise ConfigError(
+                    f"workspace axis {axis} is {b - a:g} m wide, narrower than a robot's body: 2 × ({body}) = "
+                    f"{2 * inset:g} m; no robot can stand inside the fence there, and the collision filter would "
+                    f"have no wall on it. {_either(fixes)}")
+        spacing = avoid.d_min_m + float(cfg.packing_gap_m)
+        box_lo, box_hi = [a + inset for a in lo], [b - inset for b in hi]
+        problem = fits(n, spacing, box_lo, box_hi)
+        if problem is None:
+            continue
+        needed = " × ".join(f"{v:.3g}" for v in extent(n, spacing, len(lo)) + 2 * inset)
+        most = most_that_fit(spacing, box_lo, box_hi, limit=n)
+        fixes = [f"use at most {most} robot{'s' if most != 1 else ''}", widen,
+                 "lower packing_gap_m / safety_margin_m / the footprint"]
+        if cfg.resolved_collision_avoidance(ros=False) == "none":
+            fixes.append("for a headless study of point robots, set collision_avoidance: none")
+        raise ConfigError(
+            f"{n} robots do not fit inside the {fence} m geofence: packed around a shared meeting point, their "
+            f"slots are {spacing:.3g} m apart (the filter's d_min {avoid.d_min_m:.3g} m + packing_gap_m "
+            f"{float(cfg.packing_gap_m):g} m) and need a fence of at least {needed} m ({problem}: the fence less "
+            f"{body}); their outer slots would overlap at the fence. {_either(fixes)}")
+
+
+def _either(fixes: list) -> str:
+    """``["a", None, "b", "c"]`` -> ``"A; b; or c."``: the remedies of a refused config."""
+    fixes = [f for f in fixes if f]
+    text = fixes[0] if len(fixes) == 1 else "; ".join(fixes[:-1]) + "; or " + fixes[-1]
+    return text[:1].upper() + text[1:] + "."
 
 
 def fleet_avoidance(cfg, *, ros: bool) -> Avoidance | None:

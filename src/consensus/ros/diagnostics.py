@@ -7,9 +7,12 @@ One ``DiagnosticStatus`` per node, every second:
 * ``name``: the node's fully-qualified name (``/recorder``, ``/robot_3/agent``);
 * ``hardware_id``: the robot (its robots-file entry's name, else ``robot_<i>``) or, for the other nodes, the host;
 * ``level``: from the counters that rose in the last ``HOLD_S`` seconds (``LEVELS``): a callback error is ERROR; a
-  bad message, an LLM fallback or a stale-input stop is WARN; else OK. A node whose counters stopped rising goes
-  back to OK after ``HOLD_S``; the totals stay in its key-values and its message;
-* ``message``: ``ok``, or the counters that rose with their totals (and a robot's ``state`` when it is not ``ok``);
+  bad message, an LLM fallback, a stale-input stop or a stop for a suspect pose is WARN; else OK. A node whose
+  counters stopped rising goes back to OK after ``HOLD_S``; the totals stay in its key-values and its message. A
+  robot's ``state`` sets a level of its own for as long as the record says it (``STATE_LEVELS``): ``pose_suspect``
+  (the robot cannot trust its own pose and holds still) is ERROR until its pose source is consistent again; the
+  higher of the two levels is the node's;
+* ``message``: ``ok``, or the counters that rose with their totals, and a robot's ``state`` when it is not ``ok``;
 * ``values``: the record's fields as ``KeyValue`` pairs (nested records one level deep, as ``key.sub``), the level's
   counters first, at most ``MAX_PAIRS`` pairs (the last then says how many were left out) with keys of at most
   ``MAX_KEY_CHARS`` and values of at most ``MAX_VALUE_CHARS`` characters: the whole record stays on its JSON topic.
@@ -38,7 +41,9 @@ LEVEL_NAMES = {OK: "OK", WARN: "WARN", ERROR: "ERROR"}
 
 #: the counters that set a node's level while they rise, and the level each sets
 LEVELS: tuple[tuple[str, int], ...] = (("callback_errors", ERROR), ("bad_messages", WARN), ("llm_fallbacks", WARN),
-                                       ("stale_stops", WARN))
+                                       ("stale_stops", WARN), ("pose_suspect_stops", WARN))
+#: a robot's ``state`` (its status record) that sets a level while the record says it
+STATE_LEVELS: dict[str, int] = {"pose_suspect": ERROR}
 HOLD_S = 10.0                # a counter that rose within this long keeps its level
 PERIOD_S = 1.0               # each node's status once a second
 ROBOTS_PER_ARRAY = 10        # a robot process's statuses go out in arrays of this many robots (RobotsDiagnostics)
@@ -46,6 +51,7 @@ MAX_PAIRS = 48               # key-values per status (the last says how many wer
 MAX_KEY_CHARS = 64
 MAX_VALUE_CHARS = 96
 SKIPPED_KEYS = ("node",)     # the status's name already
+BREAKDOWNS = ("errors_by_callback", "bad_by_input")   # the level's counters by callback and input (after them)
 HOST = socket.gethostname() or "localhost"
 
 Entry = tuple[str, str, Mapping[str, Any]]      # (node name, hardware id, JSON record)
@@ -85,13 +91,16 @@ def _count(record: Mapping[str, Any], key: str) -> int:
 
 
 def key_values(record: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The record's fields as bounded (key, value) strings: the level's counters first, then the rest in the record's
-    order, a nested mapping one level deep (``key.sub``); at most ``MAX_PAIRS``."""
+    """The record's fields as bounded (key, value) strings: the level's counters first, then their breakdowns
+    (``BREAKDOWNS``: which callback failed, which input was bad), then the rest in the record's order, a nested
+    mapping one level deep (``key.sub``); at most ``MAX_PAIRS``, so a long status record leaves out its last fields,
+    never what explains its level."""
     level_keys = [k for k, _ in LEVELS if k in record]
     pairs: list[tuple[str, str]] = [(k, _text(record[k])) for k in level_keys]
-    for key, value in record.items():
-        if key in level_keys or key in SKIPPED_KEYS:
-            continue
+    rest = [k for k in BREAKDOWNS if k in record]
+    rest += [k for k in record if k not in rest and k not in level_keys and k not in SKIPPED_KEYS]
+    for key in rest:
+        value = record[key]
         if isinstance(value, Mapping):
             pairs.extend((f"{key}.{sub}", _text(v)) for sub, v in value.items())
         else:
@@ -106,11 +115,15 @@ def node_status(name: str, hardware_id: str, record: Mapping[str, Any], rising: 
     """The status of node ``name`` from its health or status record; ``rising``: the ``LEVELS`` counters that rose
     lately (``StatusTracker`` knows which), which set the level."""
     rising = set(rising)
+    state = record.get("state")
+    state = state if isinstance(state, str) else None
     level = max((lvl for key, lvl in LEVELS if key in rising and _count(record, key)), default=OK)
+    level = max(level, STATE_LEVELS.get(state, OK))
     parts = [f"{key} {_count(record, key)}" for key, _ in LEVELS if key in rising and _count(record, key)]
     message = ", ".join(parts) + f" (rising in the last {HOLD_S:g} s)" if parts else "ok"
-    state = record.get("state")
-    if isinstance(state, str) and state != "ok":
+    if state in STATE_LEVELS:
+        message = f"state {state}" if message == "ok" else f"state {state}; {message}"
+    elif state is not None and state != "ok":
         message = f"{message}; state {state}"
     return NodeStatus(_bounded(name, 256), _bounded(hardware_id, 256), level, _bounded(message, 256),
                       key_values(record))

@@ -5,8 +5,15 @@ each robot i ``/robot_<i>/nearby``: the positions of the other robots it can phy
 communication graph. Why not ``neighbors``: the planning graph says whom a robot *listens to*; collision avoidance
 needs every robot it can meet (a ring's robot i meets robot i + 3 at the meeting point), so this set is a proximity
 set, independent of the graph (docs/real-robots.md). It goes through the same link model as the planning graph's
-deliveries (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``, and a position older than
-``robot_timeout_s + link_delay_s`` is left out: a lost robot).
+deliveries (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``).
+
+**Silent robots are bodies** (issue 41). A robot whose states stop (its process died, its link failed, its pose turned
+suspect) is never left out: the relay goes on sending its last position with its growing age, and each robot core
+widens its keep-out with that age up to ``silent_bound_m`` (``consensus.control.robot_core``). A robot that never spoke
+is a body where it starts, when the host knows the starts (``starts``: the topology node passes the run's initial
+positions), aged from the relay's first tick. Every other stream of positions claimed for a robot (a stranger, a copy,
+a relocation not yet confirmed: ``Plausibility.bodies``) is sent too, with id -1 and the fleet's ``v_max`` as its
+speed: a lie costs progress, never clearance.
 
 **Reach** (issue 29: the relay's traffic grows with the robots in reach, not with n²). With ``nearby_horizon_s`` > 0
 (default 0.5 s) robot i gets robot j only when ``consensus.control.avoidance.within_reach`` says it can meet it within
@@ -23,17 +30,20 @@ its slot on it, again on each new one (``RobotCore.check_census``). ``nearby_hor
 message, no census, no stop (the relay before issue 29's item 3). The relay's health record counts its messages and the
 positions in them (``nearby_messages``, ``nearby_points``; the aggregation summary's ``nearby_relay``).
 
-Every state is checked first (``consensus.control.plausibility``): outside the workspace plus a margin, a jump beyond
-the speed limit since the robot's last accepted state, or a stamp from the future is dropped and counted in the
-host's ``Health`` (``state.outside``, ``state.jump``, ``state.future``), and the relay goes on sending that robot's
-last accepted position, ageing (the filter widens its distance with the age). A suspect robot's plausible states are
+Every state is checked first against the robot's track (``consensus.control.plausibility``): outside the workspace
+plus a margin, farther than the track can have moved, stamped before the track's newest position (a replay) or from
+the future is dropped and counted in the host's ``Health`` (``state.outside``, ``state.jump``, ``state.past``,
+``state.future``), and the relay goes on sending that robot's track (where its body is), ageing (the filter widens its
+distance with the age). A suspect robot's plausible states are
 still relayed here: its body is real and must be avoided. The host's health record carries ``implausible``,
 ``suspects`` and ``suspected``.
 
 **The message** (``sensor_msgs/PointCloud2``, frame ``world``, one row of points, little-endian; ``NEARBY_FIELDS``):
 ``x``, ``y``, ``z`` (float64: the position; z = 0), ``age`` (float32: seconds from when the relay received that
 position to the message's header stamp), ``speed`` (float32: the robot's speed measured from its last two states,
-timed by their header stamps, at most ``v_max``, m/s), ``id`` (int32: the robot's index). A robot adds the time
+timed by their header stamps, at most ``v_max``, m/s), ``id`` (int32: the robot's index; -1: a body of no known
+robot). A reader fails closed (``read_nearby``): a non-finite, negative or absurd age or speed, or one id twice, refuses
+the whole message (counted), and a robot keeps the robots it knew. A robot adds the time
 since the header stamp to each ``age``: the filter then widens its distance to each neighbour by that position's age
 times the pair's closing speed (``consensus.control.robot_core``), instead of a fixed worst case.
 PointCloud2 is the standard message for points that carry named fields; RViz and Foxglove draw it.
@@ -71,6 +81,8 @@ NEARBY_FIELDS = (("x", PointField.FLOAT64, "<f8"), ("y", PointField.FLOAT64, "<f
                  ("age", PointField.FLOAT32, "<f4"), ("speed", PointField.FLOAT32, "<f4"),
                  ("id", PointField.INT32, "<i4"))
 NEARBY_DTYPE = np.dtype([(name, code) for name, _, code in NEARBY_FIELDS])
+MAX_AGE_S = 1e6             # a nearby age beyond this (11 days) is not one a relay sends: the message is refused [s]
+MAX_SPEED = 1e3             # nor a speed beyond this [m/s]
 
 
 def nearby_cloud(stamp_ns: int, xy: np.ndarray, age: np.ndarray, speed: np.ndarray, ids: np.ndarray) -> PointCloud2:
@@ -97,7 +109,9 @@ def nearby_cloud(stamp_ns: int, xy: np.ndarray, age: np.ndarray, speed: np.ndarr
 def read_nearby(raw: bytes, now_s: float, dim: int) -> tuple[Nearby, int] | None:
     """A serialized ``nearby`` message as the robot core's ``Nearby`` (ages brought to ``now_s``) and the number of
     points dropped for a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position; None when it is not one (another
-    layout, a short buffer): the caller counts a bad message."""
+    layout, a short buffer) or fails closed: a non-finite, negative or absurd age or speed, or one robot id twice (ids
+    below 0 are bodies of no known robot and may repeat). A field that cannot be read never becomes "fresh and
+    still": the caller counts a bad message and keeps the robots it knew (``RobotCore.check_nearby``)."""
     try:
         msg = deserialize_message(raw, PointCloud2)
         layout = [(f.name, f.offset, f.datatype) for f in msg.fields]
@@ -107,12 +121,17 @@ def read_nearby(raw: bytes, now_s: float, dim: int) -> tuple[Nearby, int] | None
         pts = np.frombuffer(bytes(msg.data), dtype=NEARBY_DTYPE, count=msg.width * msg.height)
     except Exception:  # noqa: BLE001 - an undecodable message is the caller's counted bad message
         return None
+    age_in, speed = pts["age"].astype(float), pts["speed"].astype(float)
+    ids = pts["id"].astype(int)
+    known = ids[ids >= 0]
+    if (not (np.isfinite(age_in).all() and np.isfinite(speed).all()) or (age_in < 0).any() or (speed < 0).any()
+            or (age_in > MAX_AGE_S).any() or (speed > MAX_SPEED).any() or len(np.unique(known)) != len(known)):
+        return None
     xy = np.column_stack([pts["x"], pts["y"]])[:, :dim]
     good = sane_rows(xy)
     stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-    age = np.nan_to_num(pts["age"].astype(float), nan=0.0, posinf=0.0).clip(0.0) + max(now_s - stamp, 0.0)
-    speed = np.nan_to_num(pts["speed"].astype(float), nan=0.0, posinf=0.0).clip(0.0)
-    return Nearby(xy[good], age[good], speed[good], pts["id"].astype(int)[good]), int(len(xy) - good.sum())
+    age = age_in + max(now_s - stamp, 0.0)
+    return Nearby(xy[good], age[good], speed[good], ids[good]), int(len(xy) - good.sum())
 
 
 def checked_state(raw, j: int, plausible: Plausibility, health: Health, now: float,
@@ -136,17 +155,24 @@ class NearbyRelay:
     ``accept`` (the topology node, which relays the same states for planning). With ``cfg.fleet`` it relays nothing
     (``relaying`` False): the fleet process computes the sets (``FleetNearby``)."""
 
-    def __init__(self, node: Node, cfg, health: Health, *, seed_offset: int = 104729, subscribe: bool = True) -> None:
+    def __init__(self, node: Node, cfg, health: Health, *, seed_offset: int = 104729, subscribe: bool = True,
+                 starts: np.ndarray | None = None) -> None:
         self.node, self.cfg, self.health = node, cfg, health
         n = self.n = cfg.num_robots
         delay = float(getattr(cfg, "link_delay_s", 0.0))
-        # a sample: x, y and the speed measured from the robot's previous state
+        # a sample: x, y and the speed measured from the robot's previous state; no age limit: a robot whose states
+        # stopped is still a body (module docstring, "Silent robots")
         self.links = LinkModel(n, 3, delay_s=delay, drop_prob=float(getattr(cfg, "link_drop_prob", 0.0)),
-                               max_age_s=cfg.robot_timeout_s + delay, seed=cfg.seed + seed_offset,
-                               rate_hz=cfg.state_rate_hz)
+                               seed=cfg.seed + seed_offset, rate_hz=cfg.state_rate_hz)
         self.last = np.full((n, 3), np.nan)           # stamp, x, y of every robot's previous state
         self.v_max = float(cfg.v_max)
         self.plausible = Plausibility.for_workspace(n, cfg.workspace, self.v_max)
+        # where the robots start, when the host knows it (the run's initial positions): the first state is checked
+        # against it, and a robot that never spoke is a body there
+        self.starts = None if starts is None else np.asarray(starts, dtype=float).reshape(n, -1)[:, :2]
+        if self.starts is not None:
+            self.plausible.expect(self.starts)
+        self.t0: float | None = None                  # the relay's first tick (a silent start's age runs from it)
         health.extra = lambda: {**self.plausible.record(self._now()), "nearby_points": self.sent_points,
                                 "nearby_messages": self.published * len(self.pubs)}
         self.speed = np.zeros(n)                      # every robot's speed measured from its last two states
@@ -192,7 +218,8 @@ class NearbyRelay:
         got = checked_state(raw, j, self.plausible, self.health, now, what)
         if got is None:
             return None
-        p, stamp_ns = got
+        _, stamp_ns = got
+        p = tuple(float(v) for v in self.plausible.last[j][:2])    # the track: where the body is
         # the speed between the robot's last two accepted states, timed by their own stamps (two states that arrive
         # in one burst are still a state period apart), at most the fleet's speed limit; the position's time is its
         # stamp, or when it came if that is earlier (a sender's clock ahead of ours never makes it younger), so its
@@ -211,22 +238,47 @@ class NearbyRelay:
     def relay(self) -> None:
         now_ns = self.node.get_clock().now().nanoseconds
         now = now_ns * 1e-9
+        if self.t0 is None:
+            self.t0 = now
         values, times = self.links.deliver(now)
+        silent, extra = self._more_bodies(now)
+        if silent is not None and silent.any():      # robots that never spoke: bodies where they start
+            never = ~np.isfinite(times) & silent[None, :]
+            values[never, :2] = self.starts[np.nonzero(never)[1]]
+            values[never, 2] = 0.0
+            times[never] = self.t0
         own, own_age = self.last[:, 1:3], now - self.last[:, 0]
         for i, pub in enumerate(self.pubs):
             known = np.isfinite(times[i])
             known[i] = False
+            xy, age, speed = values[i, :, :2], now - times[i], values[i, :, 2]
+            ids = np.arange(self.n)
+            more = [b for b in extra if b[0] != i]
+            if more:                                  # every other stream claimed for a robot: a body of no known id
+                xy = np.vstack([xy, [b[1] for b in more]])
+                age = np.concatenate([age, [now - b[2] for b in more]])
+                speed = np.concatenate([speed, np.full(len(more), self.v_max)])
+                ids = np.concatenate([ids, np.full(len(more), -1)])
+                known = np.concatenate([known, np.ones(len(more), dtype=bool)])
             if self.d_min is not None:
                 k = np.flatnonzero(known)
-                known[k] = within_reach(own[i], own_age[i], values[i, k, :2], now - times[i, k], d_min=self.d_min,
-                                        v_max=self.reach_v, horizon_s=self.reach_s)
+                known[k] = within_reach(own[i], own_age[i], xy[k], age[k], d_min=self.d_min, v_max=self.reach_v,
+                                        horizon_s=self.reach_s)
             known = np.flatnonzero(known)
             self.sent_points += len(known)
-            pub.publish(nearby_cloud(now_ns, values[i, known, :2], now - times[i, known], values[i, known, 2], known))
+            pub.publish(nearby_cloud(now_ns, xy[known], np.maximum(age[known], 0.0), speed[known], ids[known]))
         self.published += 1
         if self.census_pub is not None and now >= self._census_due:
             self._census_due = now + float(self.cfg.planner_period_s)
             self.census_pub.publish(self.census(now_ns))
+
+    def _more_bodies(self, now: float) -> tuple[np.ndarray | None, list[tuple[int, np.ndarray, float]]]:
+        """The bodies besides each robot's track: which robots never spoke (``(n,)`` bool, None without known
+        starts), and every other stream of positions claimed for a robot (``Plausibility.bodies``: ``(robot,
+        position, time)``)."""
+        silent = None if self.starts is None else ~np.isfinite(self.plausible.last_t)
+        extra = [(j, p[:2], t) for j in range(self.n) for p, t in self.plausible.bodies(j, now)]
+        return silent, extra
 
     def census(self, now_ns: int) -> PointCloud2:
         """Every robot's newest accepted position (as received, no link model: one message that every robot reads
@@ -258,8 +310,7 @@ class FleetNearby:
         self.dim = int(cfg.dim)
         delay = float(getattr(cfg, "link_delay_s", 0.0))
         self.links = LinkModel(n, 3, delay_s=delay, drop_prob=float(getattr(cfg, "link_drop_prob", 0.0)),
-                               max_age_s=cfg.robot_timeout_s + delay, seed=cfg.seed + seed_offset,
-                               rate_hz=1.0 / cfg.control_period_s)
+                               seed=cfg.seed + seed_offset, rate_hz=1.0 / cfg.control_period_s)
         self.v_max = float(cfg.v_max)
         self._last = np.full((n, 3), np.nan)            # time, x, y of each robot's last recorded pose
 

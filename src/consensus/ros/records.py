@@ -211,8 +211,9 @@ class StatusRecord(Record):
 
     robot: int = doc("the robot's index")
     round: int = doc("planning rounds completed", 0)
-    state: str = doc('"ok", "waiting" (no pose yet), "degraded" (LLM retrying or down), "stopped" (stale inputs) '
-                     'or "estopped"', "ok")
+    state: str = doc('"ok", "waiting" (no pose yet), "degraded" (LLM retrying or down), "stopped" (stale inputs), '
+                     '"pose_suspect" (its own pose cannot be trusted: it holds still), "blocked" (no free slot: it '
+                     'holds) or "estopped"', "ok")
     llm_calls: int = doc("LLM requests made", 0)
     llm_fallbacks: int = doc("rounds planned without a usable LLM reply", 0)
     clamped: int = doc("targets clamped into the workspace", 0)
@@ -222,6 +223,10 @@ class StatusRecord(Record):
     estops: int = doc("e-stop engagements", 0)
     deadlocks: int = doc("deadlocks detected and escaped", 0)
     census_fallbacks: int = doc("packing slots solved on the robots in reach, for want of a fresh census", 0)
+    pose_suspect_stops: int = doc("control ticks held because its own pose could not be trusted", 0)
+    odom_creeps: int = doc("times its odometry crept against the commands it sent", 0)
+    slots_blocked: int = doc("packing slots given up after bounded deadlock escapes", 0)
+    blocked: int = doc("holds entered for want of a free slot", 0)
     estopped: bool = doc("the e-stop holds the robot now", False)
     meeting_point: list[float] | None = doc("the planner's target (its meeting point)", None)
     goal: list[float] | None = doc("where the controller drives (the meeting point or the robot's slot)", None)

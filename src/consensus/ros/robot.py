@@ -185,6 +185,7 @@ class RobotAgent:
         self._dry_log = None
         if cfg.dry_run:
             self.pub_cmd = None               # nothing is published: not even a publisher to match
+            self.core.watch_creep = False     # the robot does not move: its odometry cannot follow the commands
             if cfg.output_dir:
                 self._dry_log = open(f"{cfg.output_dir}/dry_run.jsonl", "a", buffering=1, encoding="utf-8")
         else:
@@ -430,15 +431,15 @@ class RobotAgent:
     def flush(self) -> None:
         """What a control tick publishes after its command: the robot's state (every ``1 / state_rate_hz``) and the
         outputs of the round ``_collect_plan`` applied, if any."""
-        pos = self.core.pos
-        if pos is not None and (self.timing.ticks + self.id) % self.state_every == 0:     # robots staggered
-            y = float(pos[1]) if self.cfg.dim > 1 else 0.0
-            # stamped when the pose came (its odometry's receive time), not now: the relays age it from there; once
-            # the odometry is stale the robot is stopped where it was, and its state is stamped now (it stays known)
-            stamp = self.core.odom_stamp
-            if stamp is None or self._tick_now - stamp > self.cfg.odom_timeout_s:
-                stamp = self._tick_now
-            self.pub_state.publish(self._state_tpl.pack(int(stamp * 1e9), x=float(pos[0]), y=y))
+        if (self.timing.ticks + self.id) % self.state_every == 0:                          # robots staggered
+            # stamped when the pose came (its odometry's receive time), not now: the relays age it from there; a
+            # robot whose odometry is stale or suspect says nothing (``RobotCore.broadcast_pose``): the others keep
+            # its last state as a body, ageing, instead of a position it cannot vouch for
+            got = self.core.broadcast_pose(self._tick_now)
+            if got is not None:
+                pos, stamp = got
+                y = float(pos[1]) if self.cfg.dim > 1 else 0.0
+                self.pub_state.publish(self._state_tpl.pack(int(stamp * 1e9), x=float(pos[0]), y=y))
         self._publish_round()
 
     def _publish_round(self) -> None:

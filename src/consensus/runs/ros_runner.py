@@ -5,7 +5,9 @@ package's node, e.g. ``turtlesim_node``, found through the ament index, gets no 
 ``ROS_SECURITY_ENABLE=true``, e.g. ``consensus run --security``, also ``--enclave`` of its SROS2 enclave, whose
 files are checked in the keystore before anything starts: ``consensus.runs.security``), its output
 goes to ``RUN/logs/<name>.log``, the recorder's progress lines are echoed, and the run ends when the recorder exits
-(then every other process gets SIGINT, then SIGTERM, then SIGKILL: nothing is left behind).
+(then every other process gets SIGINT, then SIGTERM, then SIGKILL: nothing is left behind). A robot whose own
+process died is named in ``summary.json`` (``lost_processes``, and ``lost_robots`` where the scenario keeps one:
+``note_lost_robots``), whenever it died.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from consensus import names
 from consensus.errors import ConsensusError
 from consensus.runs import security
 from consensus.runs.processes import FINISH_GRACE_S, GOES_ON_WITHOUT, ProcessSpec, writes_record
@@ -183,6 +186,39 @@ def _lost(p: _Proc, code: int | None, rule: str) -> dict:
     return {"process": p.spec.path, "exit_code": code, "rule": rule, "log": str(p.log_path)}
 
 
+def robot_of_process(process: str) -> int | None:
+    """The robot whose own process ``process`` (``ProcessSpec.path``: ``robot_<i>/agent``) is, else None."""
+    namespace, _, _ = process.rpartition("/")
+    return names.split_robot_namespace(f"/{namespace}")[1] if namespace else None
+
+
+def note_lost_robots(out: Path, dead: list[dict], echo: Callable[[str], None] | None = None) -> list[int]:
+    """Every robot whose own process died (``dead``: the lost processes, ``robot_<i>/...``) joins the summary's
+    ``lost_robots``, where the scenario keeps one (its recorder judges a loss by the robot's own messages, and has not
+    yet when the robot died within ``robot_timeout_s`` of the end), with a ``losses`` event ``{"robot", "event":
+    "lost", "t_s": None, "process", "exit_code"}`` (the runner does not know the run's clock). A summary without
+    ``lost_robots`` is left as it is. Returns the robots added."""
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return []
+    listed = summary.get("lost_robots") if isinstance(summary, dict) else None
+    if not isinstance(listed, list):
+        return []
+    losses = summary.get("losses") if isinstance(summary.get("losses"), list) else []
+    added = []
+    for d in dead:
+        robot = robot_of_process(str(d.get("process", "")))
+        if robot is None or robot in listed or robot in added:
+            continue
+        added.append(robot)
+        losses.append({"robot": robot, "event": "lost", "t_s": None, "process": d.get("process"),
+                       "exit_code": d.get("exit_code")})
+    if added:
+        _note_quietly(out, echo, lost_robots=sorted({*listed, *added}), losses=losses)
+    return added
+
+
 def _note_quietly(out: Path, echo: Callable[[str], None] | None, **fields) -> None:
     """``note_in_summary``; on a full disk the summary keeps what it had and the reason is printed."""
     from consensus.runs.rundir import note_in_summary
@@ -240,6 +276,7 @@ def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[
         _note_quietly(out, echo, bag_repaired=repaired)
     if dead and (out / "summary.json").exists():
         note_lost_processes(out, dead)
+        note_lost_robots(out, dead, echo)
     elif dead:
         workspace = None
         try:
@@ -311,10 +348,10 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
                     raise ConsensusError(f"process '{p.spec.namespace}/{p.spec.name}' exited with code {code}:\n"
                                          f"{p.tail()}")
                 lost.add(k)          # one robot of many: the others go on (the recorder notes the loss)
-                if all(j in lost for j, q in enumerate(procs) if q.spec.expendable):
+                last_robot = all(j in lost for j, q in enumerate(procs) if q.spec.expendable)
+                dead.append(_lost(p, code, "the run ended" if last_robot else "the run went on"))
+                if last_robot:
                     # no robot left: nothing would move or answer again, and a round clock would wait for ever
-                    dead.extend(_lost(procs[j], procs[j].popen.returncode, "the run ended") for j in sorted(lost)
-                                if procs[j].spec.expendable)
                     raise ConsensusError(f"every robot process died (the last: '{p.spec.path}', "
                                          f"exit code {code}); the run ended:\n{p.tail()}")
                 if echo:

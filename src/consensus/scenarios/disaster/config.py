@@ -107,6 +107,13 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Si
              f"single_integrator; got '{self.kinematics}')")
         need(self.control_period_s <= self.round_time_s, "control_period_s must not exceed round_time_s")
         self.env_config().validate()
+        # every drone may choose one cell: their packing must fit the grid (the drones' geofence) where the filter
+        # keeps them apart
+        from consensus.robots.map import check_fence
+        from consensus.scenarios.disaster.processes import grid_bounds
+
+        check_fence(self, grid_bounds(self), num_robots=self.resolved().num_robots,
+                    widen="enlarge the grid (width, height, cell_size_m)")
 
 
 def load_disaster_config(path=None, **overrides: Any) -> DisasterConfig:

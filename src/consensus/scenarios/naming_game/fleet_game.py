@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from consensus.errors import ConfigError
+from consensus.robots.map import check_fence
 from consensus.runs.processes import robot_base_overrides
 from consensus.scenarios.naming_game.config import NamingGameParams
 from consensus.scenarios.naming_game.game import memory_space
@@ -117,6 +118,8 @@ class RobotsGameConfig(RunParams, FleetParams, NamingGameParams, RobotsParams, L
         need(not self.uses_llm(), "a robot fleet plays a fixed q table: extract the LLM's table first (consensus run "
              "naming-game --set policy=llm ...) and pass the run's policy.json as table:PATH")
         fleet_policy(self)            # a missing or bad table is refused before anything starts
+        # the whole fleet may gather at one point: its packing must fit the (fixed) fence
+        check_fence(self, WORKSPACE, widen=None)
 
 
 def controller_config(cfg: RobotsGameConfig, **settings: Any) -> tuple[RobotBaseConfig, dict[str, Any]]:

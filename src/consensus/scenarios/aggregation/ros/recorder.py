@@ -21,9 +21,17 @@ odometry or motion-capture pose, brought into the shared frame the same way, ``R
 ``positions_from: "odom"``, as when no ``ground_truth`` message came within ``START_WAIT_S`` (a simulator started
 some other way: logged, and the odometry is read instead). A ``PoseStamped`` in another frame, a ``ground_truth``
 message with another number of poses than robots, a non-finite or absurd pose is a bad message. The ``state`` topic
-still tells the recorder a robot is alive (a robot whose state stops for ``robot_timeout_s`` is lost) and is what
-the planners see.
+still tells the recorder a robot is alive and is what the planners see.
 Sampling starts once every robot has sent a state and has a pose (or after ``START_WAIT_S``).
+
+Lost robots (``consensus.metrics.convergence.LossWatch``): a robot whose state stops for ``robot_timeout_s`` is lost,
+and so is a robot that never sent one by ``robot_timeout_s`` after sampling started (its process died at start-up);
+one that speaks again is back. ``summary.json`` names them (``lost_robots``, ``losses``; ``consensus run`` also adds a
+robot whose own process died, ``consensus.runs.ros_runner``). Agreement is judged on the living: the convergence
+figures (``converged``, ``final_spread_m``, the meeting points, the packing around them) leave a robot out while it
+is lost, and a robot never heard at every sample. Safety is judged on every body: ``trajectories.csv``,
+``min_pair_distance_m`` and ``outside_geofence_m`` keep a lost robot's body where its pose source puts it (a dead
+robot's body still stands there, a real one may still move).
 
 Nothing written is lost when the recorder dies: each sample's rows go to ``trajectories.csv`` as it is taken, and
 every planning record to ``plans.jsonl`` as it arrives, each in one whole append (``consensus.jsonl.AppendFile``:
@@ -70,7 +78,7 @@ from consensus.runs.foxglove_live import REASONING_CHARS, LiveView
 from consensus.runs.ros_runner import announce_results
 from consensus.control.avoidance import avoidance_from_config, sum_collision
 from consensus.control.plausibility import sum_implausible
-from consensus.metrics.convergence import SettleWatch, spread
+from consensus.metrics.convergence import LossWatch, SettleWatch, min_pair_distance_series, on_the_living, spread
 from consensus.robots.map import fleet_footprint
 from consensus.scenarios.aggregation.headless import agreement_measure
 from consensus.ros import qos
@@ -80,7 +88,8 @@ from consensus.ros.health import HEALTH, Health, guarded, publish_health, sum_he
 from consensus.ros.inputs import read_xy
 from consensus.ros.params import declare_config
 from consensus.ros.process import node_main
-from consensus.runs.rundir import TrajectoryStream, default_run_dir, finalize, release_space, write_manifest
+from consensus.runs.rundir import (TrajectoryStream, default_run_dir, finalize, outside_geofence_m, release_space,
+                                   write_manifest)
 from consensus.jsonl import AppendFile
 from consensus.robots.map import robot_entry
 from consensus.robots.presets import ODOMETRY
@@ -124,13 +133,12 @@ class Recorder:
         self.ground_truth = sim_spec(cfg.sim).ground_truth and all(e is None for e in self.entries)
         self._truth_raw: bytes | None = None
         self._truth_seen = False
-        self.last_seen = np.full(n, np.nan)               # when each robot's state last arrived
-        self.lost: dict[int, float] = {}                  # robot -> run time it was declared lost (lost robots)
-        self.losses: list[dict] = []                      # every loss and return, in order
+        self.watch = LossWatch(n, cfg.robot_timeout_s)    # who is alive (lost robots, agreement on the living)
+        self.last_seen = self.watch.last_seen             # when each robot's state last arrived (written in place)
         self.tgt = np.full((n, 2), np.nan)
         self.status: dict[int, dict] = {}
         self.times: list[float] = []
-        self.positions: list[np.ndarray] = []
+        self.positions: list[np.ndarray] = []             # every body at each sample, the lost ones too
         self.targets: list[np.ndarray] = []
         self.health = Health(parent=HEALTH, logger=node.get_logger())               # the recorder's own counters
         self.write_errors: dict[str, int] = {}           # file -> records that could not be written (full disk)
@@ -186,6 +194,16 @@ class Recorder:
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
+
+    @property
+    def lost(self) -> dict[int, float]:
+        """The robots lost now -> the run time each was declared lost."""
+        return self.watch.lost
+
+    @property
+    def losses(self) -> list[dict]:
+        """Every loss and return, in order (``LossWatch``)."""
+        return self.watch.losses
 
     def _pose_in(self, i: int):
         """Robot ``i``'s pose source: the newest message is kept serialized and decoded when a sample is taken."""
@@ -354,19 +372,21 @@ class Recorder:
             self.node.get_logger().info(f"recording {self.cfg.num_robots} robots for {self.cfg.duration_s:.0f} s "
                                         f"into {self.out}")
         t = now - self.t0
-        self._note_losses(now, t)
+        self._note_losses(now)
+        living = self.watch.sample()
         self.times.append(t)
-        pos = self.pos.copy()
-        pos[list(self.lost)] = np.nan                     # a lost robot's last position is not part of the fleet
-        self.positions.append(pos)
+        bodies = self.pos.copy()
+        self.positions.append(bodies)
         self.targets.append(self.tgt.copy())
         dim = 1 if self.cfg.dim == 1 else 2
-        self._append("trajectories.csv", lambda: self.traj.append(t, pos[:, :dim], self.tgt[:, :dim]))
+        self._append("trajectories.csv", lambda: self.traj.append(t, bodies[:, :dim], self.tgt[:, :dim]))
+        pos = bodies.copy()
+        pos[~living] = np.nan                             # a lost robot is not part of the fleet's agreement
         sp = self._spread(pos)
         settled = self.settle.update(t, sp if self.avoid is None else self._agreement(pos))
         if t - self.last_progress >= min(PROGRESS_PERIOD_S, self.cfg.planner_period_s) or settled:
             self.last_progress = t
-            self.node.get_logger().info(self.progress_line(t, sp))
+            self.node.get_logger().info(self.progress_line(t, sp, living))
         if (self.cfg.max_rounds and self.t_all_planned is None
                 and all(r >= self.cfg.max_rounds for i, r in enumerate(self.rounds_planned) if i not in self.lost)):
             self.t_all_planned = t
@@ -379,15 +399,17 @@ class Recorder:
             self.end_reason = reason
             self.done.set_result(True)
 
-    def progress_line(self, t: float, sp: float) -> str:
-        """The line a person watching the run reads: time, round, spread, LLM calls (and how long consensus held)."""
+    def progress_line(self, t: float, sp: float, living: np.ndarray | None = None) -> str:
+        """The line a person watching the run reads: time, round, spread, LLM calls (and how long consensus held);
+        the meeting points of the ``living`` robots (default: all)."""
         c = self.counters()
         held = self.settle.held_s(t)
         line = f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s  round {c['rounds_max']}  "
         if self.avoid is None:
             line += f"spread {sp:.3f} m (tol {self.cfg.converge_tol_m:g})"
         else:                      # bodies: the meeting points agree, the robots pack around them
-            tsp = self._spread(self.tgt)                 # NaN until two robots have planned
+            tgt = self.tgt if living is None else np.where(living[:, None], self.tgt, np.nan)
+            tsp = self._spread(tgt)                      # NaN until two robots have planned
             line += (f"meeting points within {'n/a' if math.isnan(tsp) else f'{tsp:.3f}'} m "
                      f"(tol {self.cfg.converge_tol_m:g})  spread {sp:.3f} m")
         if self.cfg.settle_s > 0 and held > 0:
@@ -408,24 +430,22 @@ class Recorder:
         valid = pos[~np.isnan(pos).any(axis=1)]
         return spread(valid) if len(valid) > 1 else float("nan")
 
-    def _note_losses(self, now: float, t: float) -> None:
-        """A robot whose state is older than robot_timeout_s is lost (its process died, its link failed): it leaves
-        the spread and the convergence from then on, and ``summary.json`` lists it (``lost_robots``, ``losses``)."""
-        for i, seen in enumerate(self.last_seen):
-            silent = not np.isnan(seen) and now - seen > self.cfg.robot_timeout_s
-            if silent and i not in self.lost:
-                self.lost[i] = t
-                self.losses.append({"robot": i, "event": "lost", "t_s": round(t, 3),
-                                    "last_state_s": round(seen - self.t0, 3) if self.t0 is not None else None})
-                self.node.get_logger().warning(f"robot_{i} lost at t={t:.1f} s (no state for "
-                                               f"{self.cfg.robot_timeout_s:g} s); the run goes on without it")
-            elif not silent and not np.isnan(seen) and i in self.lost:
-                del self.lost[i]
-                self.losses.append({"robot": i, "event": "back", "t_s": round(t, 3)})
+    def _note_losses(self, now: float) -> None:
+        """A robot whose state is older than robot_timeout_s, or that never sent one by robot_timeout_s after
+        sampling started, is lost (its process died, its link failed): it leaves the agreement from then on, its body
+        stays in the safety figures, and ``summary.json`` lists it (``lost_robots``, ``losses``)."""
+        for ev in self.watch.update(now, self.t0):
+            i, t = ev["robot"], ev["t_s"]
+            if ev["event"] == "lost":
+                why = (f"no state for {self.cfg.robot_timeout_s:g} s" if ev["last_state_s"] is not None
+                       else "no state since the recording started")
+                self.node.get_logger().warning(f"robot_{i} lost at t={t:.1f} s ({why}); the run goes on without it")
+            else:
+                self.node.get_logger().info(f"robot_{i} back at t={t:.1f} s")
 
     def counters(self) -> dict:
         keys = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops",
-                "deadlocks")
+                "deadlocks", "pose_suspect_stops")
         out = {k: int(sum(st.get(k, 0) for st in self.status.values())) for k in keys}
         rounds = [st.get("round", 0) for st in self.status.values()]
         out["rounds_max"] = int(max(rounds, default=0))
@@ -507,8 +527,8 @@ class Recorder:
             self.publish_live(now.nanoseconds)
 
     def publish_live(self, now_ns: int) -> None:
-        """The Foxglove live view: the fleet (lost robots' positions left out, as in the recording) and the
-        progress the log line shows."""
+        """The Foxglove live view: the fleet (lost robots' positions left out, as in the agreement; named in
+        ``lost``) and the progress the log line shows."""
         pos = self.pos.copy()
         pos[list(self.lost)] = np.nan
         self.live.fleet(now_ns, pos, self.tgt, self.edges, self.reasoning, self.colors, lost=sorted(self.lost))
@@ -526,10 +546,13 @@ class Recorder:
             self.live.close()
         n = self.cfg.num_robots
         times = np.asarray(self.times)
-        pos = np.asarray(self.positions).reshape(-1, n, 2)
+        bodies = np.asarray(self.positions).reshape(-1, n, 2)
         tgt = np.asarray(self.targets).reshape(-1, n, 2)
         if self.cfg.dim == 1:
-            pos, tgt = pos[..., :1], tgt[..., :1]
+            bodies, tgt = bodies[..., :1], tgt[..., :1]
+        # agreement on the living (the convergence figures, the plots), safety on every body (module docstring)
+        members = self.watch.members()
+        pos, tgt = on_the_living(bodies, members), on_the_living(tgt, members)
         summary = finalize(self.out, times=times, positions=pos, targets=tgt, tol=self.cfg.converge_tol_m,
                            trajectories_written=True,
                            counters=self.counters(), title=f"Aggregation through ROS 2, planner={self.cfg.planner}",
@@ -543,6 +566,7 @@ class Recorder:
                                   **({} if self.avoid is None else {"clearance_m": self.avoid.clearance_m}),
                                   "per_robot": [self.status.get(i, {}) for i in range(n)],
                                   "lost_robots": sorted(self.lost), "losses": self.losses,
+                                  **self.body_safety(bodies),
                                   "positions_from": "ground_truth" if self.ground_truth else "odom",
                                   "topology_changes": self.topology_changes,
                                   "write_errors": dict(self.write_errors)})
@@ -551,6 +575,17 @@ class Recorder:
             f"final_spread={_fmt(summary['final_spread_m'])} m; results in {self.out}")
         announce_results(self.out)
         return summary
+
+    def body_safety(self, bodies: np.ndarray) -> dict:
+        """The safety figures on every body, a lost robot's too (``(T, n, d)`` as recorded): ``min_pair_distance_m``
+        (the closest two bodies came) and ``outside_geofence_m``; they replace ``finalize``'s, which see the living
+        only."""
+        if not len(bodies):
+            return {}
+        flat = bodies if bodies.shape[-1] == 2 else np.concatenate([bodies, np.zeros_like(bodies)], axis=-1)
+        mins = min_pair_distance_series(flat)
+        return {"min_pair_distance_m": float(np.nanmin(mins)) if np.isfinite(mins).any() else None,
+                "outside_geofence_m": outside_geofence_m(flat, self.cfg.workspace)}
 
 
 def _fmt(x) -> str:

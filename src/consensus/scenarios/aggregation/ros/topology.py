@@ -27,16 +27,33 @@ A state with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position, or undec
 (``bad_messages``), as is every exception of a callback (``callback_errors``); the node's health record goes out on
 ``/health`` every second (``consensus.ros.health.publish_health``).
 
-Nothing heard is trusted (``consensus.control.plausibility``, one check shared with the ``nearby`` relay): a state
-outside the workspace plus a margin, one that jumps beyond the speed limit since the robot's last accepted state, or
-one stamped in the future is dropped and counted by kind (``state.outside``, ``state.jump``, ``state.future``; a
-target outside the workspace plus the margin: ``target.outside``). A robot whose states keep being implausible is
-*suspect*: its states are not delivered for planning until it has sent none implausible for a while, so its last
-good state ages out of its neighbours' ``neighbors`` as a lost robot's does (the ``nearby`` relay still sends its
-plausible positions: its body must be avoided). The health record carries ``implausible`` (per kind), ``suspects``
-(now) and ``suspected`` (ever); the recorder puts them in the summary.
+Nothing heard is trusted (``consensus.control.plausibility``, one track per robot shared with the ``nearby`` relay):
+a state outside the workspace plus a margin, one farther than the robot's track can have moved, a replay stamped before
+the track's newest position, or one stamped in the future is dropped and counted by kind (``state.outside``,
+``state.jump``, ``state.past``, ``state.future``); a robot's first state must be where it starts (``known_starts``: the
+run's initial positions, where its pose starts there). Refused states never reach the track, so the robot is still
+relayed for planning (a stranger's lies cost nothing but their count; the robot is *suspect* while they come, logged
+and reported). A robot with two consistent streams of states (*contested*: a stranger slow enough to look like a robot)
+is not delivered for planning while it lasts, since which stream is the robot cannot be told (both are avoided as
+bodies by the ``nearby`` relay): it costs that robot's part in the agreement, never the others'.
+
+**Meeting points are evidence too.** Robot j's ``target`` is refused (counted as ``target.<why>``, the previous one
+stays; ``meeting_points_refused`` in the health record) when it lies outside the workspace plus the margin
+(``target.outside``), outside the box of what j can have planned on (what the node delivered to j since j's last
+accepted meeting point and before it, j's track and last meeting point) widened by ``MEETING_POINT_MARGIN_M``
+(``target.unreachable``), when more than ``TARGETS_PER_PERIOD`` came within a planning period (``target.rate``: a second
+publisher; j's meeting points are then not relayed for ``UNTRUSTED_S``, its position stands in for them), or while the
+ROS graph shows a publisher of another node on j's ``target`` (``target.foreign``). Every ``GRAPH_CHECK_S`` the node
+asks the graph who publishes each robot's ``state`` and ``target``: a node outside the robot's namespace is counted
+(``foreign_publisher``), logged and named in the health record (``foreign_publishers``: topic -> nodes; on ``/health``
+and ``/diagnostics``). A forged meeting point may cost one robot's round, never the fleet's agreement.
+
+The health record carries ``implausible`` (per kind), ``suspects`` (now), ``suspected``, ``contested`` (ever) and
+``relocations``; the recorder puts them in the summary.
 """
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, PoseArray
@@ -44,6 +61,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from consensus.control.kinematics import initial_positions
 from consensus.control.plausibility import Plausibility
 from consensus.errors import ConfigError
 from consensus.ros import qos
@@ -59,11 +77,31 @@ from consensus.ros.records import GraphRecord
 from consensus import names
 
 GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
+MEETING_POINT_MARGIN_M = 1.0   # a meeting point this far outside the box of what its robot heard is still its [m]
+TARGETS_PER_PERIOD = 3         # more meeting points than this from one robot within a planning period: a second
+                               # publisher (a robot publishes one a round)
+UNTRUSTED_S = 10.0             # then its meeting points are not relayed for this long [s]
+GRAPH_CHECK_S = 2.0            # the ROS graph's publishers of the robots' topics are checked this often [s]
+
+
+def known_starts(cfg) -> np.ndarray | None:
+    """Where each robot's first state must be (``Plausibility.expect``): the run's initial positions, where the
+    robots' poses start there (our simulators; a robots file's entries whose pose is odometry composed with their
+    ``initial_pose``); NaN rows for the others (a motion-capture pose is wherever the robot stands)."""
+    starts = np.asarray(initial_positions(cfg), dtype=float)[:, :2].copy()
+    if cfg.robots_file:
+        from consensus.robots.map import check_robots, load_robots
+
+        enabled = check_robots(load_robots(cfg.robots_file), cfg.workspace, cfg.robots_file)
+        for j, entry in enumerate(enabled[: len(starts)]):
+            if entry.pose_source != "odom":
+                starts[j] = np.nan
+    return starts
 #: the fields the topology node reads besides ``GRAPH_PARAMS`` (its parameters: ``declare_config(uses=...)``)
 USES = ("num_robots", "dim", "workspace", "seed", "executor", "fleet", "link_delay_s", "link_drop_prob",
         "neighbor_rate_hz", "state_rate_hz", "robot_timeout_s", "control_period_s", "v_max", "collision_avoidance",
         "robots_file", "nearby_horizon_s", "planner_period_s", "kinematics", "w_max", "footprint_radius_m",
-        "safety_margin_m", "cbf_gamma")
+        "safety_margin_m", "cbf_gamma", "init_radius", "initial_positions")
 
 
 class TopologyRelay:
@@ -82,14 +120,29 @@ class TopologyRelay:
         self.last_state = np.full(n, -np.inf)       # receive time of every robot's newest state
         self.lost: set[int] = set()
         # the collision relay shares the node's state subscriptions and their plausibility checks
-        self.nearby = (NearbyRelay(node, cfg, self.health, subscribe=False)
+        starts = known_starts(cfg)
+        self.nearby = (NearbyRelay(node, cfg, self.health, subscribe=False, starts=starts)
                        if cfg.resolved_collision_avoidance(ros=True) == "cbf" else None)
         if self.nearby is not None:
             self.plausible = self.nearby.plausible
         else:
             self.plausible = Plausibility.for_workspace(n, cfg.workspace, cfg.v_max)
-            self.health.extra = lambda: self.plausible.record(self._now())
+            if starts is not None:
+                self.plausible.expect(starts)
+        relay_extra = self.health.extra
+        self.health.extra = lambda: {**(relay_extra() if relay_extra else self.plausible.record(self._now())),
+                                     "meeting_points_refused": self.mp_refused,
+                                     "foreign_publishers": {t: sorted(v) for t, v in self.foreign.items()}}
         self.suspects: set[int] = set()
+        self.contested: set[int] = set()
+        # the meeting points' evidence (module docstring): the box of what each robot heard since its last accepted
+        # meeting point and before (lo, hi; NaN: nothing yet), the times its recent meeting points came
+        self.heard_box = np.full((2, n, 2, 2), np.nan)     # [current, previous], robot, lo/hi, axis
+        self.target_times = [deque() for _ in range(n)]
+        self.targets_untrusted_until = np.full(n, -np.inf)
+        self.mp_refused = 0
+        self.foreign: dict[str, set[str]] = {}             # topic -> publishers that are not its robot's node
+        self._graph_due = -np.inf
         for j in range(n):
             node.create_subscription(PointStamped, names.STATE.of(j),
                                      guarded(self._on_state(j), "topology.state", self.health),
@@ -118,15 +171,30 @@ class TopologyRelay:
     def _on_state(self, j: int):
         def cb(raw: bytes) -> None:
             p = self._accept(j, raw)
+            now = self._now()
+            self._suspect(j, now)                 # (logged; its refused states never reached its track)
             if p is None:
                 return
-            now = self._now()
-            if self._suspect(j, now):
+            if self._contested(j, now):
                 return                          # not delivered for planning: its last good state ages out
             self.last_state[j] = now
-            mp = self.targets[j] if np.isfinite(self.targets[j]).all() else p
+            trusted = np.isfinite(self.targets[j]).all() and now >= self.targets_untrusted_until[j]
+            mp = self.targets[j] if trusted else p
             self.links.record(j, now, (p[0], p[1], mp[0], mp[1]))
         return cb
+
+    def _contested(self, j: int, now: float) -> bool:
+        """Whether robot ``j`` has a second body now (``Plausibility.contested``: two consistent streams of states,
+        so which one is the robot cannot be told); logs when it starts and ends."""
+        contested = self.plausible.contested(j, now)
+        if contested and j not in self.contested:
+            self.contested.add(j)
+            self.node.get_logger().warning(f"robot_{j} contested: two consistent streams of states claim it; not "
+                                           f"relayed for planning (both are avoided as bodies)")
+        elif not contested and j in self.contested:
+            self.contested.discard(j)
+            self.node.get_logger().info(f"robot_{j} has one stream of states again")
+        return contested
 
     def _accept(self, j: int, raw) -> tuple[float, float] | None:
         """Robot ``j``'s state, decoded and checked (module docstring), or None (counted)."""
@@ -140,8 +208,9 @@ class TopologyRelay:
         suspect = self.plausible.suspect(j, now)
         if suspect and j not in self.suspects:
             self.suspects.add(j)
-            self.node.get_logger().warning(f"robot_{j} suspect: its states keep being implausible (outside the "
-                                           f"workspace, jumps or future stamps); not relayed for planning")
+            self.node.get_logger().warning(f"robot_{j} suspect: states claiming it keep being implausible (outside "
+                                           f"the workspace, jumps, replays or future stamps); refused, its track "
+                                           f"kept")
         elif not suspect and j in self.suspects:
             self.suspects.discard(j)
             self.node.get_logger().info(f"robot_{j}'s states are plausible again")
@@ -152,12 +221,82 @@ class TopologyRelay:
             p = read_xy(raw, PointStamped, self.health, "topology.target")
             if p is None:
                 return
+            now = self._now()
             if self.plausible.outside(p[: self.plausible.dim])[0]:
-                self.plausible.count("outside", j, self._now())
+                self.plausible.count("outside", j, now)
                 self.health.count_bad_message("target.outside")
                 return
+            kind = self._target_problem(j, now, np.asarray(p[:2], dtype=float))
+            if kind is not None:
+                self.mp_refused += 1
+                self.health.count_bad_message(f"target.{kind}")
+                return
             self.targets[j] = p
+            self.heard_box[1, j], self.heard_box[0, j] = self.heard_box[0, j], np.nan
         return cb
+
+    def _target_problem(self, j: int, now: float, p: np.ndarray) -> str | None:
+        """Why robot ``j``'s meeting point ``p`` is not evidence of its planner (module docstring), or None:
+        ``rate`` (more than ``TARGETS_PER_PERIOD`` within a planning period: a second publisher; its meeting points
+        are not relayed for ``UNTRUSTED_S``), ``foreign`` (the graph shows a publisher of another node on its topic),
+        ``unreachable`` (outside what it heard, widened by ``MEETING_POINT_MARGIN_M``)."""
+        times = self.target_times[j]
+        times.append(now)
+        while times and times[0] < now - self.cfg.planner_period_s:
+            times.popleft()
+        if len(times) > TARGETS_PER_PERIOD:
+            self.targets_untrusted_until[j] = now + UNTRUSTED_S
+            return "rate"
+        if now < self.targets_untrusted_until[j]:
+            return "rate"
+        if names.TARGET.of(j) in self.foreign or f"/{names.TARGET.of(j)}" in self.foreign:
+            return "foreign"
+        box = self._reach_box(j)
+        if box is not None and not np.all((p >= box[0] - MEETING_POINT_MARGIN_M) &
+                                          (p <= box[1] + MEETING_POINT_MARGIN_M)):
+            return "unreachable"
+        return None
+
+    def _reach_box(self, j: int) -> np.ndarray | None:
+        """The box (lo, hi) of what robot ``j`` can have planned on: what it heard since its last accepted meeting
+        point and before it, its track and its last meeting point; None while nothing is known."""
+        pts = [self.heard_box[k, j, b] for k in range(2) for b in range(2)]
+        if np.isfinite(self.plausible.last[j]).all():
+            pts.append(self.plausible.last[j][:2])
+        if np.isfinite(self.targets[j]).all():
+            pts.append(self.targets[j])
+        pts = [q for q in pts if np.isfinite(q).all()]
+        if not pts:
+            return None
+        arr = np.asarray(pts)
+        return np.stack([arr.min(axis=0), arr.max(axis=0)])
+
+    def _check_graph(self, now: float) -> None:
+        """Every ``GRAPH_CHECK_S``: the publishers of each robot's ``state`` and ``target`` that are not a node of
+        that robot's namespace (a stranger on a topic only one robot should write): counted once each and named in
+        the health record (``foreign_publishers``, on ``/health`` and ``/diagnostics``)."""
+        if now < self._graph_due:
+            return
+        self._graph_due = now + GRAPH_CHECK_S
+        base = self.node.get_namespace().rstrip("/")
+        for j in range(self.cfg.num_robots):
+            ns = f"{base}/{names.namespace(j)}"
+            for topic in (f"{base}/{names.STATE.of(j)}", f"{base}/{names.TARGET.of(j)}"):
+                try:
+                    infos = self.node.get_publishers_info_by_topic(topic)
+                except Exception:  # noqa: BLE001 - a graph query that fails leaves the last answer
+                    continue
+                strangers = {f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos
+                             if i.node_namespace.rstrip("/") != ns}
+                new = strangers - self.foreign.get(topic, set())
+                if new:
+                    self.health.count_bad_message("foreign_publisher", len(new))
+                    self.node.get_logger().warning(f"{topic}: published by {sorted(new)} besides robot_{j}'s own "
+                                                   f"node; its meeting points are not relayed while they publish")
+                if strangers:
+                    self.foreign[topic] = strangers
+                else:
+                    self.foreign.pop(topic, None)
 
     def _note_losses(self, now: float) -> None:
         for j, last in enumerate(self.last_state):
@@ -173,10 +312,16 @@ class TopologyRelay:
     def relay(self) -> None:
         now = self._now()
         self._note_losses(now)
+        self._check_graph(now)
         stamp_ns = self.node.get_clock().now().nanoseconds
         values, times = self.links.deliver(now, self.graph.adj)
         for i, pub in enumerate(self.pubs):
             known = np.flatnonzero(np.isfinite(times[i]))           # ascending: the in-neighbours still heard
+            if len(known):                                           # what robot i heard: its meeting point's box
+                seen = np.vstack([values[i, known, :2], values[i, known, 2:4]])
+                box = self.heard_box[0, i]
+                box[0] = np.fmin(box[0], seen.min(axis=0))
+                box[1] = np.fmax(box[1], seen.max(axis=0))
             pub.publish(pose_array_bytes(stamp_ns, names.WORLD_FRAME, values[i, known, :2]))
             self.target_pubs[i].publish(pose_array_bytes(stamp_ns, names.WORLD_FRAME, values[i, known, 2:4]))
 
