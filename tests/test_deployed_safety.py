@@ -139,8 +139,9 @@ def test_strangers_on_four_robots_topics_cost_no_clearance_no_fence_and_not_the_
     assert np.linalg.norm(point - honest) <= 3.0, (summary["consensus_point"], honest)
     refused = summary["implausible"]
     assert sum(refused.values()) > 0, refused
-    # TODO(issue 41): once the summary names the refused meeting points (item 4: "a meeting point heard from robot j
-    # must be plausible for j"), assert that key counts the forged /robot_3/target here as well.
+    assert summary["meeting_points_refused"] > 100, summary["meeting_points_refused"]     # the forged /robot_3/target
+    assert any(t.endswith("robot_3/target") for t in summary["foreign_publishers"]), summary["foreign_publishers"]
+    assert {0, 1, 2} <= set(summary["suspected_robots"]), summary["suspected_robots"]
 
 
 def test_robots_killed_before_their_first_state_while_driving_and_after_packing(tmp_path):

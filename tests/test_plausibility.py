@@ -312,3 +312,23 @@ def test_a_relocated_robot_is_tracked_again_after_a_steady_stream():
     assert back is not None and back <= 2.0, back
     assert np.allclose(pl.last[0], p) and pl.relocations[0] == 1
     assert pl.record(t)["relocations"] == 1
+
+
+@pytest.mark.parametrize("speed", [1.5, 2.0, 5.0])
+def test_a_forged_odometry_faster_than_a_robot_never_passes_for_a_relocation(speed):
+    """A robot node checks only the newest odometry message at each control tick: beside a forged stream at 50 Hz the
+    real one (20 Hz) is the newest at about a third of the ticks, and for a second now and then at none. The forged
+    stream, faster than a robot, must never be taken for a relocation (the real robot's track stays), and the source
+    stays suspect for as long as it lasts."""
+    rng = np.random.default_rng(7)
+    pl = checker()
+    real = np.array([-3.0, 0.0])
+    for k in range(200):                                   # 20 s of ticks at 10 Hz
+        t = 0.1 * (k + 1)
+        if rng.random() < 0.3 or k < 5:
+            pl.check(0, t, real, stamp=t)
+        else:
+            pl.check(0, t, real + [speed * t, 0.0], stamp=t)
+        assert k < 10 or pl.suspect(0, t)
+    assert pl.relocations[0] == 0
+    assert np.linalg.norm(pl.last[0] - real) <= JUMP_SLACK_M

@@ -15,12 +15,13 @@ from consensus.control.fleet_core import FleetCore
 from consensus.control.kinematics import step_unicycle
 from consensus.control.packing import slots
 from consensus.control.robot_core import (
-    CREEP_WINDOW_S, ESCAPES_PER_SLOT, FRESH_AGE_S, MAX_BLOCKED_SLOTS, POSE_CLEAR_S, SILENT_BOUND_M, Nearby, RobotCore,
+    CREEP_WINDOW_S, ESCAPES_PER_SLOT, FRESH_AGE_S, MAX_BLOCKED_SLOTS, POSE_CLEAR_S, Nearby, RobotCore,
 )
 from consensus.control.safety import Geofence
 from consensus.scenarios.aggregation.config import load_config
 
 NOBODY = Nearby.of(np.empty((0, 2)))
+BOUND = load_config(None).silent_bound_m          # a silent body's keep-out beyond d_min
 
 
 def config(**overrides):
@@ -225,19 +226,19 @@ def test_a_point_mass_is_not_checked_against_its_commands():
 
 def test_a_silent_neighbours_margin_grows_at_v_max_with_its_age_up_to_the_bound():
     """A neighbour measured at rest: fresh, its margin is its age × the closing speed (0 here: the robot stands);
-    once older than ``FRESH_AGE_S`` it may have moved at v_max since, up to ``SILENT_BOUND_M`` (then a fixed
+    once older than ``FRESH_AGE_S`` it may have moved at v_max since, up to ``BOUND`` (then a fixed
     keep-out). The current code gives a still neighbour no margin at any age."""
-    cfg = config(v_max=0.5)
+    cfg = config(v_max=0.5, silent_bound_m=1.0)
     core = RobotCore(cfg, 0, avoid=avoidance_from_config(cfg, ros=True))
     base = core.d_min_base()
     ages = np.array([0.5, FRESH_AGE_S + 0.2, 1.8, 10.0, 1e4])
     got = core._d_min(Nearby.of(np.zeros((5, 2)), ages=ages, speeds=np.zeros(5), ids=[1, 2, 3, 4, 5]))
-    assert got == pytest.approx(base + np.array([0.0, 0.6, 0.9, SILENT_BOUND_M, SILENT_BOUND_M]))
+    assert got == pytest.approx(base + np.array([0.0, 0.6, 0.9, 1.0, 1.0]))
 
 
 def test_a_robot_driving_at_a_dead_robots_body_stops_at_its_keep_out():
     """The relay keeps sending a dead robot's last position with its growing age: the core never drops it, and the
-    robot keeps d_min + ``SILENT_BOUND_M`` from it (the current code: d_min, bodies touching after a real robot's
+    robot keeps d_min + ``BOUND`` from it (the current code: d_min, bodies touching after a real robot's
     last motion)."""
     cfg = config()
     avoid = avoidance_from_config(cfg, ros=True)
@@ -253,7 +254,7 @@ def test_a_robot_driving_at_a_dead_robots_body_stops_at_its_keep_out():
         assert got.ids.tolist() == [1]                                   # never dropped for its age
         cmd = core.step(t, got)
         pos = pos + dt * np.array([cmd.vx, cmd.vy])
-    assert 4.0 - pos[0] == pytest.approx(avoid.d_min_m + SILENT_BOUND_M, abs=0.02)
+    assert 4.0 - pos[0] == pytest.approx(avoid.d_min_m + BOUND, abs=0.02)
 
 
 def test_the_fleet_core_keeps_silent_bodies_the_same_way():
@@ -306,7 +307,7 @@ def test_packing_slots_avoid_a_silent_bodys_keep_out():
         assert cmd.reason == "ok"
         goals.append(core.goal)
     goals = np.array(goals)
-    keep_out = avoid.d_min_m + SILENT_BOUND_M
+    keep_out = avoid.d_min_m + BOUND
     assert np.all(np.linalg.norm(goals - target, axis=1) >= keep_out - 1e-9)
     assert len({tuple(np.round(g, 9)) for g in goals}) == 3
     spacing = avoid.d_min_m + cfg.packing_gap_m

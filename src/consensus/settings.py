@@ -410,9 +410,10 @@ class ControlParams:
         "robot whose newest nearby message is older stops (stale_stops). 0: every robot in every message, no stop",
         bounds=(0.0, 60.0), unit="s")
     # a neighbour that falls silent is still a body (consensus.control.robot_core)
-    silent_bound_m: float = param(1.0,
+    silent_bound_m: float = param(0.5,
         "how far a silent neighbour may have moved: the keep-out of a neighbour whose states stopped grows at v_max "
-        "with their age up to this bound, then stays fixed until it speaks again or an operator clears it",
+        "with their age up to this bound, then stays fixed until it speaks again or an operator clears it (0.5 m: "
+        "1 s at 0.5 m/s, a driver's command timeout)",
         bounds=(1e-3, 10.0), unit="m")
 
 

@@ -109,10 +109,10 @@ class FleetCore:
         cores = [self.cores[i] for i in rows]
         idx = np.asarray(rows)
         base = np.array([c.d_min_base() for c in cores])
-        own = np.array([[c.last_speed, c.body_v_max, c.fresh_s] for c in cores])
+        own = np.array([[c.last_speed, c.body_v_max, c.fresh_s, c.silent_bound] for c in cores])
         with np.errstate(invalid="ignore"):           # inf × 0 of an empty entry: never read
             d_min = base[:, None] + neighbour_margins(nb.ages[idx], nb.speeds[idx], own[:, 0:1], own[:, 1:2],
-                                                      own[:, 2:3])
+                                                      own[:, 2:3], own[:, 3:4])
         dim = len(points[0])
         bounds = np.array([c.avoid.bounds if c.avoid.bounds is not None else np.full((2, dim), np.nan)
                            for c in cores])

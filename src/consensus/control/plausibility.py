@@ -17,14 +17,16 @@ counted by kind and refused as the source's position, when it is
   message let it move 45 m/s).
 
 **Tracks, not messages.** A position that fits no track of its source starts a *candidate* track (and is counted as a
-``jump``). A candidate fed ``CONFIRM_N`` consistent positions over at least ``CONFIRM_S`` is *confirmed*: a second
-consistent stream of positions for one robot, i.e. a second body (a stranger, a copy of the robot, or the robot itself
-after a relocation). What the receiver does with it:
+``jump``). A candidate fed ``CONFIRM_N`` consistent positions over at least ``CONFIRM_S``, its newest no farther from
+its first than ``v_max`` allows plus the slack (a stream faster than a robot starts its span anew: it is never
+steady), is *confirmed*: a second consistent stream of positions for one robot, i.e. a second body (a stranger, a copy
+of the robot, or the robot itself after a relocation). What the receiver does with it:
 
 * **relocation**: when the source's own track got nothing for ``RELOCATE_S`` while a confirmed candidate is fed, the
   candidate becomes the source's track (counted in ``relocations``; the source is no longer suspect): a robot that
   re-localised, or was lifted and put down, is tracked again after a steady stream of consistent states — never locked
-  out while it moves;
+  out while it moves. A track whose allowance grew to take the stream's newest position first counts the same way,
+  when every position since its own newest was refused and they were a steady stream (``CONFIRM_N``) leading there;
 * **contested**: while both are fed, the source is *contested* (``contested(j, now)``): the collision relay sends
   every candidate as a body (``bodies(j, now)``, confirmed or not: a lie costs progress, never clearance), the planning
   relay leaves the source out (which stream is the robot cannot be told). Candidates silent for ``CANDIDATE_SILENT_S``
@@ -60,7 +62,7 @@ FUTURE_TOLERANCE_S = 0.5    # a stamp at most this far ahead of the receiver's c
 PAST_TOLERANCE_S = 0.25     # a stamp at most this far behind the track's newest position is plausible [s]
 PRIOR_GATE_M = 1.0          # a first position this close to the expected start fits the prior [m]
 CONFIRM_N = 4               # a candidate track fed this many consistent positions ...
-CONFIRM_S = 0.5             # ... over at least this long is confirmed: a second body [s]
+CONFIRM_S = 1.0             # ... over at least this long, no farther from its first than v_max allows, is confirmed [s]
 RELOCATE_S = 1.0            # the robot's own track silent this long while a confirmed candidate is fed: relocated [s]
 CANDIDATE_SILENT_S = 2.0    # a candidate that got nothing for this long is forgotten [s]
 MAX_CANDIDATES = 4          # candidates kept per source (the oldest silent one gives way)
@@ -77,6 +79,8 @@ class _Candidate:
     pos: np.ndarray
     t: float
     first_t: float
+    first: np.ndarray
+    born: float
     n: int = 1
 
     @property
@@ -162,6 +166,8 @@ class Plausibility:
             if stamped and t < last_t - PAST_TOLERANCE_S:
                 return "past"
             if self._fits(self.last[j], last_t, p, t):
+                if self.candidates[j]:
+                    self._reacquired(j, t, p, last_t)
                 self._move(j, t, p)
                 return None
         elif not np.isfinite(self.prior[j, 0]):
@@ -171,6 +177,20 @@ class Plausibility:
             self.last[j], self.last_t[j] = p, t                # the robot's first state, where it starts
             return None
         return self._candidate(j, t, p)
+
+    def _reacquired(self, j: int, t: float, p: np.ndarray, last_t: float) -> None:
+        """Source ``j``'s track took ``p`` after its allowance grew: if every position since the track's newest one
+        was refused and they were a steady stream leading here (a candidate born after it, of at least ``CONFIRM_N``,
+        that fits ``p``), that was a relocation: counted, the candidate is gone and the source is no longer
+        suspect."""
+        for c in self.candidates[j]:
+            if (c.born >= last_t and c.n >= CONFIRM_N and t >= c.t - PAST_TOLERANCE_S
+                    and self._fits(c.pos, c.t, p, t)):
+                self.candidates[j].remove(c)
+                self.relocations[j] += 1
+                self._bad_times[j].clear()
+                self._suspect_since[j] = np.nan
+                return
 
     def _fits(self, track, track_t: float, p, t: float) -> bool:
         return math.dist(p.tolist(), track.tolist()) <= self.v_track * max(t - track_t, 0.0) + self.slack
@@ -190,10 +210,12 @@ class Plausibility:
             c = min(fit, key=lambda c: math.dist(c.pos.tolist(), p.tolist()))
             c.pos = _towards(c.pos, p, self.v_track * max(t - c.t, 0.0))
             c.t, c.n = max(c.t, t), c.n + 1
+            if math.dist(p.tolist(), c.first.tolist()) > self.v_max * (t - c.first_t) + self.slack:
+                c.first, c.first_t, c.n = p.copy(), t, 1     # faster than a robot over its span: no steady stream
         else:
             if len(cands) >= MAX_CANDIDATES:
                 cands.remove(min(cands, key=lambda c: c.t))
-            c = _Candidate(p.copy(), t, t)
+            c = _Candidate(p.copy(), t, t, p.copy(), t)
             cands.append(c)
         own_fed = np.isfinite(self.last_t[j])
         if c.confirmed:

@@ -84,7 +84,7 @@ speed plus the neighbour's measured speed (``Nearby.speeds``). At rest it is the
 **Silent bodies.** A position older than ``FRESH_AGE_S`` (plus ``link_delay_s``) is a silent body's: a robot that
 stopped speaking (dead, stale, or suspect of its own pose) is still a body, and may have moved at v_max since (the
 fleet's ``v_max``, or this robot's if higher). Its margin grows with its age at at least that speed, up to
-``SILENT_BOUND_M`` (or the margin it had when it fell silent, if larger), after which its area is a fixed keep-out
+``silent_bound_m`` (or the margin it had when it fell silent, if larger), after which its area is a fixed keep-out
 (``neighbour_margins``, which the fleet core batches). The core never drops a position for its age: a relay that
 keeps sending a lost robot keeps it avoided. ``check_nearby`` keeps a robot the newest message left out at its last
 plausible position, aged, until that age exceeds ``robot_timeout_s`` + ``nearby_horizon_s`` (then the relay's word
@@ -120,7 +120,6 @@ ESCAPE_DEG = 60.0       # the right-hand rule's turn of the nominal velocity [de
 ESCAPES_PER_SLOT = 2    # right-hand escapes from one slot; the next deadlock there gives the slot up as blocked
 MAX_BLOCKED_SLOTS = 2   # slots given up around one meeting point; one more deadlock and the robot holds (blocked)
 FRESH_AGE_S = 1.0       # a neighbour position older than this (plus link_delay_s) is a silent body's [s]
-SILENT_BOUND_M = 1.0    # a silent body's margin grows at v_max with its age up to this: then a fixed keep-out [m]
 CREEP_WINDOW_S = 5.0    # own odometry is checked against the robot's own commands over this window [s]
 CREEP_SLACK_M = 0.3     # what odometry may stray from where the commands could take the robot [m]
 CREEP_LAG_S = 0.5       # the longest the robot may answer its commands late [s]
@@ -131,16 +130,16 @@ POSE_CLEAR_S = 3.0      # a pose source that crept is trusted again after this l
 _EMPTY = np.empty((0, 2))
 
 
-def neighbour_margins(ages, speeds, own_speed, body_v_max, fresh_s):
+def neighbour_margins(ages, speeds, own_speed, body_v_max, fresh_s, bound):
     """What the filter adds to its distance at rest for each neighbour (module docstring, "Honest d_min" and
     "Silent bodies"): a position at most ``fresh_s`` old gets its age times the closing speed (``own_speed`` plus the
     neighbour's measured speed); an older one (a silent body) gets its own possible motion since it was sent, at
-    least at ``body_v_max``, up to ``SILENT_BOUND_M`` (or the margin it had when it turned silent, if larger).
+    least at ``body_v_max``, up to ``bound`` (``silent_bound_m``; or the margin it had when it turned silent, if larger).
     Negative ages and speeds count as 0. Arrays broadcast (the fleet core passes ``(n, 1)`` own values)."""
     a = np.maximum(ages, 0.0)
     s = np.maximum(speeds, 0.0)
     closing = own_speed + s
-    silent = np.minimum(a * (own_speed + np.maximum(s, body_v_max)), np.maximum(SILENT_BOUND_M, fresh_s * closing))
+    silent = np.minimum(a * (own_speed + np.maximum(s, body_v_max)), np.maximum(bound, fresh_s * closing))
     return np.where(a > fresh_s, silent, a * closing)
 
 
@@ -377,6 +376,7 @@ class RobotCore:
         # message is kept, ageing, for ``keep_s`` (``check_nearby``)
         self.fresh_s = FRESH_AGE_S + float(getattr(cfg, "link_delay_s", 0.0) or 0.0)
         self.keep_s = float(getattr(cfg, "robot_timeout_s", 2.0)) + self.nearby_horizon
+        self.silent_bound = float(cfg.silent_bound_m)
         # own odometry against own commands (``accept``); the simulated robot's lag and noise widen the tolerance
         self.creep = CreepWatch(
             CREEP_SLACK_M + CREEP_NOISE_SIGMAS * math.sqrt(2.0) * float(getattr(cfg, "odom_noise_m", 0.0) or 0.0),
@@ -690,7 +690,7 @@ class RobotCore:
             silent = ages > self.fresh_s
             bodies = where[silent]
             keep_out = self.d_min_base() + neighbour_margins(ages[silent], np.asarray(source.speeds)[keep][silent],
-                                                             0.0, self.body_v_max, self.fresh_s)
+                                                             0.0, self.body_v_max, self.fresh_s, self.silent_bound)
             ids += [int(i) for i in np.asarray(source.ids)[keep][~silent]]
             known += list(where[~silent])
         spots = self._free_slots(max(n, len(ids)), n, spacing, bodies, keep_out)
@@ -910,7 +910,7 @@ class RobotCore:
         if nearby is None or not len(nearby.ages):
             return base
         return base + neighbour_margins(np.asarray(nearby.ages, dtype=float), np.asarray(nearby.speeds, dtype=float),
-                                        self.last_speed, self.body_v_max, self.fresh_s)
+                                        self.last_speed, self.body_v_max, self.fresh_s, self.silent_bound)
 
     def _watch_deadlock(self, now: float, point, u_nom, u, goal) -> None:
         """The deadlock rule (module docstring, "Deadlock"): escapes, and a slot given up after ``ESCAPES_PER_SLOT``

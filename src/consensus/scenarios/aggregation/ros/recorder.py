@@ -469,6 +469,18 @@ class Recorder:
                                    "points": int(sum(r["nearby_points"] for r in relay))}
         # what the robots and the relays refused as implausible, by kind, and who was ever suspect
         out.update(sum_implausible([*self.status.values(), *self.node_health.values()]))
+        # meeting points the topology node refused as no evidence of their robot's planner, and the nodes it saw
+        # publishing on a robot's topics besides the robot (records are outside text: only well-formed entries)
+        out["meeting_points_refused"] = int(sum(r["meeting_points_refused"] for r in self.node_health.values()
+                                                if isinstance(r.get("meeting_points_refused"), int)))
+        foreign: dict[str, list[str]] = {}
+        for rec in self.node_health.values():
+            got = rec.get("foreign_publishers")
+            if isinstance(got, dict):
+                for topic, nodes in got.items():
+                    if isinstance(topic, str) and isinstance(nodes, list):
+                        foreign[topic[:200]] = sorted({str(n)[:200] for n in nodes} | set(foreign.get(topic, [])))
+        out["foreign_publishers"] = dict(sorted(foreign.items())[:100])
         return out
 
     # ------------------------------------------------------------------ visualization: markers and TF (cfg.markers)

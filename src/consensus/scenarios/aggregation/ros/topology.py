@@ -42,8 +42,9 @@ stays; ``meeting_points_refused`` in the health record) when it lies outside the
 (``target.outside``), outside the box of what j can have planned on (what the node delivered to j since j's last
 accepted meeting point and before it, j's track and last meeting point) widened by ``MEETING_POINT_MARGIN_M``
 (``target.unreachable``), when more than ``TARGETS_PER_PERIOD`` came within a planning period (``target.rate``: a second
-publisher; j's meeting points are then not relayed for ``UNTRUSTED_S``, its position stands in for them), or while the
-ROS graph shows a publisher of another node on j's ``target`` (``target.foreign``). Every ``GRAPH_CHECK_S`` the node
+publisher), or while the ROS graph shows a publisher of another node on j's ``target`` (``target.foreign``). In the last
+two cases j is not delivered for planning for ``UNTRUSTED_S`` (its position is no stand-in for its meeting point: a
+packed robot's body is not where it wants the fleet to meet, and would pull the agreement towards it). Every ``GRAPH_CHECK_S`` the node
 asks the graph who publishes each robot's ``state`` and ``target``: a node outside the robot's namespace is counted
 (``foreign_publisher``), logged and named in the health record (``foreign_publishers``: topic -> nodes; on ``/health``
 and ``/diagnostics``). A forged meeting point may cost one robot's round, never the fleet's agreement.
@@ -175,11 +176,10 @@ class TopologyRelay:
             self._suspect(j, now)                 # (logged; its refused states never reached its track)
             if p is None:
                 return
-            if self._contested(j, now):
+            self.last_state[j] = now              # (alive, even while left out of planning)
+            if self._contested(j, now) or now < self.targets_untrusted_until[j]:
                 return                          # not delivered for planning: its last good state ages out
-            self.last_state[j] = now
-            trusted = np.isfinite(self.targets[j]).all() and now >= self.targets_untrusted_until[j]
-            mp = self.targets[j] if trusted else p
+            mp = self.targets[j] if np.isfinite(self.targets[j]).all() else p
             self.links.record(j, now, (p[0], p[1], mp[0], mp[1]))
         return cb
 
@@ -237,8 +237,8 @@ class TopologyRelay:
 
     def _target_problem(self, j: int, now: float, p: np.ndarray) -> str | None:
         """Why robot ``j``'s meeting point ``p`` is not evidence of its planner (module docstring), or None:
-        ``rate`` (more than ``TARGETS_PER_PERIOD`` within a planning period: a second publisher; its meeting points
-        are not relayed for ``UNTRUSTED_S``), ``foreign`` (the graph shows a publisher of another node on its topic),
+        ``rate`` (more than ``TARGETS_PER_PERIOD`` within a planning period: a second publisher; the robot is not
+        relayed for planning for ``UNTRUSTED_S``), ``foreign`` (the graph shows a publisher of another node on its topic),
         ``unreachable`` (outside what it heard, widened by ``MEETING_POINT_MARGIN_M``)."""
         times = self.target_times[j]
         times.append(now)
@@ -295,6 +295,8 @@ class TopologyRelay:
                                                    f"node; its meeting points are not relayed while they publish")
                 if strangers:
                     self.foreign[topic] = strangers
+                    if topic.endswith(names.TARGET.of(j)):
+                        self.targets_untrusted_until[j] = now + UNTRUSTED_S
                 else:
                     self.foreign.pop(topic, None)
 
