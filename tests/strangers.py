@@ -172,7 +172,7 @@ def creep(node, truth, events, robot: float = 0, speed: float = 5.0, hz: float =
             return
         xy = now[1]
         if state["t0"] is None:
-            if truth.moved(k) < moving:
+            if truth.moved(k) < moving or truth.speed(k) < 0.3:      # once it drives
                 return
             others = [p for i, p in enumerate(xy) if i != k]
             cx, cy = sum(p[0] for p in others) / len(others), sum(p[1] for p in others) / len(others)
@@ -249,7 +249,7 @@ def forge_odom(node, truth, events, robot: float = 0, speed: float = 2.0, hz: fl
         if state["done"] or now is None:
             return
         if state["t0"] is None:
-            if truth.moved(k) < moving:
+            if truth.moved(k) < moving or truth.speed(k) < 0.3:      # once it drives
                 return
             state["t0"] = time.time()
             events("forge_odom", robot=k, speed=speed, duration=duration, true_speed=truth.speed(k),
@@ -282,7 +282,7 @@ def relocate(node, truth, events, robot: float = 0, offset=(1.5, 0.0), moving: f
     state = {"fixed": False}
 
     def odom_in(msg):
-        if not state["fixed"] and truth.moved(k) >= moving:
+        if not state["fixed"] and truth.moved(k) >= moving and truth.speed(k) >= 0.5:     # while it drives
             state["fixed"] = True
             events("relocated", robot=k, offset=list(offset), true_speed=truth.speed(k), at=list(truth.now[1][k]))
         if not state["fixed"]:

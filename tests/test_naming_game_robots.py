@@ -243,7 +243,8 @@ def _check_against_reference(summary: dict, out: Path, cfg) -> None:
     for key in ("converged", "word", "consensus_time", "rounds", "interactions", "successes"):
         assert summary[key] == reference.summary[key], key
     assert summary["bad_messages"] == 0 and summary["callback_errors"] == 0
-    assert summary["implausible"] == {"outside": 0, "jump": 0, "future": 0} and summary["suspected_robots"] == []
+    assert summary["implausible"] == {"outside": 0, "jump": 0, "future": 0, "past": 0}
+    assert summary["suspected_robots"] == []
     assert summary["timeouts"] == [0] * cfg.num_robots
     # every robot ended at the point of its last word: within arrival_tolerance_m, or (collision avoidance, auto =
     # cbf through ROS) packed around it with the robots of the same word

@@ -131,7 +131,7 @@ def test_the_recorder_lists_every_dead_robot_judges_agreement_on_the_living_and_
         step(None)
         assert rec.t0 is not None                         # ... up to START_WAIT_S
         t0 = rec.t0
-        for k in range(1, 41):                            # 8 s at 5 Hz
+        for k in range(1, 66):                            # 13 s at 5 Hz (a robot never heard: START_WAIT_S of grace)
             clock["t"] = t0 + 0.2 * k
             step(0.2 * k)
         summary = rec.finish()

@@ -220,9 +220,9 @@ def _start(cfg, out, result):
     return t
 
 
-def _spin(ex, seconds: float, every=None) -> None:
+def _spin(ex, seconds: float, every=None, until=None) -> None:
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    while time.monotonic() < end and not (until is not None and until()):
         if every is not None:
             every()
         ex.spin_once(timeout_sec=0.02)
@@ -394,7 +394,7 @@ def test_every_preset_drives_its_fake_driver_in_one_shared_frame(tmp_path):
             last[0] = now
 
     try:
-        _spin(ex, 14.0, step)
+        _spin(ex, 90.0, step, until=lambda: not runner.is_alive())   # drivers as long as the run (recorded to its end)
     finally:
         node.destroy_node()
         rclpy.shutdown()

@@ -98,12 +98,15 @@ TF = Topic("/tf", "tf2_msgs/msg/TFMessage", "events")                 # world ->
 # period, the same message for all (layout of NEARBY): the packing slots' assignment when `nearby` holds only the
 # robots in reach (consensus.ros.nearby); a channel the robots and the run's root share
 CENSUS = Topic("/census", "sensor_msgs/msg/PointCloud2", "latched")
+# an operator's word that robot <data>'s silent body is gone (lifted away, switched off): the nearby relay stops sending
+# its last position until it speaks again (consensus.ros.nearby); shared by the robots' namespaces and the run's root
+CLEAR_BODY = Topic("/clear_body", "std_msgs/msg/Int32", "events")
 TOPOLOGY_GRAPH = Topic("topology/graph", "std_msgs/msg/String", "latched")    # the communication graph (JSON)
 MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # relative to the recorder: /markers
 
 ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEIGHBOR_TARGETS, NEARBY, TARGET, PLANNER_REASONING,
                 PLANNER_STATUS)
-FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, GROUND_TRUTH, TF, CENSUS, TOPOLOGY_GRAPH, MARKERS)
+FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, GROUND_TRUTH, TF, CENSUS, CLEAR_BODY, TOPOLOGY_GRAPH, MARKERS)
 
 # --- the scenarios' protocols (names only: the kernel imports no scenario; their records are the dataclasses of
 # consensus.scenarios.<scenario>.ros.protocol). A channel that nodes of different namespaces share is absolute.

@@ -134,8 +134,8 @@ def neighbour_margins(ages, speeds, own_speed, body_v_max, fresh_s, bound):
     """What the filter adds to its distance at rest for each neighbour (module docstring, "Honest d_min" and
     "Silent bodies"): a position at most ``fresh_s`` old gets its age times the closing speed (``own_speed`` plus the
     neighbour's measured speed); an older one (a silent body) gets its own possible motion since it was sent, at
-    least at ``body_v_max``, up to ``bound`` (``silent_bound_m``; or the margin it had when it turned silent, if larger).
-    Negative ages and speeds count as 0. Arrays broadcast (the fleet core passes ``(n, 1)`` own values)."""
+    least at ``body_v_max``, up to ``bound`` (``silent_bound_m``; or the margin it had when it turned silent, if
+    larger). Negative ages and speeds count as 0. Arrays broadcast (the fleet core passes ``(n, 1)`` own values)."""
     a = np.maximum(ages, 0.0)
     s = np.maximum(speeds, 0.0)
     closing = own_speed + s
@@ -693,6 +693,16 @@ class RobotCore:
                                                              0.0, self.body_v_max, self.fresh_s, self.silent_bound)
             ids += [int(i) for i in np.asarray(source.ids)[keep][~silent]]
             known += list(where[~silent])
+        if source is not None and source is self.census and nearby is not None and len(nearby.positions):
+            # the census counts the living only: the silent bodies (a dead robot's, one that never spoke) are the
+            # robot's nearby set's, which keeps them
+            nb_ages = np.asarray(nearby.ages, dtype=float)
+            more = (nb_ages > self.fresh_s) & (np.asarray(nearby.ids) != self.id)
+            if more.any():
+                bodies = np.vstack([bodies, np.asarray(nearby.positions, dtype=float)[more][:, : self.dim]])
+                keep_out = np.concatenate([keep_out, self.d_min_base() + neighbour_margins(
+                    nb_ages[more], np.asarray(nearby.speeds, dtype=float)[more], 0.0, self.body_v_max, self.fresh_s,
+                    self.silent_bound)])
         spots = self._free_slots(max(n, len(ids)), n, spacing, bodies, keep_out)
         order = np.argsort(ids, kind="stable")
         rows = assign(np.asarray(known).reshape(-1, self.dim)[order], spots)

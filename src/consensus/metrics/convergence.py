@@ -137,18 +137,22 @@ class LossWatch:
     """Which robots of a run are alive, judged on what each robot itself sends (its ``state``), so that agreement is
     judged on the living while every body still counts for safety.
 
-    A robot is lost once nothing came from it for ``timeout_s``: after its last message, or, for a robot never heard
-    at all, after the recording began (``t0``: its process died before its first state, or never started). A lost
+    A robot is lost once nothing came from it for ``timeout_s`` after its last message, or, for a robot never heard
+    at all, for ``first_s`` after the recording began (``t0``: its process died before its first state, or never
+    started). A lost
     robot that speaks again is back. ``losses`` lists every loss and return in order (``{"robot", "event": "lost" |
     "back", "t_s"}``, a loss also with ``last_state_s``: None for a robot never heard). ``sample()`` notes who counts
     at each recorded sample; ``members()`` is that as a ``(T, n)`` mask in which a robot never heard during the whole
     run counts at no sample (its body stood there, but it never took part in the agreement). Times in seconds on the
     caller's clock; no clock of its own (the recorder's node clock, sim time or not)."""
 
-    def __init__(self, n: int, timeout_s: float) -> None:
+    def __init__(self, n: int, timeout_s: float, first_s: float | None = None) -> None:
         if not (timeout_s > 0 and math.isfinite(timeout_s)):
             raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s}")
         self.timeout_s = float(timeout_s)
+        # a robot never heard is given this long after the recording began (a process slow to start on a loaded
+        # machine is not a dead one); at least the timeout
+        self.first_s = max(self.timeout_s, float(first_s if first_s is not None else timeout_s))
         self.last_seen = np.full(int(n), np.nan)           # when each robot was last heard (NaN: never)
         self.lost: dict[int, float] = {}                    # robot -> run time it was declared lost
         self.losses: list[dict] = []
@@ -162,7 +166,7 @@ class LossWatch:
         new = []
         for i, seen in enumerate(self.last_seen):
             never = bool(np.isnan(seen))
-            silent = now - (t0 if never else seen) > self.timeout_s
+            silent = now - (t0 if never else seen) > (self.first_s if never else self.timeout_s)
             if silent and i not in self.lost:
                 self.lost[i] = now - t0
                 new.append({"robot": i, "event": "lost", "t_s": round(now - t0, 3),
@@ -215,7 +219,7 @@ def _time_from_mask(times: np.ndarray, ok: np.ndarray) -> float | None:
 
 def convergence_summary(times: np.ndarray, positions: np.ndarray, tol: float,
                         initial_positions: np.ndarray | None = None, *, targets: np.ndarray | None = None,
-                        d_min: float | None = None) -> dict:
+                        d_min: float | None = None, packing_slack: float = 0.0) -> dict:
     """JSON-able summary of a run.
 
     Keys: converged, converged_on, tolerance_m, final_spread_m (the positions'), consensus_point,
@@ -230,6 +234,8 @@ def convergence_summary(times: np.ndarray, positions: np.ndarray, tol: float,
     by ``packed_agreement_mask`` (``converged_on: "targets"``): the targets' spread below ``tol`` (the robots agree
     on a meeting point) and every robot within ``packing_radius(n, d_min)`` (reported as packing_radius_m) of the
     targets' centroid, which is then the consensus point: the agreed meeting point.
+    ``packing_slack``: added to the packing radius (the recorder: ``silent_bound_m`` for each dead robot, whose
+    body's keep-out inside the packing pushes the living out by up to that).
     """
     times, positions = _check_series(times, positions)
     if len(times) == 0:
@@ -245,7 +251,7 @@ def convergence_summary(times: np.ndarray, positions: np.ndarray, tol: float,
         final_c = consensus_point(positions[-1])
         on = "positions"
     else:
-        radius = packing_radius(positions.shape[1], d_min)
+        radius = packing_radius(positions.shape[1], d_min) + float(packing_slack)
         ttc = _time_from_mask(times, packed_agreement_mask(positions, targets, tol, radius))
         final_c = consensus_point(np.asarray(targets, dtype=float)[-1])
         on = "targets"

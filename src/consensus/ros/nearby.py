@@ -11,7 +11,10 @@ deliveries (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``).
 suspect) is never left out: the relay goes on sending its last position with its growing age, and each robot core
 widens its keep-out with that age up to ``silent_bound_m`` (``consensus.control.robot_core``). A robot that never spoke
 is a body where it starts, when the host knows the starts (``starts``: the topology node passes the run's initial
-positions), aged from the relay's first tick. Every other stream of positions claimed for a robot (a stranger, a copy,
+positions), aged from the relay's first tick. An operator who knows a silent body is gone (lifted away, switched off)
+says so on ``/clear_body`` (std_msgs/Int32: the robot's index; ``ros2 topic pub --once /clear_body std_msgs/msg/Int32
+"{data: 3}"``): the relay stops sending it until it speaks again (refused, logged, for a robot that is not silent;
+counted in ``cleared_bodies``). Every other stream of positions claimed for a robot (a stranger, a copy,
 a relocation not yet confirmed: ``Plausibility.bodies``) is sent too, with id -1 and the fleet's ``v_max`` as its
 speed: a lie costs progress, never clearance.
 
@@ -64,6 +67,7 @@ from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import PointCloud2, PointField
+from std_msgs.msg import Int32
 
 from consensus import names
 from consensus.control.avoidance import within_reach
@@ -173,8 +177,11 @@ class NearbyRelay:
         if self.starts is not None:
             self.plausible.expect(self.starts)
         self.t0: float | None = None                  # the relay's first tick (a silent start's age runs from it)
+        self.cleared = np.zeros(n, dtype=bool)        # silent bodies an operator said are gone (``clear``)
+        self.cleared_bodies = 0
         health.extra = lambda: {**self.plausible.record(self._now()), "nearby_points": self.sent_points,
-                                "nearby_messages": self.published * len(self.pubs)}
+                                "nearby_messages": self.published * len(self.pubs),
+                                "cleared_bodies": self.cleared_bodies}
         self.speed = np.zeros(n)                      # every robot's speed measured from its last two states
         self.published = 0
         self.sent_points = 0                          # positions sent in nearby messages (the relay's traffic)
@@ -201,6 +208,8 @@ class NearbyRelay:
                                      qos.profile(names.STATE), raw=True)
         self.pubs = [node.create_publisher(PointCloud2, names.NEARBY.of(i), qos.profile(names.NEARBY))
                      for i in range(n)]
+        node.create_subscription(Int32, names.CLEAR_BODY.in_run(node.get_namespace()),
+                                 guarded(self._on_clear, "nearby.clear_body", health), qos.profile(names.CLEAR_BODY))
         node.create_timer(cfg.control_period_s, guarded(self.relay, "nearby.relay", health))
 
     def _now(self) -> float:
@@ -225,6 +234,7 @@ class NearbyRelay:
         # stamp, or when it came if that is earlier (a sender's clock ahead of ours never makes it younger), so its
         # age holds the transport too
         t = min(stamp_ns * 1e-9, now) if stamp_ns else now
+        self.cleared[j] = False                       # it speaks: a body again
         t0, x0, y0 = self.last[j]
         if np.isfinite(t0) and t <= t0:
             return p              # no newer than the last (a state repeated while its odometry paused): kept as it was
@@ -234,6 +244,26 @@ class NearbyRelay:
         self.speed[j] = min(speed, self.v_max)
         self.links.record(j, t, (p[0], p[1], self.speed[j]))
         return p
+
+    def _on_clear(self, msg: Int32) -> None:
+        self.clear(int(msg.data))
+
+    def clear(self, j: int) -> bool:
+        """An operator's word that robot ``j``'s silent body is gone (``names.CLEAR_BODY``): its last position (or its
+        start) is no longer sent, until it speaks again. Refused (logged, False) for a robot that is not silent (a
+        state within ``robot_timeout_s``) or not of this fleet."""
+        log = self.node.get_logger()
+        if not 0 <= j < self.n:
+            log.warning(f"clear_body: no robot {j} in a fleet of {self.n}")
+            return False
+        age = self._now() - self.last[j, 0]
+        if np.isfinite(age) and age <= self.cfg.robot_timeout_s:
+            log.warning(f"clear_body: robot_{j} is not silent (its state is {age:.1f} s old): its body stays avoided")
+            return False
+        self.cleared[j] = True
+        self.cleared_bodies += 1
+        log.warning(f"clear_body: robot_{j}'s silent body cleared by an operator; no longer avoided until it speaks")
+        return True
 
     def relay(self) -> None:
         now_ns = self.node.get_clock().now().nanoseconds
@@ -249,11 +279,11 @@ class NearbyRelay:
             times[never] = self.t0
         own, own_age = self.last[:, 1:3], now - self.last[:, 0]
         for i, pub in enumerate(self.pubs):
-            known = np.isfinite(times[i])
+            known = np.isfinite(times[i]) & ~self.cleared
             known[i] = False
             xy, age, speed = values[i, :, :2], now - times[i], values[i, :, 2]
             ids = np.arange(self.n)
-            more = [b for b in extra if b[0] != i]
+            more = [b for b in extra if b[0] != i and not self.cleared[b[0]]]
             if more:                                  # every other stream claimed for a robot: a body of no known id
                 xy = np.vstack([xy, [b[1] for b in more]])
                 age = np.concatenate([age, [now - b[2] for b in more]])

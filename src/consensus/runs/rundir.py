@@ -228,7 +228,7 @@ def outside_geofence_m(positions: np.ndarray, workspace) -> float | None:
 
 def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, targets: np.ndarray,
              tol: float, counters: dict, title: str, workspace=None, extra: dict | None = None,
-             d_min: float | None = None, footprint_radius: float | None = None,
+             d_min: float | None = None, footprint_radius: float | None = None, packing_slack: float = 0.0,
              trajectories_written: bool = False) -> dict:
     """Write trajectories.csv (unless ``trajectories_written``: a ``TrajectoryStream`` wrote it during the run),
     summary.json and both plots; return the summary. The summary is written before the plots: a figure that does
@@ -252,7 +252,7 @@ def finalize(out_dir: str | Path, *, times: np.ndarray, positions: np.ndarray, t
     summary: dict[str, Any] = {"samples": int(len(times))}
     if len(times):
         summary.update(convergence_summary(times, positions, tol, initial_positions=positions[0], targets=targets,
-                                           d_min=d_min))
+                                           d_min=d_min, packing_slack=packing_slack))
     else:
         summary.update({"converged": False, "final_spread_m": None, "consensus_point": None,
                         "time_to_converge_s": None})

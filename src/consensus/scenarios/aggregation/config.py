@@ -90,6 +90,10 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
                 need(p in PERSONALITIES, f"unknown personality '{p}'; valid: {', '.join(PERSONALITIES)}")
         # the graph validates itself (unknown topology, adjacency size, ...)
         self.graph()
+        # a fence narrower than a body, or too small for the fleet's packing, is refused where the filter is on
+        from consensus.robots.map import check_fence
+
+        check_fence(self)
 
     # ------------------------------------------------------------------
     def graph(self):

@@ -101,6 +101,10 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Si
         return EnvConfig(**{f.name: getattr(self, f.name) for f in fields(EnvConfig) if f.name in mine})
 
     # ------------------------------------------------------------------
+    def grid_bounds(self) -> list[float]:
+        """The geofence of the grid in metres: [0, width s, 0, height s] with s = ``cell_size_m``."""
+        return [0.0, self.width * self.cell_size_m, 0.0, self.height * self.cell_size_m]
+
     def check(self) -> None:
         need(self.motion in MOTIONS, f"unknown motion '{self.motion}'; valid: {', '.join(MOTIONS)}")
         need(self.kinematics == SINGLE_INTEGRATOR, "the drones fly as single integrators (kinematics: "
@@ -110,9 +114,8 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Si
         # every drone may choose one cell: their packing must fit the grid (the drones' geofence) where the filter
         # keeps them apart
         from consensus.robots.map import check_fence
-        from consensus.scenarios.disaster.processes import grid_bounds
 
-        check_fence(self, grid_bounds(self), num_robots=self.resolved().num_robots,
+        check_fence(self, self.grid_bounds(), num_robots=self.resolved().num_robots,
                     widen="enlarge the grid (width, height, cell_size_m)")
 
 

@@ -31,11 +31,6 @@ SIM_RATE_HZ = 20.0
 STATUS_PERIOD_S = 1.0      # planner/status of every drone
 
 
-def grid_bounds(cfg: DisasterConfig) -> list[float]:
-    """The geofence of the grid in metres: [0, width s, 0, height s] with s = ``cell_size_m``."""
-    return [0.0, cfg.width * cfg.cell_size_m, 0.0, cfg.height * cfg.cell_size_m]
-
-
 def controller_config(cfg: DisasterConfig, **settings: Any) -> tuple[RobotBaseConfig, dict[str, Any]]:
     """The ``RobotBaseConfig`` a kernel robot component (the drones' controller, ``sim``, ``llm_server``) runs
     with in a disaster run, and the parameters such a node must get on top of the disaster params file.
@@ -45,7 +40,7 @@ def controller_config(cfg: DisasterConfig, **settings: Any) -> tuple[RobotBaseCo
     grid world: 2-D, geofence = the grid, the round clock as the planner (status every ``STATUS_PERIOD_S``),
     ``num_robots`` = the (baseline-resolved) number of drones. The config is validated here (ConfigError); the
     overrides are the settings above and every other field whose value differs from what the node would read."""
-    wanted = dict(dim=2, planner_period_s=max(STATUS_PERIOD_S, cfg.control_period_s), workspace=grid_bounds(cfg),
+    wanted = dict(dim=2, planner_period_s=max(STATUS_PERIOD_S, cfg.control_period_s), workspace=cfg.grid_bounds(),
                   sim_rate_hz=SIM_RATE_HZ)
     return robot_base_overrides(cfg, {**wanted, **settings}, values=cfg.resolved(),
                                 source="disaster run (controller/sim settings)")

@@ -133,7 +133,7 @@ class Recorder:
         self.ground_truth = sim_spec(cfg.sim).ground_truth and all(e is None for e in self.entries)
         self._truth_raw: bytes | None = None
         self._truth_seen = False
-        self.watch = LossWatch(n, cfg.robot_timeout_s)    # who is alive (lost robots, agreement on the living)
+        self.watch = LossWatch(n, cfg.robot_timeout_s, first_s=START_WAIT_S)   # who is alive (agreement on the living)
         self.last_seen = self.watch.last_seen             # when each robot's state last arrived (written in place)
         self.tgt = np.full((n, 2), np.nan)
         self.status: dict[int, dict] = {}
@@ -570,6 +570,8 @@ class Recorder:
                            counters=self.counters(), title=f"Aggregation through ROS 2, planner={self.cfg.planner}",
                            workspace=self.cfg.workspace,
                            d_min=None if self.avoid is None else self.avoid.d_min_m,
+                           # each dead robot's body is a keep-out the living pack around (consensus.control.robot_core)
+                           packing_slack=self.cfg.silent_bound_m * len(self.lost),
                            footprint_radius=None if self.avoid is None else self.footprint,
                            extra={"planner": self.cfg.planner, "topology": self.cfg.topology,
                                   "num_robots": n, "duration_s": float(times[-1]) if len(times) else 0.0,

@@ -44,10 +44,11 @@ accepted meeting point and before it, j's track and last meeting point) widened 
 (``target.unreachable``), when more than ``TARGETS_PER_PERIOD`` came within a planning period (``target.rate``: a second
 publisher), or while the ROS graph shows a publisher of another node on j's ``target`` (``target.foreign``). In the last
 two cases j is not delivered for planning for ``UNTRUSTED_S`` (its position is no stand-in for its meeting point: a
-packed robot's body is not where it wants the fleet to meet, and would pull the agreement towards it). Every ``GRAPH_CHECK_S`` the node
-asks the graph who publishes each robot's ``state`` and ``target``: a node outside the robot's namespace is counted
-(``foreign_publisher``), logged and named in the health record (``foreign_publishers``: topic -> nodes; on ``/health``
-and ``/diagnostics``). A forged meeting point may cost one robot's round, never the fleet's agreement.
+packed robot's body is not where it wants the fleet to meet, and would pull the agreement towards it). Every
+``GRAPH_CHECK_S`` the node asks the graph who publishes each robot's ``state`` and ``target``: a node outside the
+robot's namespace is counted (``foreign_publisher``), logged and named in the health record (``foreign_publishers``:
+topic -> nodes; on ``/health`` and ``/diagnostics``). A forged meeting point may cost one robot's round, never the
+fleet's agreement.
 
 The health record carries ``implausible`` (per kind), ``suspects`` (now), ``suspected``, ``contested`` (ever) and
 ``relocations``; the recorder puts them in the summary.
@@ -238,8 +239,8 @@ class TopologyRelay:
     def _target_problem(self, j: int, now: float, p: np.ndarray) -> str | None:
         """Why robot ``j``'s meeting point ``p`` is not evidence of its planner (module docstring), or None:
         ``rate`` (more than ``TARGETS_PER_PERIOD`` within a planning period: a second publisher; the robot is not
-        relayed for planning for ``UNTRUSTED_S``), ``foreign`` (the graph shows a publisher of another node on its topic),
-        ``unreachable`` (outside what it heard, widened by ``MEETING_POINT_MARGIN_M``)."""
+        relayed for planning for ``UNTRUSTED_S``), ``foreign`` (the graph shows a publisher of another node on its
+        topic), ``unreachable`` (outside what it heard, widened by ``MEETING_POINT_MARGIN_M``)."""
         times = self.target_times[j]
         times.append(now)
         while times and times[0] < now - self.cfg.planner_period_s:

@@ -20,10 +20,12 @@ from consensus.settings import PHYSICS
 #: ``RobotAgent`` through ``processes.controller_config``: control, safety, collision filter), the drone agents'
 #: (``agents.make_drone``: planner, roles, the LLM's discussion settings, the heuristic's thresholds) and the
 #: flights' (grid, cells, motion)
+#: the physics knobs the robot core reads (its odometry's creep tolerance: the noise and the drive's lag)
+CORE_READS_NOT = tuple(p for p in PHYSICS if p not in ("actuator_lag_s", "odom_noise_m"))
 NOT_USED = frozenset({"sim", "llm_port", "prompt_style", "mode", "strategy", "volatility", "rounds", "max_active",
                       "p_new", "initial_disasters", "alpha", "beta", "misallocation_cost", "misallocation",
                       "high_severity", "report_noise", "round_time_s", "round_timeout_s", "flight_time_factor",
-                      "flight_slack_s", *PHYSICS})
+                      "flight_slack_s", *CORE_READS_NOT})
 USES = tuple(name for name in DisasterConfig.field_names() if name not in NOT_USED)
 
 

@@ -34,9 +34,11 @@ from consensus.settings import PHYSICS, ControlParams, LLMParams, RobotBaseConfi
 #: (``consensus.ros.fleet.run_robots``: layout, output directory) and ``RobotAgent``'s through
 #: ``fleet_game.controller_config`` (control, safety, collision filter), and the players' (memory, policy, words,
 #: rendezvous points)
+#: the physics knobs the robot core reads (its odometry's creep tolerance: the noise and the drive's lag)
+CORE_READS_NOT = tuple(p for p in PHYSICS if p not in ("actuator_lag_s", "odom_noise_m"))
 NOT_USED = frozenset({"sim", *(f.name for f in fields(LLMParams)), "interaction_period_s", "answer_timeout_s",
                       "max_population_rounds", "threshold", "window_factor", "arrival_tolerance_m",
-                      "arrival_timeout_s", *PHYSICS})
+                      "arrival_timeout_s", *CORE_READS_NOT})
 USES = tuple(name for name in RobotsGameConfig.field_names() if name not in NOT_USED)
 
 
