@@ -387,6 +387,8 @@ def test_a_robot_whose_slot_a_still_body_sits_on_takes_another_after_a_bounded_e
     ends in another one, beside robot 1, having driven less than 5 m."""
     cfg = config()
     core, path, pos, other = _blocked_run(cfg)
+    print(f"\nFIGURES deadlock: deadlocks={core.counters['deadlocks']}, path_m={path:.2f}, "
+          f"slots_blocked={core.counters['slots_blocked']}")
     assert core.counters["deadlocks"] <= ESCAPES_PER_SLOT + 1
     assert core.counters["slots_blocked"] == 1 and core.counters["blocked"] == 0
     assert path < 5.0

@@ -110,7 +110,7 @@ VIZ_PERIOD_S = 0.5          # markers and TF at 2 Hz
 USES = ("num_robots", "dim", "workspace", "output_dir", "seed", "executor", "duration_s", "max_rounds", "settle_s",
         "converge_tol_m", "planner", "planner_period_s", "state_rate_hz", "robot_timeout_s", "topology", "markers",
         "foxglove", "foxglove_host", "robots_file", "kinematics", "footprint_radius_m", "safety_margin_m",
-        "collision_avoidance", "cbf_gamma", "v_max", "w_max", "sim")
+        "collision_avoidance", "cbf_gamma", "v_max", "w_max", "sim", "silent_bound_m")
 
 
 class Recorder:
