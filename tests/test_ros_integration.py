@@ -40,7 +40,7 @@ def test_five_robots_average_planner_converge(tmp_path):
     # when each first planned: their nodes come up at different times (0.52 m off a 7 m spread on a loaded CI host)
     start = initial_positions(cfg)
     off = np.linalg.norm(np.asarray(summary["consensus_point"]) - start.mean(axis=0))
-    assert off < 0.1 * summary["initial_spread_m"], off
+    assert off < 0.1 * spread(start), off              # (the recording may begin after they set off)
     for name in ("manifest.json", "summary.json", "trajectories.csv", "plans.jsonl", "paths.png",
                  "planned_vs_actual.png", "params.yaml"):
         assert (tmp_path / "run" / name).is_file(), name
