@@ -6,13 +6,12 @@ silently: an axis too narrow for the body loses only its own walls, counted (``C
 ``unwalled``)."""
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from consensus import cli, registry
+from consensus import registry
 from consensus.control.avoidance import Avoidance, sum_collision
 from consensus.control.collision import CollisionCounters, filter_velocity_many
 from consensus.control.motion import SINGLE_INTEGRATOR, UNICYCLE
@@ -24,29 +23,13 @@ from consensus.scenarios.disaster.config import load_disaster_config
 from consensus.scenarios.naming_game.fleet_game import RobotsGameConfig
 from consensus.settings import FlatParams, load_flat
 
+import test_one_validation  # noqa: E402 - tests/ is on sys.path (conftest)
+
+# the one-line refusal of `consensus` and the runner that must not start: test_one_validation's
+refused, no_runner = test_one_validation.refused, test_one_validation.no_runner
+
 ROOT = Path(__file__).resolve().parents[1]
 TWO_BY_TWO = [-1.0, 1.0, -1.0, 1.0]
-
-
-def refused(main_args: list[str], capsys) -> str:
-    """``consensus <main_args>`` in this process exits 2 with one line and no traceback: that line."""
-    assert cli.main(main_args) == 2
-    err = capsys.readouterr().err.strip()
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    return err
-
-
-@pytest.fixture
-def no_runner(monkeypatch):
-    """A scenario's runner that fails the test: a refused config must never reach it."""
-    real = registry.scenario
-
-    def scenario(name):
-        def runner(*_a, **_k):
-            raise AssertionError("the run started although its config cannot be safe")
-        return dataclasses.replace(real(name), runner=runner)
-
-    monkeypatch.setattr(registry, "scenario", scenario)
 
 
 # ------------------------------------------------------------------------------------------------ packing vs fence

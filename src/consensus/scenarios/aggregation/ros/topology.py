@@ -187,15 +187,20 @@ class TopologyRelay:
     def _contested(self, j: int, now: float) -> bool:
         """Whether robot ``j`` has a second body now (``Plausibility.contested``: two consistent streams of states,
         so which one is the robot cannot be told); logs when it starts and ends."""
-        contested = self.plausible.contested(j, now)
-        if contested and j not in self.contested:
-            self.contested.add(j)
-            self.node.get_logger().warning(f"robot_{j} contested: two consistent streams of states claim it; not "
-                                           f"relayed for planning (both are avoided as bodies)")
-        elif not contested and j in self.contested:
-            self.contested.discard(j)
-            self.node.get_logger().info(f"robot_{j} has one stream of states again")
-        return contested
+        return self._log_change(self.contested, j, self.plausible.contested(j, now),
+                                f"robot_{j} contested: two consistent streams of states claim it; not relayed for "
+                                f"planning (both are avoided as bodies)", f"robot_{j} has one stream of states again")
+
+    def _log_change(self, members: set[int], j: int, now_in: bool, started: str, ended: str) -> bool:
+        """Keep ``members`` (the robots in some state) up to date for robot ``j`` (``now_in``: in it now), logging
+        ``started`` (a warning) when it enters and ``ended`` when it leaves; returns ``now_in``."""
+        if now_in and j not in members:
+            members.add(j)
+            self.node.get_logger().warning(started)
+        elif not now_in and j in members:
+            members.discard(j)
+            self.node.get_logger().info(ended)
+        return now_in
 
     def _accept(self, j: int, raw) -> tuple[float, float] | None:
         """Robot ``j``'s state, decoded and checked (module docstring), or None (counted)."""
@@ -206,16 +211,10 @@ class TopologyRelay:
 
     def _suspect(self, j: int, now: float) -> bool:
         """Whether robot ``j`` is suspect now; logs when it becomes suspect and when it is trusted again."""
-        suspect = self.plausible.suspect(j, now)
-        if suspect and j not in self.suspects:
-            self.suspects.add(j)
-            self.node.get_logger().warning(f"robot_{j} suspect: states claiming it keep being implausible (outside "
-                                           f"the workspace, jumps, replays or future stamps); refused, its track "
-                                           f"kept")
-        elif not suspect and j in self.suspects:
-            self.suspects.discard(j)
-            self.node.get_logger().info(f"robot_{j}'s states are plausible again")
-        return suspect
+        return self._log_change(self.suspects, j, self.plausible.suspect(j, now),
+                                f"robot_{j} suspect: states claiming it keep being implausible (outside the "
+                                f"workspace, jumps, replays or future stamps); refused, its track kept",
+                                f"robot_{j}'s states are plausible again")
 
     def _on_target(self, j: int):
         def cb(raw: bytes) -> None:
