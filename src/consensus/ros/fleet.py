@@ -57,7 +57,7 @@ from consensus.ros import diagnostics, qos
 from consensus.ros.nearby import FleetNearby
 from consensus.ros.health import HEALTH, Health, guarded
 from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, control_thread_priority,
-                                   freeze_startup_objects, make_executor, on_stop, run_node, spin)
+                                   destroy_nodes, freeze_startup_objects, make_executor, on_stop, run_node, spin)
 from consensus.runs.processes import ROBOT_NODE
 from consensus import names
 
@@ -440,8 +440,6 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
                 for robot in robots:
                     robot.stop()
             close()
-            for node in nodes:
-                node.destroy_node()
-            main_node.destroy_node()
+            destroy_nodes(executor, [*nodes, main_node])
 
     return run_node(body, name)

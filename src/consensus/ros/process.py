@@ -77,11 +77,23 @@ def _handle_stop_signal(signum, _frame) -> None:
     _stop.set()
 
 
-def spin_node(node, kind: str, until: rclpy.task.Future | None = None) -> None:
-    """Spin ``node`` alone on the configured executor until shutdown (or ``until`` completes)."""
-    executor = make_executor(kind)
-    executor.add_node(node)
-    spin(executor, until)
+def destroy_nodes(executor, nodes) -> None:
+    """Take ``nodes`` off ``executor``, shut it down, then destroy them. Destroying a node still added to an
+    EventsExecutor let its entities' event callbacks point into the executor while the node's publishers and
+    subscriptions went away: a recorder died with SIGSEGV inside ``destroy_node`` at the end of a CI run, while the
+    other processes' entities went away too (rclpy issue 1644 is the same race; the events executor's design asks
+    for ``remove_node`` first)."""
+    for node in nodes:
+        try:
+            executor.remove_node(node)
+        except Exception:  # noqa: BLE001 - a node never added, or an executor already down: destroy it all the same
+            pass
+    try:
+        executor.shutdown()
+    except Exception:  # noqa: BLE001 - best effort on the way out
+        pass
+    for node in nodes:
+        node.destroy_node()
 
 
 def control_thread_priority(priority: int) -> tuple[bool, str]:
@@ -152,8 +164,10 @@ def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node]
             except OSError:                     # a host that refuses it: the process runs at the usual priority
                 pass
         freeze_startup_objects()
+        executor = make_executor(getattr(getattr(obj, "cfg", None), "executor", "events"))
+        executor.add_node(node)
         try:
-            spin_node(node, getattr(getattr(obj, "cfg", None), "executor", "events"), until=getattr(obj, "done", None))
+            spin(executor, getattr(obj, "done", None))
         finally:
             end = getattr(obj, "finish", None) or getattr(obj, "close", None)
             if callable(end):           # also on Ctrl-C: never lose what the node recorded
@@ -163,7 +177,7 @@ def node_main(name: str, make: Callable[[Node], Any], *, before: Callable[[Node]
                     end()
             if finisher is not None:
                 finisher.shutdown(wait=False)
-            node.destroy_node()
+            destroy_nodes(executor, [node])
         if getattr(obj, "error", ""):
             raise ConsensusError(obj.error)
 
