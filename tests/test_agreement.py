@@ -105,13 +105,17 @@ def test_bodies_agree_pack_and_never_touch_on_every_graph(scene):
     check(*scene)
 
 
-@SETTINGS
+#: the variants on half as many scenes as the base test (derandomized too: the same five scenes in every run)
+VARIANT_SETTINGS = settings(SETTINGS, max_examples=5)
+
+
+@VARIANT_SETTINGS
 @given(scenes(), st.sampled_from([0.2, 0.5]), st.sampled_from([0.1, 0.3]))
 def test_the_same_with_delayed_and_dropped_deliveries(scene, delay, drop):
     check(*scene, link_delay_s=delay, link_drop_prob=drop)
 
 
-@SETTINGS
+@VARIANT_SETTINGS
 @given(scenes(), st.sampled_from(["unicycle", "point_mass_pid"]))
 def test_the_same_for_unicycles_and_the_point_mass(scene, kinematics):
     check(*scene, kinematics=kinematics)

@@ -28,7 +28,10 @@ def odometry_track(run) -> tuple[float, np.ndarray]:
     return odom.closest, odom.final()
 
 
-@pytest.mark.parametrize("topology", ["ring", "line", "star", "leader_follower"])
+#: one undirected and one directed graph: what only ROS shows is the graph enforced on the wire and the packing in the
+#: simulator; every graph (line and star too) is judged headless by tests/test_agreement.py's property tests, on the
+#: same ROS-free core
+@pytest.mark.parametrize("topology", ["ring", "leader_follower"])
 def test_six_robots_with_bodies_agree_on_one_point_and_pack_around_it(topology, tmp_path):
     from consensus.scenarios.aggregation.runner import run_ros
 

@@ -184,6 +184,10 @@ def test_robots_killed_before_their_first_state_while_driving_and_after_packing(
     _figure("dead robots", lost=summary["lost_robots"], converged=summary["converged"],
             final_spread_m=float(summary["final_spread_m"]), time_to_converge_s=summary["time_to_converge_s"])
     assert summary["lost_robots"] == [0, 2, 4], (summary["lost_robots"], summary.get("losses"))
+    never_heard = [e for e in summary["losses"] if e["robot"] == 0]
+    assert never_heard and never_heard[0]["last_state_s"] is None, summary["losses"]      # lost before a first state
+    assert {(p["process"], p["rule"]) for p in summary["lost_processes"]} == {
+        (f"robot_{i}/agent", "the run went on") for i in kills}, summary["lost_processes"]
     clearance = summary["clearance_m"]
     for dead, kill in kills.items():          # each dead body against each robot while that one lived
         for other in range(cfg.num_robots):
