@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))          # fake_openai_server
+sys.path.insert(0, str(ROOT / "tests"))          # support.fake_openai_server (tests/support)
 
 
 def isolate_ros() -> None:

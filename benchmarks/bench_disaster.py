@@ -3,8 +3,8 @@
 1. Headless rounds per second with the heuristic drones (implicit, one discussion turn; and explicit majority)
    for N = 3, 10, 100 drones (``--drones``), ``--rounds`` rounds each, no run directory.
 2. LLM calls and tokens per round by mode for N = 3 LLM drones against the local fake OpenAI server
-   (tests/fake_openai_server.py; it answers every drone with one valid reply and counts *words* as tokens), so the
-   numbers are the protocol's cost, not a model's: calls/round, prompt/completion words per round, prompt
+   (tests/support/fake_openai_server.py; it answers every drone with one valid reply and counts *words* as tokens),
+   so the numbers are the protocol's cost, not a model's: calls/round, prompt/completion words per round, prompt
    characters per call.
 3. With ``--embedded`` (only this part runs then, alone on the machine): the wall time of ONE round of 3 LLM
    drones (implicit, one discussion turn: 6 calls) on the embedded model (Qwen2.5-Coder-1.5B via llama.cpp), with
@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import _common  # noqa: F401  (puts tests/ on sys.path for the fake server)
-from fake_openai_server import FakeOpenAIServer
+import _common  # noqa: F401  (puts tests/ on sys.path for tests/support, the fake server)
+from support.fake_openai_server import FakeOpenAIServer
 
 from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.headless import run_disaster_headless

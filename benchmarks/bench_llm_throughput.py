@@ -1,6 +1,6 @@
 """LLM throughput of the experiment runner: requests/s through one shared, concurrency-bounded client.
 
-A local OpenAI-protocol server (tests/fake_openai_server.py run as its own process: a thread per connection,
+A local OpenAI-protocol server (tests/support/fake_openai_server.py run as its own process: a thread per connection,
 so concurrent requests are served concurrently) answers every chat request after ``--latency`` seconds (default
 0.2 s). An LLM sweep runs through the runner (``consensus.experiments.runner.run_experiment``) with
 ``llm.concurrency = --concurrency`` (default 16), so at best ``concurrency / latency`` requests complete per second
@@ -58,8 +58,8 @@ def _without_time(run_dir: Path) -> dict:
 
 
 def _start_server(latency: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_openai_server.py"), "--latency", str(latency),
-                             "--reply", REPLY], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "fake_openai_server.py"),
+                             "--latency", str(latency), "--reply", REPLY], stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()          # "fake OpenAI server on http://127.0.0.1:PORT/v1 (latency ...)"
     if "http" not in line:
         proc.kill()

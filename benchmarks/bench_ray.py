@@ -1,7 +1,7 @@
 """The Ray executor against the local one on this machine: CPU trials per second, Ray's overhead per trial, and an
 LLM sweep over two endpoints against its ideal time.
 
-A two-node Ray cluster is started here as the tests start it (tests/ray_cluster.py: ``ray start --head`` and
+A two-node Ray cluster is started here as the tests start it (tests/support/ray_cluster.py: ``ray start --head`` and
 ``ray start --address``, 1 CPU each, so the Ray run has the same 2 workers as the local fork pool of 2 processes)
 and stopped at the end.
 
@@ -11,13 +11,13 @@ and stopped at the end.
    Ray's overhead per trial = the wall time a trial occupies a worker (workers / rate) minus its own time, minus
    the same for the local pool; it "stops mattering" where it is below 10 % of the trial's own time.
 2. **CPU, a real preset.** ``theory-model`` (paper 2's model): trials/s local vs Ray the same way.
-3. **LLM.** Two fake endpoints (tests/fake_openai_server.py, each its own process) with a fixed latency, each with
-   ``concurrency`` C: a sweep of trials that each send ``--rounds`` requests one after another, on both executors.
+3. **LLM.** Two fake endpoints (tests/support/fake_openai_server.py, each its own process) with a fixed latency, each
+   with ``concurrency`` C: a sweep of trials that each send ``--rounds`` requests one after another, on both executors.
    The ideal is calls x latency / (2 C); printed: the request phase (first request sent -> last reply, from the
    transcript) and end to end, as a share of the ideal (target >= 80 %).
 4. **A flaky endpoint** (``--flaky``, only this part): 8 trials of ``consensus-1d`` (3 agents, 3 rounds, LLM planner)
-   against one endpoint (tests/flaky_openai_server.py, its own process) that rotates through a good reply, an HTTP
-   500, garbage and a slow good reply (``--slow`` s), local executor then Ray; printed: each one's wall time, its
+   against one endpoint (tests/support/flaky_openai_server.py, its own process) that rotates through a good reply, an
+   HTTP 500, garbage and a slow good reply (``--slow`` s), local executor then Ray; printed: each one's wall time, its
    ok / failed records, and Ray's time as a multiple of the local one (target <= 2).
 
     python benchmarks/bench_ray.py [--quick]
@@ -95,8 +95,8 @@ def _phase(study: Study, spec, executor, tmp: Path) -> tuple[float, float, float
 
 
 def _start_server(latency: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_openai_server.py"), "--latency", str(latency),
-                             "--reply", REPLY], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "fake_openai_server.py"),
+                             "--latency", str(latency), "--reply", REPLY], stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if "http" not in line:
         proc.kill()
@@ -122,7 +122,8 @@ def _llm_sweep(args, executor, urls: list[str], tmp: Path) -> tuple[float, float
 
 
 def _start_flaky(slow_s: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "flaky_openai_server.py"), "--slow", str(slow_s)],
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "flaky_openai_server.py"),
+                             "--slow", str(slow_s)],
                             stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if "http" not in line:
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="--flaky: runs of each")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests"))
-    from ray_cluster import RayCluster
+    from support.ray_cluster import RayCluster
 
     from consensus.experiments.ray_executor import RayExecutor
     from consensus.experiments.runner import LocalExecutor

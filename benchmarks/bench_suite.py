@@ -61,7 +61,7 @@ def read_junit(path: Path) -> list[tuple[str, float]]:
     for case in ET.parse(path).getroot().iter("testcase"):
         module = case.get("classname", "")
         parts = module.split(".")
-        # pytest writes classname "tests.test_x" (or "tests.test_x.TestClass") and name "test_y[param]"
+        # pytest writes classname "tests.unit.llm.test_x" (or "tests.ros.test_x.TestClass") and name "test_y[param]"
         file_parts, cls = (parts, None) if not parts[-1][:1].isupper() else (parts[:-1], parts[-1])
         node = "/".join(file_parts) + ".py" + (f"::{cls}" if cls else "") + f"::{case.get('name')}"
         cases.append((node, float(case.get("time", 0.0))))

@@ -12,7 +12,7 @@ worker, one after another, and share one llama.cpp server (``shared_llm``) witho
 tests of a module that share a module-scoped run are in one group too (``_group_of``, ``pytest_xdist_make_scheduler``).
 
 Nothing installed hides a test: ``pytest.importorskip`` is ``needs.importorskip`` here, which under
-CONSENSUS_REQUIRE_ALL=1 fails instead of skipping for a module ``make test`` installs (tests/needs.py).
+CONSENSUS_REQUIRE_ALL=1 fails instead of skipping for a module ``make test`` installs (tests/support/needs.py).
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -46,8 +45,7 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # headless choice (EGL, else OSMesa: consensus.sims.mujoco_world), made before any test imports mujoco
 import consensus.sims.mujoco_world  # noqa: E402,F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # tests/fake_openai_server.py
-import needs  # noqa: E402
+from support import needs  # noqa: E402 - tests/ is on sys.path (pyproject.toml: pythonpath)
 
 pytest.importorskip = needs.importorskip      # CONSENSUS_REQUIRE_ALL=1: what make test installs must import
 

@@ -123,7 +123,8 @@ def field_help(cls: type, name: str) -> str:
 
 def parameter_table(cls: type) -> str:
     """The Markdown table of the fields ``cls`` itself declares (a redeclaration shows its new default), from their
-    metadata: docs/parameters.md holds one per group and scenario config, checked by tests/test_param_meta.py."""
+    metadata: docs/parameters.md holds one per group and scenario config, checked by
+    tests/unit/settings/test_param_meta.py."""
     meta = field_meta(cls)
     own = [f for f in fields(cls) if f.name in vars(cls).get("__annotations__", {})]
     lines = ["| parameter | type | default | range | unit | meaning |", "|---|---|---|---|---|---|"]

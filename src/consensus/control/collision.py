@@ -48,7 +48,7 @@ apart (``h`` recovers at the rate ``γ``).
 it does not know of. A position that is *old* (delayed or dropped messages) is used as it is; the rule for the
 margin that covers it is ``safety_distance(..., delay_s=τ)``: ``d_min`` grows by ``2 v_max τ`` for positions up to
 ``τ`` seconds old (each robot of the pair may have moved ``v_max τ`` since the other last heard of it). This rule
-is checked by simulation (tests/test_collision_filter.py), not proven.
+is checked by simulation (tests/unit/control/test_collision_filter.py), not proven.
 
 **Unicycles.** A differential-drive robot is filtered on its *near-identity point* ``q = p + l (cos θ, sin θ)``, a
 point ``l`` ahead of the wheel axis, which is a single integrator under the transform

@@ -1,12 +1,12 @@
 """A whole fleet's control tick in one vectorised step (no ROS): the robot cores of ``consensus.control.robot_core``,
 stepped together.
 
-``FleetCore(cores).step(now, nearby)`` returns every robot's ``Command``, each equal (to 1e-6, tested on random
-scenes: tests/test_fleet_core.py) to what ``cores[i].step(now, nearby[i])`` returns: the same safety rules, goals,
-packing, deadlock rule and counters. What is batched is the expensive part: the collision filter's QPs of all robots
-are solved at once (``consensus.control.collision.filter_velocity_many``: the rows built as arrays, the fast paths
-vectorised, the remaining 2-D QPs by one batched dual active-set), instead of one filter call (and one DAQP solve)
-per robot.
+``FleetCore(cores).step(now, nearby)`` returns every robot's ``Command``, each equal (to 1e-6, tested on random scenes:
+tests/unit/control/test_fleet_core.py) to what ``cores[i].step(now, nearby[i])`` returns: the same safety rules, goals,
+packing, deadlock rule and counters. What is batched is the expensive part: the collision filter's QPs of all robots are
+solved at once (``consensus.control.collision.filter_velocity_many``: the rows built as arrays, the fast paths
+vectorised, the remaining 2-D QPs by one batched dual active-set), instead of one filter call (and one DAQP solve) per
+robot.
 
 It stays **decentralised**: robot i's rows use only ``nearby[i]`` (what robot i heard, with its ages and speeds), its
 own ``d_min`` margins (``robot_core.neighbour_margins``: a fresh position's honest margin, a silent body's growing

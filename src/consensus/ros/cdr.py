@@ -4,7 +4,7 @@ A fleet process receives ~2000 odometry messages per second at 100 robots; rclpy
 two 36-element covariance arrays and a dozen objects per message, which alone costs ~10 % of a core. The pose sits
 at a fixed place after the two header strings in the XCDR1 little-endian encoding that Fast DDS and Cyclone DDS use
 for ROS 2 messages; anything else (another encapsulation, a short buffer) returns None and the caller falls back
-to deserialize_message. tests/test_ros_cdr.py checks this against rclpy's own deserializer.
+to deserialize_message. tests/unit/ros/test_ros_cdr.py checks this against rclpy's own deserializer.
 """
 from __future__ import annotations
 

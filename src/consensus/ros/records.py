@@ -9,7 +9,7 @@ it, every receiver ``decode``s it, so a record's fields, their types and their m
   what it was before these classes (bags, readers and ``plans.jsonl`` unchanged).
 * A field whose metadata says ``optional`` is left out of the JSON when it is None (a robot's ``collision`` without
   avoidance, ``llm`` without an LLM client); the other fields are always there.
-* The schema tables of docs/nodes.md are ``schema_table(cls)`` (tests/test_records.py compares them).
+* The schema tables of docs/nodes.md are ``schema_table(cls)`` (tests/unit/ros/test_records.py compares them).
 
 No ROS import: the records are plain data (a bag reader or a headless tool may use them too).
 """

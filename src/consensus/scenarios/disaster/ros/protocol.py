@@ -6,7 +6,7 @@ The publisher builds the record and ``encode``s it, every receiver ``decode``s i
 record does not name are kept (``extra``), so the JSON on the wire is what it was before these classes (bags,
 ``rounds.jsonl`` and the tests read it). What a record's types cannot say (a cell on the grid, a reply's action) is
 checked where the record is used (``ros.agent``'s ``cell_or_none``, ``reply_from_dict``). The schema tables of
-docs/disaster.md are ``schema_table`` of these classes (tests/test_scenario_records.py compares them).
+docs/disaster.md are ``schema_table`` of these classes (tests/scenarios/test_scenario_records.py compares them).
 
 No ROS import: plain data.
 """

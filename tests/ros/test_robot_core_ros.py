@@ -1,0 +1,152 @@
+"""The ROS robot node decides nothing of its own: fed the same inputs, the node (``consensus.ros.robot.RobotAgent``,
+its inputs arriving as serialized ROS messages) and a bare ``RobotCore`` fed as the headless loop feeds it
+(``Heard``, ``Nearby``) send the same command at every tick and plan the same targets, with the collision filter
+binding, the meeting points of the neighbours, ages and speeds of the nearby positions, packing slots and the
+planner's rounds. The safety rules themselves are tested without ROS (tests/unit/control/test_robot_core.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from consensus.control.avoidance import avoidance_from_config
+from consensus.control.robot_core import Heard, Nearby, RobotCore
+from consensus.scenarios.aggregation.config import load_config
+from consensus.scenarios.aggregation.planners.classical import AveragePlanner
+
+pytestmark = pytest.mark.ros
+
+
+def _pose_array(stamp_ns: int, xy) -> bytes:
+    from consensus.ros.cdr import pose_array_bytes
+
+    return pose_array_bytes(stamp_ns, "world", np.asarray(xy, dtype=float).reshape(-1, 2))
+
+
+def test_the_node_and_the_headless_core_send_the_same_commands_for_the_same_inputs():
+    import rclpy
+    from nav_msgs.msg import Odometry
+    from rclpy.node import Node
+    from rclpy.serialization import serialize_message
+
+    from consensus.ros.nearby import nearby_cloud
+    from consensus.ros.robot import RobotAgent
+
+    cfg = load_config(None, num_robots=4, planner="average", collision_avoidance="cbf", planner_period_s=1.0,
+                      control_period_s=0.1, state_rate_hz=5.0)
+    rclpy.init()
+    try:
+        node = Node("agent", namespace="robot_0")
+        agent = RobotAgent(node, cfg, 0, AveragePlanner(dim=2), None, meeting_points=True)
+        twin = RobotCore(cfg, 0, AveragePlanner(dim=2), avoid=avoidance_from_config(cfg, ros=True),
+                         meeting_points=True)
+        sent: list[tuple[float, float, float]] = []
+        agent.send = lambda vx, vy, wz, now=None: sent.append((vx, vy, wz))       # the node's output, captured
+        clock = {"t": 100.0}
+        agent._now = lambda: clock["t"]                                            # the node's clock, controlled
+
+        rng = np.random.default_rng(3)
+        pos = np.array([0.0, 0.0])
+        others = np.array([[0.8, 0.05], [2.6, 1.5], [2.5, -1.2]])      # one of them in the way
+        for tick in range(60):
+            t = clock["t"] = 100.0 + 0.1 * tick
+            stamp_ns = int(round(t * 1e9))
+            odom = Odometry()
+            odom.pose.pose.position.x, odom.pose.pose.position.y = pos
+            odom.pose.pose.orientation.w = 1.0
+            agent._on_odom_raw(serialize_message(odom))
+            twin.observe(t, pos)
+            others += rng.normal(0.0, 0.02, others.shape)                         # the others move a little
+            ages = rng.uniform(0.0, 0.3, len(others))
+            speeds = rng.uniform(0.0, 0.5, len(others))
+            agent._on_nearby_raw(serialize_message(nearby_cloud(stamp_ns, others, ages, speeds, np.arange(1, 4))))
+            nearby = Nearby.of(others, ages, speeds, np.arange(1, 4))
+            if tick % 10 == 0:                                                     # a planning slot
+                mps = np.array([2.4, 0.0]) + rng.normal(0.0, 0.3, others.shape)
+                agent._on_neighbors_raw(_pose_array(stamp_ns, others))
+                agent._on_targets_raw(_pose_array(stamp_ns, mps))
+                agent.plan_tick()
+                twin.plan(t, Heard(others.copy(), mps))
+                twin.collect(t)
+            agent.control_tick()
+            cmd = twin.step(t, nearby)
+            # equal up to the wire's float32 ages and speeds (sensor_msgs/PointCloud2 fields of `nearby`)
+            assert sent[-1] == pytest.approx((cmd.vx, cmd.vy, cmd.wz), abs=1e-6), tick
+            assert np.allclose(agent.core.target, twin.target)
+            pos = pos + 0.1 * np.array(sent[-1][:2])
+        assert twin.counters == agent.core.counters
+        assert twin.avoid.counters.interventions > 0            # the filter did bind on the way
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+
+
+def test_a_planning_slot_between_the_positions_and_their_meeting_points_plans_on_the_previous_delivery():
+    """``neighbors`` and ``neighbor_targets`` travel on two topics: a planning slot that falls between them plans on
+    the previous pair, never on the neighbours' positions (which would pull the meeting point towards their
+    centroid); the waiting delivery is used once its meeting points come; a relay that sends none is planned on with
+    the positions after ``UNPAIRED_DELIVERIES`` deliveries, counted."""
+    import rclpy
+    from nav_msgs.msg import Odometry
+    from rclpy.node import Node
+    from rclpy.serialization import serialize_message
+
+    from consensus.ros.robot import UNPAIRED_DELIVERIES, RobotAgent
+
+    cfg = load_config(None, num_robots=3, planner="average", collision_avoidance="none", planner_period_s=1.0)
+    rclpy.init()
+    try:
+        node = Node("agent", namespace="robot_0")
+        agent = RobotAgent(node, cfg, 0, AveragePlanner(dim=2), None, meeting_points=True)
+        agent.send = lambda vx, vy, wz, now=None: None
+        clock = {"t": 100.0}
+        agent._now = lambda: clock["t"]
+        odom = Odometry()
+        odom.pose.pose.orientation.w = 1.0
+        agent._on_odom_raw(serialize_message(odom))            # own position (0, 0)
+        positions = np.array([[4.0, 4.0], [-4.0, 4.0]])        # far from where they agree to meet
+        agreed = np.array([[1.0, 1.0], [1.0, 1.0]])
+
+        def slot(t: float) -> np.ndarray:
+            clock["t"] = t
+            agent.plan_tick()
+            return agent.core.target.copy()
+
+        agent._on_neighbors_raw(_pose_array(int(100e9), positions))
+        agent._on_targets_raw(_pose_array(int(100e9), agreed))
+        t1 = slot(100.1)
+        assert np.allclose(t1, [2 / 3, 2 / 3])                   # (own 0,0 + 1,1 + 1,1) / 3
+
+        agent._on_neighbors_raw(_pose_array(int(101e9), positions))      # its meeting points not here yet
+        t2 = slot(101.1)
+        assert np.allclose(t2, (t1 + agreed.sum(axis=0)) / 3)             # the previous pair
+        agent._on_targets_raw(_pose_array(int(101e9), agreed + 1.0))
+        t3 = slot(102.1)
+        assert np.allclose(t3, (t2 + (agreed + 1.0).sum(axis=0)) / 3)     # the waiting delivery, paired
+        assert agent.health.bad_by_input.get("neighbor_targets", 0) == 0
+
+        for k in range(UNPAIRED_DELIVERIES + 1):                # a relay that stopped sending meeting points
+            agent._on_neighbors_raw(_pose_array(int((103 + k) * 1e9), positions))
+        before = agent.core.target.copy()
+        after = slot(103.1 + UNPAIRED_DELIVERIES)
+        assert np.allclose(after, (before + positions.sum(axis=0)) / 3)
+        assert agent.health.bad_by_input.get("neighbor_targets", 0) == 1
+
+        # meeting points that never match their delivery (stamped otherwise, e.g. forged): the robot waits as long
+        # and then plans on the positions, counted; a matching pair is used again at once
+        agent._on_neighbors_raw(_pose_array(int(200e9), positions))
+        agent._on_targets_raw(_pose_array(int(200e9), agreed))
+        t = slot(200.1)
+        for k in range(1, UNPAIRED_DELIVERIES + 2):
+            agent._on_neighbors_raw(_pose_array(int((200 + k) * 1e9), positions))
+            agent._on_targets_raw(_pose_array(int((200 + k) * 1e9) + 1, agreed))
+            before, t = t, slot(200.1 + k)
+            if k <= UNPAIRED_DELIVERIES:                           # waiting: the pair of 200 s planned on again
+                assert np.allclose(t, (before + agreed.sum(axis=0)) / 3), k
+        assert np.allclose(t, (before + positions.sum(axis=0)) / 3)        # then the positions, counted
+        assert agent.health.bad_by_input["neighbor_targets"] == 2
+        agent._on_targets_raw(_pose_array(int(250e9), agreed))
+        agent._on_neighbors_raw(_pose_array(int(250e9), positions))          # meeting points first this time
+        assert np.allclose(slot(250.1), (t + agreed.sum(axis=0)) / 3)
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
