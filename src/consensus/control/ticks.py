@@ -175,9 +175,9 @@ class SlotGrid:
     it that are not stepped yet, in slot order: one in the usual case; after a stall the skipped slots' groups too
     (at most each group once: the latest ``groups`` slots), counted in ``skipped``; none for a callback whose slot
     was stepped already. Reading the slot from the timer, not from the time the callback ran, keeps the grid
-    exact: a grid restarted at every stall moved every group's slots for the rest of the run (measured at 100
-    robots: a stall of 170 ms left 89 % of the commands counted late, docs/benchmarks.md), and one guessed from
-    the callback's time stepped a group a slot early when the callback came just at the next slot. A timer whose
+    exact: a grid restarted at every stall would move every group's slots for the rest of the run, and one guessed
+    from the callback's time steps a group a slot early when the callback comes just at the next slot (measured:
+    docs/benchmarks.md, 'Why the code is as it is'). A timer whose
     next call jumps (backwards, or forwards by more than ``max_jump_s``: a sim time reset, a paused sim) starts
     the grid anew there."""
 

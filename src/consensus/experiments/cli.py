@@ -189,8 +189,8 @@ def _plan(args: argparse.Namespace, studies: Mapping[str, Study]):
 
 #: seconds per request of the embedded CPU model (Qwen2.5-Coder-1.5B on 2 cores), low and high
 EMBEDDED_SECONDS_PER_CALL = (4.0, 9.0)
-#: how much faster two slots answer a sweep than one on 2 cores (benchmarks/bench_llm_batch.py, two runs: 2
-#: concurrent requests 1.19x and 1.39x one request's generated tokens per second; the lower one)
+#: how much faster two slots answer a sweep than one on 2 cores: the lower of the measured gains
+#: (benchmarks/bench_llm_batch.py; docs/benchmarks.md, 'Why the code is as it is')
 EMBEDDED_BATCH_SPEEDUP = 1.2
 
 

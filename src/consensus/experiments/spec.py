@@ -59,9 +59,8 @@ EXECUTION_LLM_KEYS = ("base_url", "api_key_env", "concurrency", "timeout_s", "ma
 ENDPOINT_KEYS = ("base_url", "model", "concurrency")
 
 
-#: slots of a sweep's embedded server: the most generated tokens per second on a 2-core machine
-#: (benchmarks/bench_llm_batch.py, docs/benchmarks.md: 2 concurrent requests 1.2-1.4x one request's in two runs,
-#: 4 concurrent 0.5x and 1.6x: noisy, so the setting that gained in both);
+#: slots of a sweep's embedded server: the most generated tokens per second on a 2-core machine, the setting that
+#: gained in every measured run (benchmarks/bench_llm_batch.py; docs/benchmarks.md, 'Why the code is as it is');
 #: a sweep asks ``min(concurrency, n_parallel)`` requests at once
 EMBEDDED_SLOTS = 2
 EMBEDDED_CONTEXT = 8192          # the slots' shared (unified) KV cache: 4096 tokens per slot

@@ -343,8 +343,9 @@ class EmbeddedServer:
         p.cache_prompt = True
         p.kv_unified = True
         p.use_jinja = True
-        # llama.cpp's default clears every idle slot (into its RAM prompt cache) when a task starts on another one;
-        # measured here, the cleared slots then re-evaluated their whole prompt: pinned slots keep their own cache
+        # llama.cpp's default clears every idle slot (into its RAM prompt cache) when a task starts on another one,
+        # and a cleared slot re-evaluates its whole prompt (docs/benchmarks.md, 'Why the code is as it is'): pinned
+        # slots keep their own cache
         p.cache_idle_slots = False
         # slot save/restore (consensus.llm.slots: cold slots start from a warm slot's prompt cache), into a private
         # temporary folder removed at close

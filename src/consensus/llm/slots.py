@@ -2,12 +2,12 @@
 
 Agents pinned to their own slots (``OpenAIChatClient.slot_for``) share most of their prompt: the system prompt and,
 in the ``tools`` style, the tool definitions (~450 of ~540 tokens for paper 1's aggregation). On a fresh server
-each slot would evaluate that prefix itself, so the first 4-robot round cost 9.6 calls' time (issue 20). llama.cpp
+each slot would evaluate that prefix itself, so a cold first round would cost many calls' time. llama.cpp
 keeps one prompt cache per slot and offers no shared prefix cache between slots, but its server can save a slot's
 cache to a file and restore it into another slot (``POST /slots/<id>?action=save|restore``, enabled by
-``--slot-save-path``; measured here: 10 MB for 357 tokens, saved in 8 ms and restored in 4 ms). A restored slot
-holds the other agent's prompt; llama.cpp keeps the longest common token prefix with the new request and evaluates
-only the rest (measured: 17 of 350 prompt tokens).
+``--slot-save-path``; a save or a restore takes milliseconds). A restored slot holds the other agent's prompt;
+llama.cpp keeps the longest common token prefix with the new request and evaluates only the rest (measured:
+docs/benchmarks.md, 'Cold LLM round').
 
 ``SharedPrefix`` does this for a client: the first request of the run (the *primer*) goes alone; when it has
 completed its slot is saved; every other slot, before its first request, is restored from that file (requests that

@@ -149,7 +149,7 @@ class BagRecorder:
 
         def cb(raw: bytes) -> None:
             # the node clock is the system clock unless sim time is active: read it without building a Time
-            # (a tenth of the recorder's time at 100 robots, py-spy)
+            # (a large share of the recorder's time otherwise: docs/benchmarks.md, 'Why the code is as it is')
             write(name, raw, clock.now().nanoseconds if clock.ros_time_is_active else wall())
         return cb
 

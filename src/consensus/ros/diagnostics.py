@@ -232,9 +232,9 @@ class DiagnosticsPublisher:
 class RobotsDiagnostics:
     """A robot process's statuses on ``/diagnostics``: its robots in arrays of at most ``per_array`` (the main node's
     status with the first), one array every ``period_s``, so each robot's status goes out once every ``PERIOD_S``
-    and no callback holds the executor thread (the fleet clock's) for long. Measured at 100 robots (docs/nodes.md):
-    one array of all took 12 ms a callback (80 ms at its 95th percentile), arrays of 10 took 1.1 ms each (1.3 ms),
-    11 ms a second in all. A monitor keeps the newest status of each name, whichever array brought it."""
+    and no callback holds the executor thread (the fleet clock's) for long (measured: docs/nodes.md, 'Node health
+    on /diagnostics', and docs/benchmarks.md, 'Why the code is as it is'). A monitor keeps the newest status of each
+    name, whichever array brought it."""
 
     def __init__(self, main_node, robots: list, main_health, per_array: int = ROBOTS_PER_ARRAY) -> None:
         self.main_node, self.main_health = main_node, main_health

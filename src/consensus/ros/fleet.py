@@ -4,10 +4,9 @@
   ``/robot_<i>/agent``.
 * Fleet (the scalable mode): run in the root namespace with ``robot_id`` -1 (the default). The process holds one
   parameter node (``/fleet``) and one Node per robot (``/robot_<i>/agent``, parameter services off) on one
-  executor (measured on 2 cores, docs/benchmarks.md: rclpy's EventsExecutor keeps >= 99.5 % of 10 Hz control ticks
-  on time for ~100 robots, where the SingleThreadedExecutor tops out near 30 and one process per robot near 30,
-  80 MB each). LLM calls of all robots share one bounded thread pool of ``llm_concurrency`` workers and one LLM
-  client, never the executor thread.
+  executor: rclpy's EventsExecutor keeps a far larger fleet's control ticks on time than the SingleThreadedExecutor
+  or one process per robot does (measured: docs/benchmarks.md, 'Why the code is as it is'). LLM calls of all robots
+  share one bounded thread pool of ``llm_concurrency`` workers and one LLM client, never the executor thread.
 
 **One clock** (``FleetClock``, issue 29). Every robot process, a fleet or a single robot (N = 1), has one control
 timer, on the main node, on the executor thread of the robots' subscriptions (a subscription callback only stores
@@ -148,10 +147,9 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
     return on_set
 
 
-#: the shortest time between two groups' slots (100 robots on 2 cores, filter and bag on, docs/benchmarks.md: groups
-#: 10 ms apart, 60 % of the commands within 10 ms of their slot; 20 ms apart, 96.8-98.4 % at 1.09-1.12 cores; 25 ms
-#: apart, 86.7-99.7 % at 0.99-1.02 cores: the timer's jitter under load is as long as a short slot), so a fleet is
-#: split into at most control_period_s / MIN_SLOT_S groups
+#: the shortest time between two groups' slots: the timer's jitter under load is as long as a shorter slot (measured
+#: at 100 robots: docs/benchmarks.md, 'Why the code is as it is'), so a fleet is split into at most
+#: control_period_s / MIN_SLOT_S groups
 MIN_SLOT_S = 0.025
 
 PHASES = ("prepare", "step", "publish", "after")     # the parts of a fleet clock's tick (FleetClock.stats)
@@ -211,8 +209,8 @@ class FleetClock:
     one per ``MIN_SLOT_S`` of the period, so groups may be larger), each with its own control slot: the timer fires
     ``len(groups)`` times a period, and each tick steps one group (its robots' inputs, nearby sets, fleet core and
     commands, then their outputs and planning slots). Every robot is still stepped once a period, but its command
-    waits only for its group's work, not the whole fleet's (measured at 100 robots, docs/benchmarks.md: one step of
-    all took 12 ms from the slot to the last command)."""
+    waits only for its group's work, not the whole fleet's (at 100 robots one step of all puts the last command past
+    the 10 ms bar: docs/benchmarks.md, 'Why the code is as it is')."""
 
     def __init__(self, node: Node, cfg: Any, robots: list, *, nearby_in_process: bool, start: bool = True,
                  ready: Callable[[], bool] | None = None) -> None:
@@ -235,7 +233,8 @@ class FleetClock:
         self.plan_every = k = max(1, round(cfg.planner_period_s / cfg.control_period_s))
         # each robot plans every planner_period_s, a group's slots spread evenly over the period's ticks (robot j
         # of a group of m at its group's tick j·k // m of the k ticks of a period): a whole fleet's planning at once
-        # (status, target and reasoning of every robot, ~1.5 ms a robot at 100 robots) made the next slot late
+        # (status, target and reasoning of every robot) would make the next slot late (docs/benchmarks.md, 'Why the
+        # code is as it is')
         self._planning: list[list[list[int]]] = []
         for grp in self.groups:
             slots: list[list[int]] = [[] for _ in range(k)]
@@ -410,9 +409,9 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
                 nodes.append(node)
                 executor.add_node(node)
         main_node.add_on_set_parameters_callback(_runtime_settings(main_node, cfg, robots))
-        # the one clock on the main node, on the same executor thread as the robots' subscriptions (measured at 100
-        # robots: a second executor thread for the clock made its ticks start later, 99.5 % within 10 ms and up to
-        # 76 ms late, against 100 % and 3.5 ms on one thread: the GIL, not the executor, was the queue)
+        # the one clock on the main node, on the same executor thread as the robots' subscriptions: a second
+        # executor thread for the clock makes its ticks start later, the GIL, not the executor, being the queue
+        # (measured: docs/benchmarks.md, 'Why the code is as it is')
         in_process = fleet and len(robots) == cfg.num_robots
         if not in_process and getattr(cfg, "fleet", False) and any(r.core.avoid is not None for r in robots):
             main_node.get_logger().error(

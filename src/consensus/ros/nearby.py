@@ -54,9 +54,9 @@ PointCloud2 is the standard message for points that carry named fields; RViz and
 Hosted by a node that runs in every run whose robots move (the aggregation's ``topology``, the disaster grid, the
 naming game's matchmaker) when the robots run one process each (``fleet: false``); vectorised over the n × n links.
 A fleet process (``fleet: true``) holds every robot's odometry already: it computes each robot's set itself through
-the same link model (``FleetNearby``), and no relay runs (issue 29: the relay's n × (n − 1) positions ten times a
-second were the largest traffic of a 100-robot run). A state with a non-finite or absurd position, or
-undecodable, is dropped and counted in the host's ``Health``.
+the same link model (``FleetNearby``), and no relay runs (a relay's n × (n − 1) positions ten times a second would be
+a large fleet's largest traffic: docs/benchmarks.md, 'Why the code is as it is'). A state with a non-finite or absurd
+position, or undecodable, is dropped and counted in the host's ``Health``.
 """
 from __future__ import annotations
 

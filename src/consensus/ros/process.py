@@ -22,8 +22,8 @@ from rclpy.signals import SignalHandlerOptions
 def make_executor(kind: str):
     """rclpy's EventsExecutor ("events") or the SingleThreadedExecutor ("single").
 
-    Measured on 2 cores (docs/benchmarks.md): the SingleThreadedExecutor rebuilds its wait set on every wake-up,
-    which costs a whole core at ~30 robots' traffic; the EventsExecutor handles 100 robots at a fraction of that.
+    The SingleThreadedExecutor rebuilds its wait set on every wake-up, which a large fleet's traffic makes cost a
+    whole core; the EventsExecutor does not (measured: docs/benchmarks.md, 'Why the code is as it is').
     """
     if kind == "events":
         try:
@@ -71,18 +71,19 @@ def _run_on_stop() -> None:
 def _handle_stop_signal(signum, _frame) -> None:
     """Only note the stop: ``spin`` returns within ``STOP_POLL_S``, then the node's finally blocks write what it holds
     and ``run_node`` shuts rclpy down. A Python signal handler runs on the main thread between any two bytecodes, in
-    the middle of an executor's callback too: shutting rclpy down here destroyed the nodes under a running callback,
-    and a second signal (``ros2 launch`` forwards SIGINT to a process group that also got it) came inside the first
-    one's ``rclpy.try_shutdown`` and waited for ever for the lock that one held (a recorder, py-spy, 2026-11-27)."""
+    the middle of an executor's callback too: shutting rclpy down here would destroy the nodes under a running
+    callback, and a second signal (``ros2 launch`` forwards SIGINT to a process group that also got it) coming inside
+    the first one's ``rclpy.try_shutdown`` would wait for ever for the lock that one holds (the incident:
+    docs/benchmarks.md, 'Why the code is as it is')."""
     _stop.set()
 
 
 def destroy_nodes(executor, nodes) -> None:
     """Take ``nodes`` off ``executor``, shut it down, then destroy them. Destroying a node still added to an
-    EventsExecutor let its entities' event callbacks point into the executor while the node's publishers and
-    subscriptions went away: a recorder died with SIGSEGV inside ``destroy_node`` at the end of a CI run, while the
-    other processes' entities went away too (rclpy issue 1644 is the same race; the events executor's design asks
-    for ``remove_node`` first)."""
+    EventsExecutor leaves its entities' event callbacks pointing into the executor while the node's publishers and
+    subscriptions go away: a SIGSEGV inside ``destroy_node`` when the other processes' entities go away at the same
+    time (rclpy issue 1644 is the same race; the events executor's design asks for ``remove_node`` first; the
+    incident: docs/benchmarks.md, 'Why the code is as it is')."""
     for node in nodes:
         try:
             executor.remove_node(node)
@@ -101,9 +102,8 @@ def control_thread_priority(priority: int) -> tuple[bool, str]:
     so that no ordinary process on the host delays a control slot; threads it starts later get the usual
     scheduling (SCHED_RESET_ON_FORK). Allowed for root, with CAP_SYS_NICE or an rtprio limit (limits.conf); refused,
     the thread keeps the usual scheduling. Returns whether the thread runs as asked (``priority`` 0 included) and
-    what happened, for the log. Measured at 100 robots on 2 cores
-    (docs/benchmarks.md, third session): 97.6-99.9 % of the commands within 10 ms of their slot without it, 100 %
-    in 12 of 12 runs with it."""
+    what happened, for the log. At 100 robots on 2 cores it keeps the commands within 10 ms of their slot where the
+    usual scheduling lets a few slip (measured: docs/benchmarks.md, 'Why the code is as it is')."""
     if priority <= 0:
         return True, "usual scheduling (control_priority 0)"
     try:
@@ -124,9 +124,9 @@ def freeze_startup_objects() -> None:
 
 #: the niceness a process that only records (the run's recorder, the bag recorder) adds to its executor thread's:
 #: on a busy host the robots' control, the sim and the planners take the CPU first, and the recorders catch up from
-#: their subscriptions' queues, which are deep for that (``qos.RECORDER_DEPTH``). Until the node processes shared
-#: the runner's session (``runs.ros_runner.OWN_PROCESS_GROUP``) it had no effect (an autogroup per process; perf
-#: sched at 100 robots, docs/benchmarks.md)
+#: their subscriptions' queues, which are deep for that (``qos.RECORDER_DEPTH``). It takes effect because the node
+#: processes share the runner's session (``runs.ros_runner.OWN_PROCESS_GROUP``): with an autogroup per process it
+#: would have none (measured: docs/benchmarks.md, 'Why the code is as it is')
 BACKGROUND_NICE = 10
 
 
@@ -193,8 +193,8 @@ SWITCH_INTERVAL_S = 0.001
 
 #: ... and while a fleet clock computes and publishes its commands (``consensus.ros.fleet.FleetClock``): the control
 #: step keeps the GIL against the planner's threads for up to this long (a tick's step is a few ms), then the
-#: interval is 1 ms again. Measured with bench_control_timing (20 robots, up to 16 LLM calls in flight): commands
-#: published within 10 ms of their slot 99.66 % (max 12.4 ms) with 1 ms throughout, 100 % (max 9.2 ms) with this
+#: interval is 1 ms again, so that no LLM client's thread pushes a command past its slot (measured with
+#: bench_control_timing: docs/benchmarks.md, 'Why the code is as it is')
 CONTROL_SWITCH_INTERVAL_S = 0.02
 
 

@@ -14,8 +14,9 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 STREAM = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
 EVENTS = QoSProfile(depth=50)
-# the records of a run a recorder started after the robots must still get (a CI run's recorder, started last on a
-# loaded host, missed the first planning round's records: plans.jsonl lacked the fallback the summary counted)
+# the records of a run a recorder started after the robots must still get (a recorder started last on a loaded
+# host would otherwise miss the first planning round's records; the incident: docs/benchmarks.md, 'Why the code is
+# as it is')
 HISTORY = QoSProfile(depth=50, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
@@ -42,8 +43,8 @@ def profile(topic, *, best_effort_commands: bool = False) -> QoSProfile:
 
 #: the depth of a recorder's subscriptions (the run's recorder: the robots' streams, whose publishers keep 5; the bag
 #: recorder: every topic). A recorder runs niced (``consensus.ros.process.BACKGROUND_NICE``) and on a loaded host
-#: may take them seconds late, and must not lose one meanwhile (a CI run with three test workers dropped the forged
-#: states a test counts when the recorder read them at the publishers' depth)
+#: may take them seconds late, and must not lose one meanwhile: the publishers' depth is too shallow for that (the
+#: incident: docs/benchmarks.md, 'Why the code is as it is')
 RECORDER_DEPTH = 100
 
 

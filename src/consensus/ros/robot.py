@@ -201,8 +201,8 @@ class RobotAgent:
                                                 qos.profile(names.PLANNER_REASONING))
         self.pub_status = node.create_publisher(String, names.PLANNER_STATUS.name, qos.profile(names.PLANNER_STATUS))
         self.last_status: dict | None = None     # the last planner/status record published
-        # (Staggering the robots' timers over the period was measured and made timing worse with the
-        # EventsExecutor: timers created from a callback cost more than the burst they avoid.)
+        # (The robots' timers are not staggered over the period: with the EventsExecutor, timers created from a
+        # callback cost more than the burst they avoid; measured: docs/benchmarks.md, 'Why the code is as it is'.)
         self.control_timer = node.create_timer(cfg.control_period_s,
                                                guarded(self.control_tick, f"robot_{robot_id}.control", self.health))
         self.plan_timer = node.create_timer(cfg.planner_period_s,
@@ -296,8 +296,8 @@ class RobotAgent:
 
         The two messages travel on two topics, so a planning slot can fall between them. Then the previous delivery
         stays what the robot heard and the new one waits for its meeting points. Planning on the neighbours'
-        positions instead would pull the robot's meeting point towards their centroid: measured at 100 robots, a
-        few robots a round were 0.2-0.4 m off the others' agreed point, which drifted. Once more than
+        positions instead would pull the robot's meeting point towards their centroid, and the agreed point would
+        drift (measured: docs/benchmarks.md, 'Why the code is as it is'). Once more than
         ``UNPAIRED_DELIVERIES`` deliveries in a row came without their meeting points (a relay that sends none, or
         ``neighbor_targets`` that never match: undecodable, other stamps), a neighbour's meeting point is its
         position, counted as a bad ``neighbor_targets`` message at each such planning slot. A robot whose planner

@@ -583,8 +583,8 @@ def _repair_in_place(file: Path, meta_path: Path) -> dict:
     MCAP summary and footer are appended after the whole chunks (schemas, channels, statistics, chunk indexes, as
     ``mcap``'s writer lays them out; the rosbag2 record is left to metadata.yaml). When even that does not fit,
     the newest whole chunks are given up, one at a time, until it does. A whole chunk whose message indexes were cut
-    is given up too (the copy keeps it): measured on a 7 MB bag cut by 5 kB, 295,001 of the copy's 298,497
-    messages, in 1.1 s against the copy's 2.1 s."""
+    is given up too (the copy keeps it): the repair keeps nearly every message the copy keeps, in about half the
+    copy's time (measured: docs/benchmarks.md, 'Why the code is as it is')."""
     from mcap.data_stream import ReadDataStream, RecordBuilder
     from mcap.opcode import Opcode
     from mcap.records import Channel, Chunk, ChunkIndex, DataEnd, Footer, Schema, Statistics

@@ -29,8 +29,8 @@ ROBOT_NODE = names.ROBOT_NODE      # a robot's node: /robot_<i>/agent
 #: the end and summary.json names them
 GOES_ON_WITHOUT = ("bag_recorder",)
 #: after a stop (Ctrl-C): how long a process that writes the run's record (the one that ends the run, the bag writer)
-#: may take to write it before it is sent SIGTERM, under `consensus run` and `ros2 launch` alike (its summary and
-#: figures took over 15 s on a 2-core CI host loaded with two test workers)
+#: may take to write it before it is sent SIGTERM, under `consensus run` and `ros2 launch` alike (on a loaded 2-core
+#: host its summary and figures take longer than 15 s: docs/benchmarks.md, 'Why the code is as it is')
 FINISH_GRACE_S = 30.0
 
 

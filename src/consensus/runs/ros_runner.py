@@ -95,9 +95,8 @@ def _readable(line: str) -> str:
 #: every node process in a process group of its own (signalled as a group: ``_Proc.signal``) but in the runner's
 #: session. A session of its own (``start_new_session``) would also give it an autogroup of its own on Linux
 #: (sched(7), ``/proc/sys/kernel/sched_autogroup_enabled``), where the scheduler shares the CPU between the autogroups
-#: whatever their processes' nice values: the recorders' ``BACKGROUND_NICE`` had no effect (measured with
-#: ``perf sched`` at 100 robots, docs/benchmarks.md: the niced bag recorder ran 137 of 162 ms while the fleet's
-#: executor thread waited, runnable)
+#: whatever their processes' nice values: the recorders' ``BACKGROUND_NICE`` would have no effect (measured with
+#: ``perf sched``: docs/benchmarks.md, 'Why the code is as it is')
 OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
 

@@ -130,8 +130,8 @@ FORMAT_2D = (
 )
 
 # The schema bounds the reasoning: a small local model otherwise writes until max_tokens and never reaches the
-# position (measured with the embedded 1.5B model: 1 reply in 10 parsed without a bound, 10 in 10 with one), and
-# every reasoning token costs ~0.1 s on 2 CPU cores. "briefly explain" in the paper's prompt asks for no more.
+# position, and every reasoning token costs ~0.1 s on 2 CPU cores (measured with the embedded 1.5B model:
+# docs/benchmarks.md, 'Embedded LLM'). "briefly explain" in the paper's prompt asks for no more.
 REASONING_MAX_LENGTH = 120
 
 _TEMPLATES = {

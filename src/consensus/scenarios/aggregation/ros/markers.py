@@ -86,7 +86,8 @@ def fleet_markers(positions: np.ndarray, targets: np.ndarray, edges: Sequence[tu
     plans = marker("plans", 0, Marker.LINE_LIST)
     plans.scale.x = 0.02
     # validity and the Point of each robot once (a complete graph of 100 robots has 4,950 edges: checking and
-    # building points per edge end was most of the recorder's CPU, docs/benchmarks.md)
+    # building points per edge end would be most of the recorder's CPU, docs/benchmarks.md, 'Why the code is as
+    # it is')
     ok, ok_t = _known(positions), _known(targets)
     points = [_point(p) if good else None for p, good in zip(positions, ok)]
     for i, p in enumerate(positions):

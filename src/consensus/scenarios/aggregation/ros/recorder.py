@@ -14,8 +14,8 @@ the workspace, 0.0 = never) and of the convergence judgement are each robot's *p
 topic the robots broadcast to each other (anyone on the network can publish a ``state``): with a simulator that
 knows every robot's true pose (``sim``: builtin, mujoco; ``consensus.control.motion.Simulator.ground_truth``) its
 ``ground_truth`` message, all robots in one (``positions_from: "ground_truth"``; the robots' odometry may carry the
-simulator's noise and offset knobs, and one message instead of a topic per robot took the recorder from 0.21 to 0.13
-cores at 100 robots, docs/benchmarks.md); with turtlesim and gz each robot's ``/robot_<i>/odom`` from the bridge
+simulator's noise and offset knobs, and one message instead of a topic per robot costs the recorder far less CPU:
+docs/benchmarks.md, 'Why the code is as it is'); with turtlesim and gz each robot's ``/robot_<i>/odom`` from the bridge
 (the simulator's own poses); on real robots the pose topic the robot node itself reads (``robots_file``: the entry's
 odometry or motion-capture pose, brought into the shared frame the same way, ``RobotEntry.to_shared``); those two
 ``positions_from: "odom"``, as when no ``ground_truth`` message came within ``START_WAIT_S`` (a simulator started
