@@ -2,6 +2,7 @@
 
     python benchmarks/bench_suite.py --junit report.xml          # group a finished run's JUnit report
     python benchmarks/bench_suite.py --run [-- PYTEST ARGS]      # run the suite as `make test` does, then group
+    python benchmarks/bench_suite.py --junit report.xml --cpu DIR   # ... with each test's CPU seconds (--run: too)
 
 A JUnit report with each test's whole time (set-up + call + tear-down) comes from
 ``pytest --junitxml=report.xml -o junit_duration_report=total``. The kinds (first match wins):
@@ -13,13 +14,17 @@ A JUnit report with each test's whole time (set-up + call + tear-down) comes fro
 * docs commands: test_docs (every command of README and docs/ run in order);
 * unit tests: the rest.
 
-"sum" is the tests' own time added up; with xdist workers the wall time is less than the sum (pytest's last line
-says the wall time). Markers are read by collecting the suite (``pytest --collect-only -m ...``).
+"cpu s" (with ``--cpu``) is each test's CPU seconds, its worker's and its reaped children's (benchmarks/pytest_cpu.py,
+which ``--run`` loads): on 2 cores with 3 workers the cores are the limit, so CPU, not wall time, is what a test
+costs the suite. "sum" is the tests' own time added up; with xdist workers the wall time is less than the sum
+(pytest's last line says the wall time). Markers are read by collecting the suite (``pytest --collect-only -m ...``).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -68,21 +73,39 @@ def read_junit(path: Path) -> list[tuple[str, float]]:
     return cases
 
 
-def report(cases: list[tuple[str, float]], slowest: int) -> None:
+def read_cpu(folder: Path) -> dict[str, float]:
+    """{node id: CPU seconds} from benchmarks/pytest_cpu.py's files."""
+    cpu: dict[str, float] = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            cpu[rec["id"]] = cpu.get(rec["id"], 0.0) + float(rec["cpu_s"])
+    return cpu
+
+
+def report(cases: list[tuple[str, float]], slowest: int, cpu: dict[str, float] | None = None) -> None:
     embedded, ros = collect("embedded"), collect("ros")
-    seconds, count = defaultdict(float), defaultdict(int)
+    seconds, count, cpu_s = defaultdict(float), defaultdict(int), defaultdict(float)
     for node, t in cases:
         k = kind_of(node, embedded, ros)
         seconds[k] += t
         count[k] += 1
-    total = sum(seconds.values())
-    print(f"{'kind':<18} {'tests':>6} {'sum s':>8} {'share':>6}")
+        cpu_s[k] += (cpu or {}).get(node, 0.0)
+    total, total_cpu = sum(seconds.values()), sum(cpu_s.values())
+    print(f"{'kind':<18} {'tests':>6} {'sum s':>8} {'share':>6}" + (f" {'cpu s':>8} {'share':>6}" if cpu else ""))
     for k in KINDS:
-        print(f"{k:<18} {count[k]:>6} {seconds[k]:>8.1f} {seconds[k] / total if total else 0:>6.1%}")
-    print(f"{'all':<18} {len(cases):>6} {total:>8.1f}")
+        line = f"{k:<18} {count[k]:>6} {seconds[k]:>8.1f} {seconds[k] / total if total else 0:>6.1%}"
+        if cpu:
+            line += f" {cpu_s[k]:>8.1f} {cpu_s[k] / total_cpu if total_cpu else 0:>6.1%}"
+        print(line)
+    print(f"{'all':<18} {len(cases):>6} {total:>8.1f}" + (f"        {total_cpu:>8.1f}" if cpu else ""))
     print(f"\nslowest {slowest} (set-up + call + tear-down):")
     for node, t in sorted(cases, key=lambda c: -c[1])[:slowest]:
         print(f"{t:>8.1f} s  {node}")
+    if cpu:
+        print(f"\nmost CPU {slowest}:")
+        for node, c in sorted(cpu.items(), key=lambda c: -c[1])[:slowest]:
+            print(f"{c:>8.1f} s  {node}")
 
 
 def main() -> int:
@@ -90,19 +113,24 @@ def main() -> int:
     ap.add_argument("--junit", type=Path, help="a JUnit report of a finished run")
     ap.add_argument("--run", action="store_true", help="run the suite first (the Makefile's pytest arguments)")
     ap.add_argument("--slowest", type=int, default=10)
+    ap.add_argument("--cpu", type=Path, help="a folder of benchmarks/pytest_cpu.py's per-test CPU files")
     ap.add_argument("pytest_args", nargs="*", help="after --: extra pytest arguments for --run")
     args = ap.parse_args()
     if args.run:
         junit = args.junit or Path("suite-junit.xml")
         workers = os.environ.get("TEST_WORKERS", "3")
+        args.cpu = (args.cpu or Path("suite-cpu")).resolve()
+        shutil.rmtree(args.cpu, ignore_errors=True)
         cmd = [sys.executable, "-m", "pytest", "-q", "-n", workers, f"--junitxml={junit}",
-               "-o", "junit_duration_report=total", *args.pytest_args]
+               "-o", "junit_duration_report=total", "-p", "pytest_cpu", *args.pytest_args]
+        env = dict(os.environ, CONSENSUS_TEST_CPU_DIR=str(args.cpu),
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH")])))
         print("running:", " ".join(cmd), flush=True)
-        subprocess.run(cmd, cwd=ROOT, check=False)
+        subprocess.run(cmd, cwd=ROOT, check=False, env=env)
         args.junit = junit
     if args.junit is None:
         ap.error("give --junit REPORT or --run")
-    report(read_junit(args.junit), args.slowest)
+    report(read_junit(args.junit), args.slowest, read_cpu(args.cpu) if args.cpu else None)
     return 0
 
 
