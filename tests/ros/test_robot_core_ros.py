@@ -28,6 +28,7 @@ def test_the_node_and_the_headless_core_send_the_same_commands_for_the_same_inpu
     from rclpy.node import Node
     from rclpy.serialization import serialize_message
 
+    from consensus.control.fleet_core import FleetCore
     from consensus.ros.nearby import nearby_cloud
     from consensus.ros.robot import RobotAgent
 
@@ -39,6 +40,7 @@ def test_the_node_and_the_headless_core_send_the_same_commands_for_the_same_inpu
         agent = RobotAgent(node, cfg, 0, AveragePlanner(dim=2), None, meeting_points=True)
         twin = RobotCore(cfg, 0, AveragePlanner(dim=2), avoid=avoidance_from_config(cfg, ros=True),
                          meeting_points=True)
+        fleet = FleetCore([agent.core])
         sent: list[tuple[float, float, float]] = []
         agent.send = lambda vx, vy, wz, now=None: sent.append((vx, vy, wz))       # the node's output, captured
         clock = {"t": 100.0}
@@ -67,7 +69,12 @@ def test_the_node_and_the_headless_core_send_the_same_commands_for_the_same_inpu
                 agent.plan_tick()
                 twin.plan(t, Heard(others.copy(), mps))
                 twin.collect(t)
-            agent.control_tick()
+            # the node's control tick as its process's fleet clock runs it, a fleet of one (FleetClock._group_tick
+            # with the clock's time here in the test's hand)
+            agent.prepare(t, t)
+            agent.finish(fleet.step(t, [agent.nearby])[0])
+            agent.flush()
+            agent.after_control()
             cmd = twin.step(t, nearby)
             # equal up to the wire's float32 ages and speeds (sensor_msgs/PointCloud2 fields of `nearby`)
             assert sent[-1] == pytest.approx((cmd.vx, cmd.vy, cmd.wz), abs=1e-6), tick

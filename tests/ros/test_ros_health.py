@@ -179,12 +179,14 @@ def test_robot_uses_the_good_neighbour_and_counts_forged_ones(ros):
     from rclpy.node import Node
     from std_msgs.msg import String
 
+    from consensus.ros.fleet import FleetClock
     from consensus.ros.robot import RobotAgent
     from consensus.scenarios.aggregation.planners.classical import AveragePlanner
 
     cfg = _cfg()
     robot = Node("agent", namespace="robot_0")
     agent = RobotAgent(robot, cfg, 0, AveragePlanner(dim=2), None)
+    FleetClock(robot, cfg, [agent], nearby_in_process=False)          # as in a robot's own process: a fleet of one
     drv = Node("forger")
     odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
     nb_pub = drv.create_publisher(PoseArray, "/robot_0/neighbors", 10)
@@ -235,17 +237,19 @@ def test_a_raising_tick_is_counted_in_status_and_the_robot_goes_on(ros):
     from rclpy.node import Node
     from std_msgs.msg import String
 
+    from consensus.ros.fleet import FleetClock
     from consensus.ros.robot import RobotAgent
     from consensus.scenarios.aggregation.planners.classical import AveragePlanner
 
     class BrokenRobot(RobotAgent):
-        def control_tick(self) -> None:
-            super().control_tick()
+        def after_control(self) -> None:
+            super().after_control()
             raise RuntimeError("bug in every control tick")
 
     cfg = _cfg()
     robot = Node("agent", namespace="robot_0")
     agent = BrokenRobot(robot, cfg, 0, AveragePlanner(dim=2), None)
+    FleetClock(robot, cfg, [agent], nearby_in_process=False)          # as in a robot's own process: a fleet of one
     drv = Node("watcher")
     odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
     status: list[dict] = []

@@ -257,6 +257,7 @@ def test_stale_odometry_gives_zero_velocity():
     from rclpy.node import Node
 
     from consensus.scenarios.aggregation.planners.classical import AveragePlanner
+    from consensus.ros.fleet import FleetClock
     from consensus.ros.robot import RobotAgent
 
     cfg = _cfg(num_robots=2, planner_period_s=0.3, control_period_s=0.05, odom_timeout_s=0.4)
@@ -264,6 +265,7 @@ def test_stale_odometry_gives_zero_velocity():
     try:
         robot = Node("robot", namespace="robot_0")
         agent = RobotAgent(robot, cfg, 0, AveragePlanner(dim=2), None)
+        FleetClock(robot, cfg, [agent], nearby_in_process=False)      # as in a robot's own process: a fleet of one
         drv = Node("driver")
         odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
         nb_pub = drv.create_publisher(PoseArray, "/robot_0/neighbors", 10)

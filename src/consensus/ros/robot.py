@@ -201,12 +201,7 @@ class RobotAgent:
                                                 qos.profile(names.PLANNER_REASONING))
         self.pub_status = node.create_publisher(String, names.PLANNER_STATUS.name, qos.profile(names.PLANNER_STATUS))
         self.last_status: dict | None = None     # the last planner/status record published
-        # (The robots' timers are not staggered over the period: with the EventsExecutor, timers created from a
-        # callback cost more than the burst they avoid; measured: docs/benchmarks.md, 'Why the code is as it is'.)
-        self.control_timer = node.create_timer(cfg.control_period_s,
-                                               guarded(self.control_tick, f"robot_{robot_id}.control", self.health))
-        self.plan_timer = node.create_timer(cfg.planner_period_s,
-                                            guarded(self.plan_tick, f"robot_{robot_id}.plan", self.health))
+        # no timer of its own: the process's fleet clock ticks it (``join_clock``; one robot is a fleet of one)
 
     # ------------------------------------------------------------------ what the core holds, by name
     @property
@@ -452,17 +447,6 @@ class RobotAgent:
         self.publish_status()
 
     # ------------------------------------------------------------------ controller (fast loop)
-    def control_tick(self) -> None:
-        """One control tick of this robot alone (its own timer; a fleet process steps all its robots at once
-        with the same parts: ``consensus.ros.fleet.FleetClock``)."""
-        mono = time.monotonic()
-        self.timing.tick(mono)
-        now = self._now()
-        self.prepare(now, mono)
-        self.finish(self.core.step(now, self.nearby))
-        self.flush()
-        self.after_control()
-
     def prepare(self, now: float, mono: float) -> None:
         """The inputs of the control tick at ``now`` (ROS clock; ``mono``: the same instant, monotonic): the newest
         odometry, a finished planning round, the newest ``nearby`` (unless the fleet process computes it)."""
@@ -486,13 +470,11 @@ class RobotAgent:
         """A scenario's work after the commands went out (the disaster drones collect finished jobs)."""
 
     def join_clock(self, *, nearby_in_process: bool, shared_estop: bool = False) -> None:
-        """Hand the robot's ticks to its process's fleet clock: its own control and planning timers go; with
+        """Join the process's fleet clock, which ticks the robot (``prepare``, the fleet core's step, ``finish``,
+        ``flush``, ``after_control`` and the planning slots' ``plan_tick``; the robot has no timer of its own): with
         ``nearby_in_process`` the fleet computes its ``nearby`` set (``consensus.ros.nearby.FleetNearby``) and the
         topic is not subscribed; with ``shared_estop`` the clock's one subscription of the (absolute) e-stop topic
         calls ``_on_estop`` and the robot's own goes."""
-        for timer in (self.control_timer, self.plan_timer):
-            self.node.destroy_timer(timer)
-        self.control_timer = self.plan_timer = None
         if nearby_in_process and self._nearby_sub is not None:
             self.node.destroy_subscription(self._nearby_sub)
             self._nearby_sub = None
