@@ -31,12 +31,13 @@ def test_demo_style_closes_in_and_the_paper_grammar_holds(embedded_model_install
         planners = [LLMPlanner(client, dim=2, robot_id=i, style="tools", temperature=0.0, max_tokens=160, seed=i,
                                num_agents=3) for i in range(3)]
         start = np.array([[-6.0, 2.0], [5.0, 4.0], [1.0, -7.0]])
-        # 2 rounds, the fewest the check needs: each agent going to the centroid of the other two halves the
-        # spread in one round exactly, so "closes in to less than half" takes a second round
-        states, log = run_negotiation(planners, start, make_graph("complete", 3), 2, max_workers=3)
+        # one round, the fewest the check needs: each agent going to the centroid of the other two halves the
+        # spread exactly (x_i' = (S - x_i) / 2, so every difference is halved); an agent that stays where it is or
+        # answers off the centroid leaves more than 0.55 of it
+        states, log = run_negotiation(planners, start, make_graph("complete", 3), 1, max_workers=3)
         spread = [np.ptp(s, axis=0).max() for s in states]
-        assert sum(e["fallback"] for e in log) <= 2, log
-        assert spread[-1] < 0.5 * spread[0], spread
+        assert sum(e["fallback"] for e in log) <= 1, log
+        assert spread[-1] <= 0.55 * spread[0], spread
         messages = build_messages(dim=2, own=[1, 2], neighbors=[[5, -3], [-2, 4]], round=0, style="paper")
         reply = client.complete(ChatRequest(messages=tuple(messages), temperature=0.0, max_tokens=400,
                                             grammar=answer_grammar(2), tag="robot_0/grammar"))
