@@ -375,6 +375,7 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
     from consensus.scenarios.disaster.environment import DisasterEnv
     from consensus.scenarios.disaster.agents import make_drone
     from consensus import names
+    from consensus.ros.fleet import FleetClock
     from consensus.ros.qos import profile
     from consensus.scenarios.disaster.ros.agent import RosDrone
 
@@ -385,10 +386,10 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
     obs = DisasterEnv(cfg.env_config(), seed=4).begin_round()
     cells = [[0, 0], [3, 3]]
     rclpy.init()
+    node, drv = Node("drone", namespace="robot_0"), Node("driver")
     try:
-        node = Node("drone", namespace="robot_0")
         drone = RosDrone(node, cfg, 0, make_drone(cfg, 0), None)
-        drv = Node("driver")
+        FleetClock(node, cfg, [drone], nearby_in_process=False)          # as in a drone's own process: a fleet of one
         odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
         # the grid's nearby relay: drone 1 hovers at (0.5, 5.5), far from drone 0's flights (a drone with a body
         # never moves before it knows where the others are)
@@ -436,7 +437,7 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
         spin_for(0.5)
         assert np.allclose(drone.target, [4.5, 0.5])
         assert cmds and cmds[-1][0] == pytest.approx(1.5) and cmds[-1][1] == pytest.approx(0.0)   # saturated
-        node.destroy_node()
-        drv.destroy_node()
     finally:
+        node.destroy_node()            # also after a failed assertion: no node of this test outlives it
+        drv.destroy_node()
         rclpy.shutdown()
