@@ -21,6 +21,7 @@ from consensus import cli
 from consensus.scenarios.disaster.config import load_disaster_config
 from consensus.scenarios.disaster.processes import disaster_processes, sim_params
 from consensus.sims import turtlesim as ts
+from support.cli_run import run_cli
 from unit.sims.test_turtlesim import _turtlesim_env, xvfb  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -59,10 +60,9 @@ def test_real_turtlesim_flies_the_drones_to_their_chosen_cells(xvfb, tmp_path): 
     watch = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "turtlesim_watch.py"), str(n), "0.5"],
                              env=env, stdout=subprocess.PIPE, text=True)
     try:
-        run = subprocess.run([sys.executable, "-c", "import sys; from consensus.cli import main; sys.exit(main())",
-                              "run", "disaster", "--sim", "turtlesim", "--planner", "heuristic", "--robots", str(n),
-                              "--rounds", "2", *sets, "--out", str(out), "-q"],
-                             env=env, capture_output=True, text=True, timeout=300)
+        run = run_cli(["run", "disaster", "--sim", "turtlesim", "--planner", "heuristic", "--robots", str(n),
+                        "--rounds", "2", *sets, "--out", str(out), "-q"],
+                       env=env, timeout=300)
     finally:
         watch.send_signal(signal.SIGINT)
         lines, _ = watch.communicate(timeout=20)

@@ -26,6 +26,7 @@ from consensus.errors import ConfigError
 from consensus.scenarios.aggregation.config import load_config
 from consensus.scenarios.aggregation.processes import aggregation_processes
 from consensus.sims import turtlesim as ts
+from support.cli_run import run_cli
 from support.needs import need
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -244,11 +245,10 @@ def test_real_turtlesim_turtles_converge_in_turtlesims_own_pose(xvfb, tmp_path):
     watch = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "turtlesim_watch.py"), str(n), "0.5"],
                              env=env, stdout=subprocess.PIPE, text=True)
     try:
-        run = subprocess.run([sys.executable, "-c", "import sys; from consensus.cli import main; sys.exit(main())",
-                              "run", "aggregation", "--sim", "turtlesim", "--planner", "average", "--robots",
-                              str(n), "--seed", "4", "--duration", "25", "--set", "collision_avoidance=none",
-                              "--out", str(out), "-q"],
-                             env=env, capture_output=True, text=True, timeout=240)
+        run = run_cli(["run", "aggregation", "--sim", "turtlesim", "--planner", "average", "--robots",
+                        str(n), "--seed", "4", "--duration", "25", "--set", "collision_avoidance=none",
+                        "--out", str(out), "-q"],
+                       env=env, timeout=240)
     finally:
         watch.send_signal(signal.SIGINT)
         lines, _ = watch.communicate(timeout=20)
