@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from consensus.loader import load  # the one loader of "module:attr" targets; also offered as registry.load
+
 log = logging.getLogger(__name__)
 
 SCENARIO_PACKAGE = "consensus.scenarios"
@@ -61,11 +63,11 @@ _LOADED = False
 
 def lazy(target: str) -> Callable:
     """``"package.module:function"`` as a callable that imports the module on its first call, so that registering
-    a scenario (``Scenario.runner=lazy("...runner:run")``) imports none of its heavy modules."""
-    module, _, name = target.partition(":")
+    a scenario (``Scenario.runner=lazy("...runner:run")``) imports none of its heavy modules. The target is
+    resolved by ``load`` (``consensus.loader``), the one loader of every registry."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        return load(target)(*args, **kwargs)
 
     call.__qualname__ = call.__name__ = target
     return call

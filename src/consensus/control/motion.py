@@ -26,7 +26,6 @@
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +36,9 @@ KINEMATICS = (SINGLE_INTEGRATOR, UNICYCLE, POINT_MASS_PID)
 
 
 def _call(target: str, *args: Any, **kwargs: Any) -> Any:
-    module, _, function = target.partition(":")
-    return getattr(importlib.import_module(module), function)(*args, **kwargs)
+    from consensus.loader import load      # the one loader of "module:function" targets
+
+    return load(target)(*args, **kwargs)
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ call here and its factory (docs/architecture.md, "How to add an LLM backend").
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from consensus.errors import ConfigError
+from consensus.loader import load
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,7 @@ class Backend:
 
     def make(self, options: Any) -> tuple[Any, Any]:
         """The backend's client (and the server it started, or None) for ``options``."""
-        module, _, function = self.factory.partition(":")
-        return getattr(importlib.import_module(module), function)(options)
+        return load(self.factory)(options)
 
 
 _BACKENDS: dict[str, Backend] = {}

@@ -26,7 +26,6 @@ failure leaves no cut video.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
@@ -38,6 +37,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from consensus.errors import ConfigError, ConsensusError
+from consensus.loader import load
 
 #: frames per second of run time, and the video's playback rate
 FPS = 10.0
@@ -283,14 +283,14 @@ def sim_renderer(sim: str) -> tuple[Callable | None, str]:
     target = sim_spec(sim).renderer if sim in sim_names() else ""
     if not target:
         return None, ""
-    module, _, name = target.partition(":")
     try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        return None, f"{module} does not import ({exc})"
-    render = getattr(mod, name, None)
+        render = load(target)
+    except ConfigError as exc:                  # no such module or function; the sim's extra missing
+        return None, str(exc)
+    except ImportError as exc:                  # the module is there but does not import
+        return None, f"{target.partition(':')[0]} does not import ({exc})"
     if not callable(render):
-        return None, f"{module} offers no {name}"
+        return None, f"{target} is not callable"
     return render, ""
 
 
