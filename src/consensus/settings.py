@@ -43,7 +43,7 @@ import yaml
 
 from consensus.errors import ConfigError
 from consensus.llm.embedded import DEFAULT_MODEL_NAME
-from consensus.control.motion import KINEMATICS as _KINEMATICS, UNICYCLE, sim_names as _sim_names, sim_spec
+from consensus.control.motion import KINEMATICS as _KINEMATICS, sim_names as _sim_names, sim_spec
 from consensus.llm.backends import names as _backend_names
 from consensus.llm.styles import PROMPT_STYLES     # how LLM agents are asked and answer
 
@@ -578,7 +578,11 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
 
 
     def _check_robot_base(self) -> None:
-        need(not (self.kinematics == UNICYCLE and self.dim != 2), "unicycle kinematics needs dim 2")
+        if self.kinematics in _KINEMATICS:
+            from consensus.control.dynamics import dynamics_of
+
+            dims = dynamics_of(self.kinematics).dims
+            need(self.dim in dims, f"{self.kinematics} kinematics needs dim {' or '.join(map(str, dims))}")
         SimParams._check_sim(self)
         need(self.control_period_s <= self.planner_period_s,
              "control_period_s must not exceed planner_period_s (the controller is the fast loop)")

@@ -154,7 +154,7 @@ def test_five_drones_sharing_cells_with_the_filter_complete_every_round_within_t
     from consensus.robots.map import fleet_avoidance
     from consensus.scenarios.disaster.cell_slots import CellSlots
     from consensus.scenarios.disaster.environment import cell_centre
-    from consensus.scenarios.disaster.processes import controller_config
+    from consensus.scenarios.disaster.drone_control import controller_config
     from consensus.scenarios.disaster.round_clock import flight_deadline_s
     from consensus.scenarios.disaster.runner import run_disaster_ros
     from consensus.scenarios.disaster.ros.grid import TICK_S

@@ -26,6 +26,7 @@ def test_the_simulator_publishes_every_robot_s_true_pose_with_its_odometry(ros):
     from rclpy.parameter import Parameter
     from rclpy.serialization import deserialize_message
 
+    from consensus.control.dynamics.world import KinematicWorld
     from consensus.ros.sim import Simulator
     from support.sim_outputs import capture
 
@@ -44,12 +45,16 @@ def test_the_simulator_publishes_every_robot_s_true_pose_with_its_odometry(ros):
         assert msg.header.frame_id == "world" and len(msg.poses) == 3
         for i, p in enumerate(msg.poses):
             yaw = 2.0 * math.atan2(p.orientation.z, p.orientation.w)
-            assert (p.position.x, p.position.y) == pytest.approx(tuple(sim.pose[i, :2]))
-            assert math.remainder(yaw - sim.pose[i, 2], 2 * math.pi) == pytest.approx(0.0, abs=1e-9)
+            assert (p.position.x, p.position.y) == pytest.approx(tuple(sim.world.poses()[i, :2]))
+            assert math.remainder(yaw - sim.world.poses()[i, 2], 2 * math.pi) == pytest.approx(0.0, abs=1e-9)
             o = deserialize_message(odom[i], Odometry)        # the builtin sim's odometry is the truth itself
             assert (o.pose.pose.position.x, o.pose.pose.position.y) == pytest.approx((p.position.x, p.position.y))
             assert o.header.stamp == msg.header.stamp
-        assert abs(sim.pose[1, 2]) > 0.1                      # robot 1 turned: its heading is in the message
+            if i == 1:                                        # a unicycle's twist is in its body frame
+                tw = o.twist.twist
+                assert (tw.linear.x, tw.linear.y, tw.angular.z) == pytest.approx((0.5, 0.0, 1.0), abs=1e-9)
+        assert abs(sim.world.poses()[1, 2]) > 0.1             # robot 1 turned: its heading is in the message
+        assert isinstance(sim.world, KinematicWorld)          # the node wraps the world the headless loops use
     finally:
         node.destroy_node()
 

@@ -23,18 +23,14 @@ measured closing speed, ``consensus.control.robot_core``). A robot does not know
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from consensus.control.collision import (CollisionCounters, filter_velocities, filter_velocity,
                                          near_identity_point, point_velocity, safety_distance, unicycle_command)
-from consensus.control.kinematics import PointMassPID
-from consensus.control.motion import POINT_MASS_PID, UNICYCLE
+from consensus.control.dynamics import dynamics_of
 
 #: the PID point mass's acceleration limit [m/s²]: its force limit over its mass (kinematics.PointMassPID defaults)
-_MASS = PointMassPID(1)
-POINT_MASS_A_MAX = _MASS.max_force / _MASS.mass
 
 
 class Avoidance:
@@ -44,8 +40,9 @@ class Avoidance:
     def __init__(self, *, kinematics: str, v_max: float, w_max: float, gamma: float, margin: float, radius: float,
                  fleet_radius: float | None = None, delay_s: float = 0.0, fence=None) -> None:
         self.kinematics = kinematics
+        self.dynamics = dynamics_of(kinematics)
         self.gamma = float(gamma)
-        self.unicycle = kinematics == UNICYCLE
+        self.unicycle = self.dynamics.turns
         self._radii = (float(radius), float(radius if fleet_radius is None else max(radius, fleet_radius)))
         self._margin = float(margin)
         self.clearance_m = float(sum(self._radii) + margin)
@@ -62,10 +59,9 @@ class Avoidance:
         """The speed limits (at start, and when ``v_max``/``w_max`` change at run time): the unicycle's offset
         ``l = v_max / w_max``, the filtered point's speed limit and ``d_min`` follow them."""
         self.v_max, self.w_max = float(v_max), float(w_max)
-        self.offset = self.v_max / self.w_max if self.unicycle else 0.0
-        # the filtered point's speed limit: a unicycle's point moves at up to hypot(v, l w) = sqrt(2) v_max
-        self.point_v_max = math.hypot(self.v_max, self.offset * self.w_max) if self.unicycle else self.v_max
-        a_max = POINT_MASS_A_MAX if self.kinematics == POINT_MASS_PID else math.inf
+        self.offset = self.dynamics.offset(self.v_max, self.w_max)
+        self.point_v_max = self.dynamics.point_v_max(self.v_max, self.w_max)     # the filtered point's speed limit
+        a_max = self.dynamics.a_max
         self.d_min_m = safety_distance(*self._radii, margin=self._margin, offset=self.offset, v_max=self.point_v_max,
                                        a_max=a_max, delay_s=self.delay_s)
         if getattr(self, "_fence", None) is not None:
@@ -84,6 +80,15 @@ class Avoidance:
         self.bounds = (np.where(narrow, -np.inf, lo + inset), np.where(narrow, np.inf, hi - inset))
         self.counters.open_axes = int(np.count_nonzero(narrow))
 
+    def box(self, fence_lo, fence_hi) -> tuple[np.ndarray, np.ndarray]:
+        """The box the filter keeps a robot's point in: ``bounds`` (the geofence less the body), or for a filter made
+        without a fence the fence ``[fence_lo, fence_hi]`` less half the clearance."""
+        if self.bounds is not None:
+            lo, hi = self.bounds
+            return np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+        c = 0.5 * self.clearance_m
+        return np.asarray(fence_lo, dtype=float) + c, np.asarray(fence_hi, dtype=float) - c
+
     # ------------------------------------------------------------------ one robot (ROS robot base)
     def filter(self, pos, u_nom, neighbours, d_min=None) -> np.ndarray:
         """A world-frame velocity ``(d,)`` for the robot at ``pos`` from its nominal one and the positions
@@ -100,9 +105,10 @@ class Avoidance:
         u_nom = point_velocity(pose[2], v, w, self.offset)
         u = self.filter(point, u_nom, neighbours)
         v2, w2 = unicycle_command(pose[2], u, self.offset)
-        return self._cap(v2, w2)
+        return self.cap(v2, w2)
 
-    def _cap(self, v, w):
+    def cap(self, v, w):
+        """A turning command ``(v, ω)`` scaled (its turn kept) into ``v_max`` and ``w_max``."""
         scale = np.minimum(1.0, np.minimum(self.v_max / np.maximum(np.abs(v), 1e-300),
                                            self.w_max / np.maximum(np.abs(w), 1e-300)))
         if np.ndim(scale) == 0:
@@ -124,7 +130,7 @@ class Avoidance:
         points = near_identity_point(pose, self.offset)
         u = self.filter_batch(points, point_velocity(pose[:, 2], v, w, self.offset))
         v2, w2 = unicycle_command(pose[:, 2], u, self.offset)
-        return self._cap(v2, w2)
+        return self.cap(v2, w2)
 
     def info(self) -> dict:
         """What a run's summary and a robot's status report: the distances and the counters."""

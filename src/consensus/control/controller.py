@@ -16,7 +16,6 @@ import numpy as np
 import transforms3d
 
 from consensus.control.kinematics import wrap_angle
-from consensus.control.motion import UNICYCLE
 from consensus.errors import ConfigError
 
 
@@ -117,13 +116,6 @@ class UnicycleController:
         v[stop] = 0.0
         w[stop] = 0.0
         return v, w
-
-
-def make_controller(kinematics: str, *, kp: float, v_max: float, w_max: float, deadband: float):
-    """The fast-loop controller of one robot: ``UnicycleController`` or ``PController`` (``w_max`` unused)."""
-    if kinematics == UNICYCLE:
-        return UnicycleController(k_v=kp, v_max=v_max, w_max=w_max, deadband=deadband)
-    return PController(kp=kp, v_max=v_max, deadband=deadband)
 
 
 def yaw_from_quaternion(x: float, y: float, z: float, w: float) -> float:

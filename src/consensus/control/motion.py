@@ -1,7 +1,8 @@
 """How robots move, by name: the kinematics and the simulator registry. The one place these names are written.
 
 * Kinematics (``ControlParams.kinematics``): ``SINGLE_INTEGRATOR`` (velocity commands, the default), ``UNICYCLE``
-  (forward speed and turn rate) and ``POINT_MASS_PID`` (paper 1's 2-D robot); ``KINEMATICS`` lists them.
+  (forward speed and turn rate) and ``POINT_MASS_PID`` (paper 1's 2-D robot); ``KINEMATICS`` lists them. What each
+  means is its ``consensus.control.dynamics.Dynamics``.
 * Simulators (``sim``, ``consensus.settings.SimParams``): who moves the robots of a ROS run. A ``Simulator`` record
   names its process factory and its checks as ``"module:function"`` (imported on first use, so naming a simulator
   imports none of its code):
@@ -13,8 +14,8 @@
     and the settings the simulator needs; ``changes`` (field -> [was, now]) goes into the manifest;
   * ``headless``: a ``--headless`` run may name it (the robots then move in the headless loop);
   * ``world`` (optional): ``"module:Class"`` of the world a headless loop moves the bodies in (``Class(cfg, start,
-    seed=...)`` with ``set_commands``, ``advance``, ``reported_poses``, ``judgement``:
-    ``consensus.sims.headless_world``); without one the loop integrates the kinematics itself;
+    seed=...)``, a ``consensus.control.dynamics.world.World``: ``consensus.sims.headless_world``); without one the
+    loop moves them in the kinematic world (``KinematicWorld``, the one the built-in ``sim`` node wraps);
   * ``launch_only``: it starts only through this launch file (``consensus run`` says so);
   * ``renderer`` (optional): ``"module:function"`` drawing a run's recorded poses in its world, the frames of
     ``consensus.runs.video`` (``render_frames(params, times, poses, width, height)``);

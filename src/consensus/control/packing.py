@@ -65,6 +65,27 @@ def slots(center, n: int, spacing: float) -> np.ndarray:
     return c + spacing * _unit_slots(int(n), c.size)
 
 
+def inside(spots: np.ndarray, lo, hi, n: int | None = None) -> np.ndarray:
+    """The slots ``spots (m, d)`` moved as a whole (their pattern kept) so that the first ``n`` (all) lie in the box
+    ``[lo, hi]`` (the filter's box: the geofence less the body): a point at a wall (a disaster cell on the grid's
+    edge) has its slots on the inner side. A pattern wider than the box is centred in it (its outer slots are then
+    clamped by the caller). The one placement of the robot core (``RobotCore._inside``) and of every judge of where
+    robots stand (the disaster grid's ``cell_slots``)."""
+    spots = np.asarray(spots, dtype=float)
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    first = spots if n is None else spots[:n]
+    shift = np.zeros(spots.shape[1])
+    for a in range(spots.shape[1]):
+        s_lo, s_hi = first[:, a].min(), first[:, a].max()
+        if s_hi - s_lo > hi[a] - lo[a]:
+            shift[a] = 0.5 * (lo[a] + hi[a]) - 0.5 * (s_lo + s_hi)
+        elif s_lo < lo[a]:
+            shift[a] = lo[a] - s_lo
+        elif s_hi > hi[a]:
+            shift[a] = hi[a] - s_hi
+    return spots + shift
+
+
 def assign(positions, slot_positions) -> np.ndarray:
     """For each robot (row of ``positions`` (k, d); NaN rows: unknown, get -1) the index of its slot in the
     assignment that minimises the sum of squared distances (each slot used at most once; ``k`` may differ from the

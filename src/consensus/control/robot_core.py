@@ -108,9 +108,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from consensus.control.controller import make_controller
-from consensus.control.motion import POINT_MASS_PID, UNICYCLE
-from consensus.control.packing import assign, slots
+from consensus.control.dynamics import dynamics_of
+from consensus.control.packing import assign, inside, slots
 from consensus.control.planner import Planner, PlanRequest, PlanResult
 from consensus.control.plausibility import Plausibility
 from consensus.control.safety import Geofence, is_stale
@@ -320,10 +319,10 @@ class RobotCore:
         self.dim = int(cfg.dim)
         self.geofence = Geofence.from_bounds(cfg.workspace)
         self.kinematics = kinematics or cfg.kinematics
+        self.dynamics = dynamics_of(self.kinematics)     # what the kinematics means (consensus.control.dynamics)
         self.v_max = float(cfg.v_max if v_max is None else v_max)
         self.w_max = float(cfg.w_max if w_max is None else w_max)
-        self.ctrl = make_controller(self.kinematics, kp=cfg.kp, v_max=self.v_max, w_max=self.w_max,
-                                    deadband=cfg.deadband)
+        self.ctrl = self.dynamics.controller(kp=cfg.kp, v_max=self.v_max, w_max=self.w_max, deadband=cfg.deadband)
         self.avoid = avoid
         if avoid is not None:
             import scipy.optimize  # noqa: F401 - the slot assignment's solver, loaded now rather than in a tick
@@ -381,10 +380,10 @@ class RobotCore:
         self.creep = CreepWatch(
             CREEP_SLACK_M + CREEP_NOISE_SIGMAS * math.sqrt(2.0) * float(getattr(cfg, "odom_noise_m", 0.0) or 0.0),
             CREEP_LAG_S + float(getattr(cfg, "actuator_lag_s", 0.0) or 0.0), CREEP_MIN_FOLLOW)
-        # a point mass's velocity command is no velocity it follows (the ROS simulator reads it as its P law's input,
-        # and the frictionless mass coasts on a zero command): its odometry is checked for jumps and staleness only.
-        # A node whose commands do not reach the robot (a dry run) turns the check off too.
-        self.watch_creep = self.kinematics != POINT_MASS_PID
+        # a point mass's velocity command is no velocity it follows (it reaches it late, and the frictionless mass
+        # coasts on a zero command): its odometry is checked for jumps and staleness only. A node whose commands do
+        # not reach the robot (a dry run) turns the check off too.
+        self.watch_creep = self.dynamics.watches_creep
         self.last_speed = 0.0                         # |last command| (world frame, the filtered point's)
         self._heard_mps = np.empty((0, self.dim))     # the meeting points heard for the running round
         self.planner_error = ""                       # the last planner exception (the node logs it)
@@ -766,35 +765,19 @@ class RobotCore:
     def _position_for_slots(self) -> np.ndarray:
         """Where this robot counts in the slot assignment: where the others it knows are counted, i.e. its
         near-identity point for a unicycle that knows the others' points (``nearby_points``), else its position."""
-        if self.kinematics == UNICYCLE and self.avoid is not None and self.nearby_points:
-            from consensus.control.collision import near_identity_point
-
-            return near_identity_point(np.array([self.pos[0], self.pos[1], self.yaw]), self.avoid.offset)
+        if self.avoid is not None and self.nearby_points:
+            return self.dynamics.filter_point(self.pos, self.yaw, self.avoid.offset)
         return self.pos
 
     def _box(self) -> tuple[np.ndarray, np.ndarray]:
         """The box the filter keeps the robot's point in (the geofence less the body)."""
-        if self.avoid.bounds is not None:
-            lo, hi = self.avoid.bounds
-            return np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
-        return self.geofence.lo + 0.5 * self.avoid.clearance_m, self.geofence.hi - 0.5 * self.avoid.clearance_m
+        return self.avoid.box(self.geofence.lo, self.geofence.hi)
 
     def _inside(self, spots: np.ndarray, n: int | None = None) -> np.ndarray:
         """The slots moved as a whole (their pattern kept) so that every body in the first ``n`` (all) is inside the
         geofence: a point at a wall (a disaster cell on the grid's edge) has its slots on the inner side. A pattern
         wider than the fence is centred in it (its outer slots are then clamped by the caller)."""
-        lo, hi = self._box()
-        first = spots if n is None else spots[:n]
-        shift = np.zeros(self.dim)
-        for a in range(self.dim):
-            s_lo, s_hi = first[:, a].min(), first[:, a].max()
-            if s_hi - s_lo > hi[a] - lo[a]:
-                shift[a] = 0.5 * (lo[a] + hi[a]) - 0.5 * (s_lo + s_hi)
-            elif s_lo < lo[a]:
-                shift[a] = lo[a] - s_lo
-            elif s_hi > hi[a]:
-                shift[a] = hi[a] - s_hi
-        return spots + shift
+        return inside(spots, *self._box(), n)
 
     def step(self, now: float, nearby: Nearby | None = None) -> Command:
         """One control tick (module docstring)."""
@@ -834,13 +817,8 @@ class RobotCore:
         """The controller towards the goal and, with bodies, the collision filter (after ``rules`` said go)."""
         goal = self._goal(nearby, now)
         if self.avoid is None:
-            if self.kinematics == UNICYCLE:
-                v, w = self.ctrl.compute(np.array([self.pos[0], self.pos[1], self.yaw]), goal)
-                self.last_speed = abs(v)
-                return self._issue(now, Command(vx=float(v), wz=float(w), goal=goal))
-            vel = self.ctrl.compute(self.pos, goal)
-            self.last_speed = float(np.linalg.norm(vel))
-            return self._issue(now, Command(vx=float(vel[0]), vy=float(vel[1]) if self.dim > 1 else 0.0, goal=goal))
+            vx, vy, wz, self.last_speed = self.dynamics.drive(self.ctrl, self.pos, self.yaw, goal, self.dim)
+            return self._issue(now, Command(vx=vx, vy=vy, wz=wz, goal=goal))
         if goal is None:
             return self.hold(now)
         point, u_nom, nominal = self.filter_input(now, goal)
@@ -853,16 +831,9 @@ class RobotCore:
         """What the collision filter gets: the filtered point (the position; a unicycle's near-identity point, which
         goes to the goal by a P law with the point's speed limit), the nominal velocity and the nominal as filtered
         (turned by the right-hand rule during a deadlock escape)."""
-        if self.kinematics == UNICYCLE:
-            from consensus.control.collision import near_identity_point
-
-            av = self.avoid
-            point = near_identity_point(np.array([self.pos[0], self.pos[1], self.yaw]), av.offset)
-            err = np.asarray(goal, dtype=float) - point
-            dist = float(np.linalg.norm(err))
-            u_nom = np.zeros(2) if dist <= self.cfg.deadband else err * min(self.cfg.kp, av.point_v_max / dist)
-        else:
-            point, u_nom = self.pos, self.ctrl.compute(self.pos, goal)
+        av = self.avoid
+        point, u_nom = self.dynamics.nominal(self.ctrl, self.pos, self.yaw, goal, offset=av.offset,
+                                             point_v_max=av.point_v_max, kp=self.cfg.kp, deadband=self.cfg.deadband)
         nominal = np.asarray(u_nom, dtype=float)
         if now < self._escape_until and self.dim == 2:
             a = math.radians(-ESCAPE_DEG)
@@ -878,12 +849,8 @@ class RobotCore:
         """The command from the filter's output ``u`` (the deadlock rule watches it)."""
         self._watch_deadlock(now, point, u_nom, u, goal)
         self.last_speed = float(np.linalg.norm(u))
-        if self.kinematics == UNICYCLE:
-            from consensus.control.collision import unicycle_command
-
-            v, w = self.avoid._cap(*unicycle_command(self.yaw, u, self.avoid.offset))
-            return self._issue(now, Command(vx=float(v), wz=float(w), goal=goal))
-        return self._issue(now, Command(vx=float(u[0]), vy=float(u[1]) if self.dim > 1 else 0.0, goal=goal))
+        vx, vy, wz = self.dynamics.command(self.yaw, u, self.avoid.offset, self.avoid.cap, self.dim)
+        return self._issue(now, Command(vx=vx, vy=vy, wz=wz, goal=goal))
 
     def hold(self, now: float) -> Command:
         """The command of a robot that holds where it is (``blocked``: no slot it can reach)."""
@@ -896,10 +863,7 @@ class RobotCore:
     def _issue(self, now: float, cmd: Command) -> Command:
         """Every command the robot gives goes through here: its world-frame velocity is what its odometry is
         checked against (``CreepWatch``)."""
-        if self.kinematics == UNICYCLE:
-            self.creep.command(now, cmd.vx, cmd.wz, self.yaw)
-        else:
-            self.creep.command(now, (cmd.vx, cmd.vy))
+        self.dynamics.record_command(self.creep, now, cmd.vx, cmd.vy, cmd.wz, self.yaw)
         return cmd
 
     def d_min_base(self) -> float:
@@ -971,8 +935,7 @@ class RobotCore:
         self.cfg = cfg
         self.v_max = float(cfg.v_max if v_max is None else v_max)
         self.w_max = float(cfg.w_max if w_max is None else w_max)
-        self.ctrl = make_controller(self.kinematics, kp=cfg.kp, v_max=self.v_max, w_max=self.w_max,
-                                    deadband=cfg.deadband)
+        self.ctrl = self.dynamics.controller(kp=cfg.kp, v_max=self.v_max, w_max=self.w_max, deadband=cfg.deadband)
         if self.avoid is not None:
             self.avoid.set_limits(self.v_max, self.w_max)
 

@@ -91,7 +91,6 @@ from std_msgs.msg import Bool, String
 from consensus import names
 from consensus.control.avoidance import avoidance_from_config
 from consensus.control.controller import yaw_from_quaternion
-from consensus.control.motion import UNICYCLE
 from consensus.control.planner import Planner
 from consensus.control.robot_core import Heard, Nearby, RobotCore
 from consensus.control.ticks import TickTimer
@@ -381,7 +380,7 @@ class RobotAgent:
         vals = (x, y)[: self.cfg.dim]
         ok = sane(*vals)
         yaw = self.core.yaw
-        if ok and (self.kinematics == UNICYCLE or self.entry is not None):
+        if ok and (self.core.dynamics.turns or self.entry is not None):
             try:
                 yaw = yaw_from_quaternion(*quat)
             except ValueError:
@@ -460,7 +459,7 @@ class RobotAgent:
         """Publish the tick's command (``prepare``'s time) and mark the publish for the timing."""
         now = self._tick_now
         vx, vy, wz = cmd.vx, cmd.vy, cmd.wz
-        if self.entry is not None and self.kinematics != UNICYCLE and self.core.yaw:
+        if self.entry is not None and not self.core.dynamics.turns and self.core.yaw:
             c, s = math.cos(self.core.yaw), math.sin(self.core.yaw)    # world-frame velocity -> the body frame
             vx, vy = c * vx + s * vy, -s * vx + c * vy
         self.send(vx, vy, wz, now)

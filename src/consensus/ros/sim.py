@@ -7,9 +7,10 @@ the same stamp: every robot's true pose, robot i the i-th; ``names.GROUND_TRUTH`
 last command is older than 0.5 s stops (like turtlesim). Initial positions come from ``initial_positions`` or are
 drawn with ``seed`` exactly as in the headless runner.
 The simulator always runs on the wall clock: it is the source of sim time, not a consumer.
-With ``kinematics: point_mass_pid`` each robot is paper 1's 15 kg point mass (``consensus.control.kinematics.
-PointMassPID``): the robot's world-frame velocity command is read as ``kp`` times its position error (the robot's
-P controller; set ``v_max`` high enough that it never clips), and the PID force of the paper's code moves the mass.
+The bodies move in a ``consensus.control.dynamics.world.KinematicWorld`` (each kinematics' ``Dynamics``: the same world
+the headless loops move them in). With ``kinematics: point_mass_pid`` each robot is paper 1's 15 kg point mass
+(``consensus.control.kinematics.PointMassPID``): its command is a world-frame velocity set-point, which the PID force
+of the paper's code reaches at the mass's force limit (``PointMassPID.target_for_velocity``).
 
 A command with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) velocity, or undecodable, is ignored (the robot keeps
 its last valid command) and counted (``bad_messages``), as is every exception of a callback (``callback_errors``); the
@@ -27,8 +28,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 
-from consensus.control.kinematics import PointMassPID, step_single_integrator, step_unicycle
-from consensus.control.motion import POINT_MASS_PID, UNICYCLE
+from consensus.control.dynamics import dynamics_of
 from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, pose_array_bytes, twist_values
 from consensus.settings import RobotBaseConfig
@@ -48,9 +48,9 @@ USES = ("num_robots", "dim", "workspace", "seed", "executor", "kinematics", "kp"
 
 
 class Simulator:
-    """The simulator's state and its ROS wiring. Another world (``consensus.ros.mujoco_sim``) keeps the wiring and
-    replaces ``advance`` (how the robots move over one step), ``sim_ns`` (the time it publishes) and
-    ``tick_period_s`` (the wall time between two steps)."""
+    """The simulator's ROS wiring around a world (``consensus.control.dynamics.world.World``). Another world
+    (``consensus.ros.mujoco_sim``) keeps the wiring and replaces ``start`` (the world it makes), ``sim_ns`` (the time
+    it publishes) and ``tick_period_s`` (the wall time between two steps)."""
 
     USES = USES
 
@@ -60,13 +60,13 @@ class Simulator:
         self.health = Health(parent=HEALTH, logger=node.get_logger())     # this node's (also in HEALTH)
         n = cfg.num_robots
         start = initial_positions(cfg)
-        self.pose = np.zeros((n, 3))
-        self.pose[:, : cfg.dim] = start
         self.cmd = np.zeros((n, 3))          # vx, vy, wz
         self.cmd_time = np.full(n, -math.inf)
         self.dt = 1.0 / cfg.sim_rate_hz
-        self.mass = PointMassPID(n, 2) if cfg.kinematics == POINT_MASS_PID else None
-        self.start(start)
+        self.dynamics = dynamics_of(cfg.kinematics)
+        pose = np.zeros((n, 3))
+        pose[:, : cfg.dim] = start
+        self.world = self.start(pose)
         self.t0 = time.monotonic()
         self.pubs = []
         for i in range(n):
@@ -86,8 +86,11 @@ class Simulator:
         self.publish_health = publish_health(node, self.health)
 
     # ------------------------------------------------------------------ the world (kinematic here)
-    def start(self, start: np.ndarray) -> None:
-        """Make the world, the robots at ``start`` ((n, dim) positions); nothing more for the kinematic one."""
+    def start(self, start: np.ndarray):
+        """The world, its robots at ``start`` ((n, 3): x, y, yaw)."""
+        from consensus.control.dynamics.world import KinematicWorld
+
+        return KinematicWorld(self.cfg, start, seed=self.cfg.seed)
 
     def tick_period_s(self) -> float:
         """Wall seconds between two steps."""
@@ -104,24 +107,15 @@ class Simulator:
 
     def advance(self, cmd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Move every robot by one step of ``self.dt`` under ``cmd`` ((n, 3): vx, vy, wz); the poses to publish
-        ((n, 3): x, y, yaw) and the twists ((n, 3), in the odometry's convention: the commands here)."""
-        if self.cfg.kinematics == UNICYCLE:
-            self.pose = step_unicycle(self.pose, cmd[:, 0], cmd[:, 2], self.dt)
-        elif self.mass is not None:
-            pos = self.pose[:, :2]
-            self.pose[:, :2] = self.mass.step(pos, pos + cmd[:, :2] / self.cfg.kp, self.dt)
-            if self.cfg.dim == 1:
-                self.pose[:, 1] = 0.0
-        else:
-            self.pose[:, :2] = step_single_integrator(self.pose[:, :2], cmd[:, :2], self.dt)
-            if self.cfg.dim == 1:
-                self.pose[:, 1] = 0.0
-        return self.pose, cmd
+        ((n, 3): x, y, yaw, as the odometry reports them) and the twists ((n, 3), in the odometry's convention: the
+        world frame, a unicycle's body frame)."""
+        self.world.set_commands(cmd)
+        self.world.advance(self.dt)
+        return self.world.reported_poses(), self.dynamics.odom_twist(self.world.velocities(), self.world.poses()[:, 2])
 
     def true_poses(self) -> np.ndarray:
-        """Every robot's true pose ((n, 3): x, y, yaw) after the last step: what ``advance`` returned here; a world
-        whose odometry carries noise knows better."""
-        return self.pose
+        """Every robot's true pose ((n, 3): x, y, yaw) after the last step (the odometry may carry noise)."""
+        return self.world.poses()
 
     def _odom_msg(self, i: int) -> Odometry:
         msg = Odometry()

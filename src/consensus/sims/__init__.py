@@ -38,9 +38,15 @@ def prepare_sim(cfg, **options: Any) -> tuple[Any, dict]:
 
 
 def headless_world(cfg, start, *, seed: int = 0):
-    """The world a headless loop moves ``cfg``'s bodies in (``Simulator.world``: MuJoCo's for ``sim: mujoco``),
-    its robots at ``start`` ((n, 3): x, y, yaw); None when the loop integrates the kinematics itself."""
-    return sim_spec(getattr(cfg, "sim", "builtin")).make_world(cfg, start, seed=seed)
+    """The world a headless loop moves ``cfg``'s bodies in, its robots at ``start`` ((n, 3): x, y, yaw): the
+    simulator's own (``Simulator.world``: MuJoCo's for ``sim: mujoco``), else the kinematic world
+    (``consensus.control.dynamics.world.KinematicWorld``, the one the built-in ``sim`` node wraps)."""
+    world = sim_spec(getattr(cfg, "sim", "builtin")).make_world(cfg, start, seed=seed)
+    if world is None:
+        from consensus.control.dynamics.world import KinematicWorld
+
+        world = KinematicWorld(cfg, start, seed=seed)
+    return world
 
 
 def check_run(cfg, *, headless: bool, world_ok: bool = True) -> None:

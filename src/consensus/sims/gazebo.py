@@ -32,6 +32,7 @@ from typing import Callable
 
 from consensus.errors import ConfigError
 from consensus.control.motion import SINGLE_INTEGRATOR, UNICYCLE
+from consensus.control.dynamics import dynamics_of
 from consensus.runs.launch_file import LaunchVariant, node_actions
 from consensus.settings import RobotBaseConfig
 
@@ -88,7 +89,7 @@ def robots(base: RobotBaseConfig, height: float = FLY_HEIGHT_M) -> list[Robot]:
     from consensus.control.kinematics import initial_positions
 
     pos = initial_positions(base)
-    drive = "diff_drive" if base.kinematics == UNICYCLE else "velocity"
+    drive = "diff_drive" if dynamics_of(base.kinematics).turns else "velocity"
     z = WHEEL_RADIUS if drive == "diff_drive" else height
     return [Robot(f"robot_{i}", float(p[0]), float(p[1]) if base.dim == 2 else 0.0, drive, z)
             for i, p in enumerate(pos)]

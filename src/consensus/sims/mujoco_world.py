@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from consensus.control.dynamics import dynamics_of
 from consensus.errors import ConfigError
 from consensus.runs.processes import ProcessSpec
 
@@ -184,7 +185,7 @@ class MujocoWorld:
         self.data.qpos[self.qadr.ravel()] = start[:, :3].ravel()
         mj.mj_forward(self.model, self.data)
         self.dt = float(self.model.opt.timestep)
-        self.unicycle = cfg.kinematics == "unicycle"
+        self.unicycle = dynamics_of(cfg.kinematics).turns
         self.cmd = np.zeros((n, 3))           # vx, vy, wz as the robots command them (the kinematics' meaning)
         self.setpoint = np.zeros((n, 3))      # after the actuator lag
         # what each geom is: robot index, or -1 for a wall, -2 for anything else
@@ -347,7 +348,7 @@ def prepare(cfg, **options: Any) -> tuple[Any, dict]:
     require("mujoco", "sim: mujoco")
     if getattr(cfg, "dim", 2) != 2:
         raise ConfigError(f"sim 'mujoco' needs dim 2 (got dim {cfg.dim})")
-    if cfg.kinematics == "point_mass_pid":
+    if dynamics_of(cfg.kinematics).has_mass:
         raise ConfigError("sim 'mujoco' drives velocity commands (single_integrator or unicycle); point_mass_pid is "
                           "the built-in sim's model of paper 1's robot")
     return cfg, {}

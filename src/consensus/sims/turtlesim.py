@@ -27,7 +27,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from consensus.control.motion import SINGLE_INTEGRATOR, UNICYCLE
+from consensus.control.motion import UNICYCLE
+from consensus.control.dynamics import dynamics_of
 from consensus.errors import ConfigError
 from consensus.runs.processes import ProcessSpec
 
@@ -161,9 +162,10 @@ def prepare(cfg, *, holonomic: bool = False):
     find_turtlesim()
     check_display()
     changes = {}
-    if holonomic and cfg.kinematics == SINGLE_INTEGRATOR:
+    dynamics = dynamics_of(cfg.kinematics)
+    if holonomic and dynamics.holonomic:
         return cfg, changes
-    if cfg.kinematics != UNICYCLE:
+    if not dynamics.turns:
         changes["kinematics"] = [cfg.kinematics, UNICYCLE]
         cfg = cfg.replace(kinematics=UNICYCLE)
     return cfg, changes
@@ -174,7 +176,7 @@ def processes(cfg, params: dict | None = None, *, use_sim_time: bool = False) ->
     positions, workspace, ...; default: it publishes ``/clock`` when the run uses sim time). Robots that are single
     integrators get holonomic turtles."""
     turtles = {"use_sim_time": False}
-    if cfg.kinematics == SINGLE_INTEGRATOR:
+    if dynamics_of(cfg.kinematics).holonomic:
         turtles["holonomic"] = True
     bridge = {"use_sim_time": False, "publish_clock": bool(use_sim_time)} if params is None else dict(params)
     return [ProcessSpec(NODE_EXECUTABLE, "turtlesim", package=PACKAGE, params=turtles),

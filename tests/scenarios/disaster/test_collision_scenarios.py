@@ -82,7 +82,7 @@ def test_drones_sharing_a_start_cell_start_d_min_apart():
 def _ros_slots(**kw):
     """The filter of the ROS drones of a disaster run (the grid's view) and the cells' slots."""
     from consensus.robots.map import fleet_avoidance
-    from consensus.scenarios.disaster.processes import controller_config
+    from consensus.scenarios.disaster.drone_control import controller_config
 
     cfg = DisasterConfig(**kw)
     base, _ = controller_config(cfg)

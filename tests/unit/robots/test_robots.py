@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from consensus import cli
-from consensus.control.controller import make_controller
+from consensus.control.dynamics import dynamics_of
 from consensus.control.safety import Geofence
 from consensus.errors import ConfigError
 from consensus.robots.map import apply_robots_file, load_robots, parse_robots, robot_entry
@@ -170,7 +170,7 @@ def test_geofence_and_speed_limit_still_hold_with_a_preset(preset):
     kin = entry.kinematics("single_integrator")
     v_max, w_max = entry.limits(1.0, 2.0)
     assert v_max <= PRESETS[preset].v_max and v_max <= 1.0 and w_max <= 2.0
-    ctrl = make_controller(kin, kp=5.0, v_max=v_max, w_max=w_max, deadband=0.02)
+    ctrl = dynamics_of(kin).controller(kp=5.0, v_max=v_max, w_max=w_max, deadband=0.02)
     fence = Geofence.from_bounds([-2.0, 2.0, -2.0, 2.0])
     rng = np.random.default_rng(0)
     for _ in range(200):

@@ -8,11 +8,12 @@ and controllers, but a synchronous loop in one process:
 * every ``planner_period_s`` (a round) each robot plans from the positions at the round start and
   hears only its in-neighbours (``cfg.graph()``). A fallback (``target=None``) keeps the robot's
   previous target, or its position at the round start in round 0;
-* then ``round(planner_period_s / control_period_s)`` control steps at ``dt = control_period_s``:
-  ``PController`` + single integrator, or ``UnicycleController`` + unicycle (initial yaw 0) when
-  ``cfg.kinematics == "unicycle"``, or paper 1's 2-D robot (``PointMassPID``: 15 kg, PID force, the paper's code
-  uses ``planner_period_s = 2`` and ``control_period_s = 0.1``, i.e. 20 steps a round) when it is
-  ``"point_mass_pid"``. With ``dim == 1`` robots move along x only;
+* then ``round(planner_period_s / control_period_s)`` control steps at ``dt = control_period_s``: each
+  kinematics' controller (``consensus.control.dynamics``: a P controller for a single integrator, a unicycle
+  controller for a unicycle, initial yaw 0, paper 1's 2-D robot for ``point_mass_pid``: ``PointMassPID``, 15 kg, PID
+  force; the paper's code uses ``planner_period_s = 2`` and ``control_period_s = 0.1``, i.e. 20 steps a round), the
+  bodies moved by the world of ``cfg.sim`` (``consensus.sims.headless_world``: the kinematic world, the one the ROS
+  ``sim`` node wraps, or MuJoCo's). With ``dim == 1`` robots move along x only;
 * collision avoidance (``cfg.resolved_collision_avoidance(ros=False)``: ``auto`` is ``none`` here, the papers'
   point robots, unless a ``robots_file`` names real robots): with ``cbf`` every command goes through the
   barrier-certificate filter (``consensus.control.avoidance``; every robot knows every position of the same
@@ -50,16 +51,15 @@ import numpy as np
 
 from consensus.control.kinematics import initial_positions
 from consensus.scenarios.aggregation.config import AggregationConfig
-from consensus.control.kinematics import PointMassPID, step_single_integrator, step_unicycle
-from consensus.control.motion import POINT_MASS_PID, UNICYCLE
 from consensus.errors import ConfigError
 from consensus.graphs.topology import Graph
 from consensus.llm.base import LLMClient
 from consensus.control.avoidance import Avoidance, avoidance_from_config, sum_collision
 from consensus.control.collision import near_identity_point
 from consensus.control.fleet_core import FleetCore, NearbyBatch
+from consensus.control.dynamics import dynamics_of
 from consensus.sims import headless_world
-from consensus.control.robot_core import Command, Heard, RobotCore
+from consensus.control.robot_core import Heard, RobotCore
 from consensus.graphs.links import LinkModel
 from consensus.metrics.convergence import SettleWatch, convergence_summary, packing_radius, spread
 from consensus.control.planner import Planner, PlanRequest, PlanResult
@@ -76,7 +76,7 @@ class AggregationResult:
     plan_log: list[dict] = field(default_factory=list)   # one entry per robot and round, see ``_log_entry``
     counters: dict = field(default_factory=new_counters)  # planner counters summed over robots
     summary: dict = field(default_factory=dict)
-    world: object | None = None       # the physics world the bodies moved in (sim: mujoco), else None
+    world: object | None = None       # the world the bodies moved in (consensus.control.dynamics.world.World)
 
 
 def count_rounds(cfg: AggregationConfig, rounds: int | None = None) -> int:
@@ -107,8 +107,8 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
 
     pos = initial_positions(cfg)
     yaw = np.zeros(n)
-    unicycle = cfg.kinematics == UNICYCLE
-    mass = PointMassPID(n, d) if cfg.kinematics == POINT_MASS_PID else None
+    dynamics = dynamics_of(cfg.kinematics)
+    unicycle = dynamics.turns
     avoid = headless_avoidance(cfg)
     workers = min(cfg.llm_concurrency, n) if cfg.planner == "llm" else 1
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="planner") if workers > 1 else None
@@ -126,8 +126,10 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     graph_links = LinkModel(n, width, seed=cfg.seed + 7919, **link_kw)
     nearby_links = LinkModel(n, width, seed=cfg.seed + 104729, **link_kw) if avoid is not None else None
     speed = np.zeros(n)
-    # a physics world (sim: mujoco) moves the bodies instead of the kinematics below; it also judges contacts
-    world = headless_world(cfg, np.column_stack([pos, np.zeros((n, 3 - d))]), seed=cfg.seed) if d == 2 else None
+    # the world the bodies move in: the kinematic one, or a physics world (sim: mujoco) that also judges contacts
+    world = headless_world(cfg, np.column_stack([pos, np.zeros((n, 3 - d))]), seed=cfg.seed)
+    # paper 1's point mass without a filter: its PID acts on the goal itself, as in the paper's code
+    pid_on_goal = dynamics.has_mass and avoid is None
 
     def broadcast(t: float) -> None:
         for i, core in enumerate(cores):
@@ -182,28 +184,18 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                     nv, nt = nearby_links.deliver(t)
                     heard_nearby = NearbyBatch(nv[:, :, :d], t - nt, nv[:, :, 2 * d], np.arange(n))
                 cmds = fleet.step(t, heard_nearby)
-                truth = None
-                if world is not None:        # the robots see their odometry (noise, offset); the record is the truth
-                    world.set_commands(np.array([[c.vx, c.vy, c.wz] for c in cmds]))
-                    world.advance(dt)
-                    pose = world.reported_poses()
-                    new, yaw, truth = pose[:, :2], (pose[:, 2] if unicycle else yaw), world.poses()[:, :2]
-                elif unicycle:
-                    v = np.array([c.vx for c in cmds])
-                    w = np.array([c.wz for c in cmds])
-                    pose = step_unicycle(np.column_stack([pos, yaw]), v, w, dt)
-                    new, yaw = pose[:, :2], pose[:, 2]
-                elif mass is not None and avoid is not None:
-                    u = _velocities(cmds, d)
-                    new = mass.step(pos, mass.target_for_velocity(pos, u, dt), dt)
-                elif mass is not None:
-                    goals = np.array([c.goal if c.goal is not None else pos[i] for i, c in enumerate(cmds)])
-                    new = mass.step(pos, goals, dt)
-                else:
-                    new = step_single_integrator(pos, _velocities(cmds, d), dt)
+                goals = (np.array([c.goal if c.goal is not None else pos[i] for i, c in enumerate(cmds)])
+                         if pid_on_goal else None)
+                world.set_commands(np.array([[c.vx, c.vy, c.wz] for c in cmds]), **({"goals": goals} if pid_on_goal
+                                                                                        else {}))
+                world.advance(dt)
+                pose = world.reported_poses()   # the robots see their odometry (noise, offset); the record: truth
+                new = pose[:, :d]
+                if unicycle:
+                    yaw = pose[:, 2]
                 speed = np.linalg.norm(new - pos, axis=1) / dt
                 pos = new
-                positions[k + 1] = pos if truth is None else truth
+                positions[k + 1] = world.poses()[:, :d]
                 broadcast(float(times[k + 1]))
                 settled = settle.update(float(times[k + 1]), agreement_measure(positions[k + 1], target, avoid))
             if progress is not None:
@@ -225,16 +217,12 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                    end_reason=end_reason, settle_s=cfg.settle_s,
                    **collision_summary(avoid, [c.avoid.info() for c in cores if c.avoid is not None]),
                    **packing_summary(cores))
-    if world is not None:                 # the engine's own judgement of the bodies (not the filter's bookkeeping)
-        judged = world.judgement()
+    judged = world.judgement()            # a physics engine's own judgement of the bodies (not the filter's)
+    if judged:
         summary.update({k: judged[k] for k in ("contacts", "contact_list", "robot_contacts", "wall_contacts",
                                                "max_penetration_m", "true_outside_geofence_m")})
     return AggregationResult(times=times, positions=positions, targets=targets, plan_log=plan_log,
                              counters=counters, summary=summary, world=world)
-
-
-def _velocities(cmds: list[Command], d: int) -> np.ndarray:
-    return np.array([[c.vx, c.vy][:d] for c in cmds], dtype=float)
 
 
 def packing_summary(cores: Sequence[RobotCore]) -> dict:

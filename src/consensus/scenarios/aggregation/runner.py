@@ -39,8 +39,7 @@ def run_headless_to_dir(cfg: AggregationConfig, out_dir: str | Path, *,
         result = run_headless(cfg, client, progress=progress)
     finally:
         close()
-    if result.world is not None:
-        result.world.save_xml(out)
+    result.world.save_xml(out)           # what the bodies moved in (MuJoCo's world.xml; nothing for kinematics)
     with (out / "plans.jsonl").open("w") as fh:
         for entry in result.plan_log:
             fh.write(json.dumps(entry, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)) + "\n")

@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from consensus.control.packing import slots
+from consensus.control.packing import inside, slots
 from consensus.control.safety import Geofence
 from consensus.metrics.convergence import arrival_radius
 from consensus.scenarios.disaster.environment import cell_centre
@@ -59,11 +59,7 @@ class CellSlots:
         self.d_min = float(avoid.d_min_m)
         self.spacing = self.d_min + float(packing_gap_m)
         self.fence = Geofence.from_bounds(list(workspace))
-        if avoid.bounds is not None:                  # the box the filter keeps a drone's centre in
-            self.lo, self.hi = (np.asarray(b, dtype=float) for b in avoid.bounds)
-        else:
-            self.lo = self.fence.lo + 0.5 * avoid.clearance_m
-            self.hi = self.fence.hi - 0.5 * avoid.clearance_m
+        self.lo, self.hi = avoid.box(self.fence.lo, self.fence.hi)    # the box the filter keeps a drone's centre in
         self._cache: dict[tuple, np.ndarray] = {}
 
     def slots(self, cell, k: int) -> np.ndarray:
@@ -74,17 +70,7 @@ class CellSlots:
         if key not in self._cache:
             point = pattern_point(cell_centre(key[:2], self.s), key[2], self.spacing)
             point = self.fence.clamp(point)[0]
-            spots = slots(point, key[2], self.spacing)
-            shift = np.zeros(2)
-            for a in range(2):
-                s_lo, s_hi = spots[:, a].min(), spots[:, a].max()
-                if s_hi - s_lo > self.hi[a] - self.lo[a]:
-                    shift[a] = 0.5 * (self.lo[a] + self.hi[a]) - 0.5 * (s_lo + s_hi)
-                elif s_lo < self.lo[a]:
-                    shift[a] = self.lo[a] - s_lo
-                elif s_hi > self.hi[a]:
-                    shift[a] = self.hi[a] - s_hi
-            spots = np.clip(spots + shift, self.fence.lo, self.fence.hi)
+            spots = np.clip(inside(slots(point, key[2], self.spacing), self.lo, self.hi), self.fence.lo, self.fence.hi)
             spots.setflags(write=False)
             self._cache[key] = spots
         return self._cache[key]
@@ -105,6 +91,13 @@ class CellSlots:
     def attend_radius(self, cell, k: int) -> float:
         """How close to ``cell``'s centre each of the ``k`` drones sent there must be to attend it."""
         return max(self.radius(cell, k) + 0.5 * self.s, arrival_radius(0.5 * self.s, k, self.d_min))
+
+    def radii(self, goals: Sequence) -> tuple[list[float], list[float]]:
+        """Per drone of ``goals`` (every drone's chosen cell): how close to its cell's centre it arrives
+        (``arrive_radius``) and attends it (``attend_radius``), k being the drones that chose that cell."""
+        goals = [tuple(int(v) for v in g) for g in goals]
+        counts = Counter(goals)
+        return ([self.arrive_radius(g, counts[g]) for g in goals], [self.attend_radius(g, counts[g]) for g in goals])
 
     def crowded(self, goals: Sequence) -> list[list[int]]:
         """``[x, y, k]`` of every cell of ``goals`` (every drone's chosen cell) whose k slots do not fit it."""

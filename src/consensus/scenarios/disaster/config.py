@@ -32,6 +32,9 @@ from consensus.discussion.config import DiscussionParams
 from consensus.settings import (ControlParams, FlatParams, FleetParams, PhysicsParams, RunParams, SimParams,
                                 load_flat, need, param)
 
+#: the kinematics the drones fly with (their headless flight, packing and cells assume it)
+FLIGHT_KINEMATICS = (SINGLE_INTEGRATOR,)
+
 MOTIONS = ("teleport", "kinematic")
 
 
@@ -107,7 +110,7 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Si
 
     def check(self) -> None:
         need(self.motion in MOTIONS, f"unknown motion '{self.motion}'; valid: {', '.join(MOTIONS)}")
-        need(self.kinematics == SINGLE_INTEGRATOR, "the drones fly as single integrators (kinematics: "
+        need(self.kinematics in FLIGHT_KINEMATICS, "the drones fly as single integrators (kinematics: "
              f"single_integrator; got '{self.kinematics}')")
         need(self.control_period_s <= self.round_time_s, "control_period_s must not exceed round_time_s")
         self.env_config().validate()

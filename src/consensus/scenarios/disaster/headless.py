@@ -16,19 +16,21 @@ Motion:
 
 * ``teleport`` (the paper): each drone is on its chosen cell at the round's end;
 * ``kinematic``: a drone flies for ``round_time_s`` from its position towards the centre of its chosen cell,
-  ``((x + 0.5) s, (y + 0.5) s)`` with ``s = cell_size_m``, under ``consensus.control.PController`` (``kp``,
-  ``v_max``, ``deadband``) and a single integrator, steps of ``control_period_s``; it attends the cell it is in at
-  the round's end, ``(floor(px / s), floor(py / s))`` clipped to the grid. A far cell takes more than one round.
-  The positions of every step go to ``trajectories.csv``. Collision avoidance (``collision_avoidance``; ``auto``
-  is ``none`` here, as in the paper): with ``cbf`` every step's
-  velocities go through the barrier-certificate filter (``consensus.control.avoidance``, every drone knowing
-  every position of the same instant; drones that start on one cell stand on a circle around its centre,
-  ``start_positions``), so drones sent to the same cell pack around its centre instead of
-  meeting there, and a packed drone may stand over a neighbouring cell: it attends its chosen cell while it is
-  within ``arrival_radius`` (``consensus.metrics.convergence``: ``packing_radius(k, d_min)`` for the k drones
-  sent to that cell) of the cell's centre (``attended_cells``). The summary then holds ``collision_avoidance``,
-  ``clearance_m``, ``collision`` (the filter's counters) and ``min_pair_distance_m`` (the closest two drones
-  came, from the trajectories).
+  ``((x + 0.5) s, (y + 0.5) s)`` with ``s = cell_size_m``, steps of ``control_period_s``. Each drone is the robot
+  core a ROS drone runs (``consensus.control.robot_core.RobotCore`` with the drones' controller settings,
+  ``drone_control.controller_config``: P controller with ``kp``, ``v_max``, ``deadband``, the grid as the
+  geofence, the safety rules), stepped by the fleet core, its body a single integrator of the kinematic world
+  (``consensus.control.dynamics.world``); it attends the cell it is in at the round's end, ``(floor(px / s),
+  floor(py / s))`` clipped to the grid. A far cell takes more than one round. The positions of every step go to
+  ``trajectories.csv`` (with each drone's goal). Collision avoidance (``collision_avoidance``; ``auto`` is ``none``
+  here, as in the paper): with ``cbf`` every drone filters its command (``consensus.control.avoidance``), knowing
+  every position of the same instant; drones that start on one cell stand on a circle around its centre
+  (``start_positions``). The k drones sent to one cell are sent to ``cell_slots.pattern_point`` and take k slots
+  there, as the ROS drones do (the same core: they pack into the same slots), and a drone attends its chosen cell
+  within the grid node's radius of its centre (``cell_slots.CellSlots.attend_radius``; ``attended_cells``), even
+  over a neighbouring cell. The summary then holds ``collision_avoidance``, ``clearance_m``, ``collision`` (the
+  drones' filter counters summed) and ``min_pair_distance_m`` (the closest two drones came, from the
+  trajectories).
 
 The filter needs velocities: with ``teleport`` there are none, and it does not apply (``collision_avoidance`` is
 reported as ``none``).
@@ -58,11 +60,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from consensus.control.avoidance import Avoidance, avoidance_from_config
-from consensus.control.controller import PController
-from consensus.control.kinematics import step_single_integrator
+from consensus.control.avoidance import Avoidance, avoidance_from_config, sum_collision
+from consensus.control.fleet_core import FleetCore, NearbyBatch
+from consensus.control.robot_core import RobotCore
+from consensus.control.dynamics.world import KinematicWorld
 from consensus.metrics.convergence import arrival_radius, min_pair_distance_series
 from consensus.scenarios.disaster import metrics
+from consensus.scenarios.disaster.cell_slots import CellSlots, pattern_point
+from consensus.scenarios.disaster.drone_control import controller_config
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.environment import DisasterEnv
@@ -126,53 +131,93 @@ def attended_cells(positions: np.ndarray, goals: list[Cell] | None, cfg: Disaste
 
 
 def flight_avoidance(cfg: DisasterConfig) -> Avoidance | None:
-    """The collision filter of a headless kinematic flight (None: teleport, or ``none`` by the rule)."""
-    return avoidance_from_config(cfg, ros=False) if cfg.motion == "kinematic" else None
+    """The collision filter of a headless kinematic flight (None: teleport, or ``none`` by the rule): the drones'
+    controller settings' (``drone_control.controller_config``: the grid as the geofence), as a ROS drone's."""
+    return avoidance_from_config(controller_config(cfg)[0], ros=False) if cfg.motion == "kinematic" else None
 
 
 class KinematicFlight:
-    """P controller + single integrator between cell centres, through the collision filter when there is one
-    (module docstring); keeps every sample."""
+    """The drones' flight on their own robot cores (module docstring): each drone is the ``RobotCore`` a ROS drone
+    runs (``drone_control.controller_config``), all stepped together by the fleet core, their bodies moved in the
+    kinematic world; every drone knows every position of the same instant. Sent to a cell, the k drones that chose
+    it are sent to ``cell_slots.pattern_point`` and take their slots there (``RobotCore.set_target``'s group), as the
+    ROS drones do, so headless and ROS drones pack into the same slots; with the filter a drone attends its chosen
+    cell within the grid node's radius (``CellSlots.attend_radius``). Keeps every sample."""
 
     def __init__(self, cfg: DisasterConfig, cells: list[Cell]) -> None:
         self.cfg = cfg
-        self.ctl = PController(kp=cfg.kp, v_max=cfg.v_max, deadband=cfg.deadband)
+        base, _ = controller_config(cfg)
         self.avoid = flight_avoidance(cfg)
+        self.cores = [RobotCore(base, i, None, avoid=flight_avoidance(cfg)) for i in range(cfg.num_robots)]
+        self.fleet = FleetCore(self.cores)
+        self.slots = None if self.avoid is None else CellSlots(cfg.cell_size_m, self.avoid, base.packing_gap_m,
+                                                               base.workspace)
         self.goals: list[Cell] | None = None
+        self.attend_radii: list[float] | None = None
         self.steps = max(1, int(round(cfg.round_time_s / cfg.control_period_s)))
-        self.pos = start_positions(cfg, cells, None if self.avoid is None else self.avoid.d_min_m)
+        start = start_positions(cfg, cells, None if self.avoid is None else self.avoid.d_min_m)
+        self.world = KinematicWorld(base, start, seed=cfg.seed)
+        self.speed = np.zeros(cfg.num_robots)
         self.times: list[float] = [0.0]
         self.positions: list[np.ndarray] = [self.pos.copy()]
         self.targets: list[np.ndarray] = []
 
-    def centres(self, cells: list[Cell]) -> np.ndarray:
-        return cell_centre(cells, self.cfg.cell_size_m)
+    @property
+    def pos(self) -> np.ndarray:
+        """The drones' positions ``(n, 2)`` now."""
+        return self.world.poses()[:, :2]
 
     def cells(self) -> list[Cell]:
-        return attended_cells(self.pos, self.goals, self.cfg, None if self.avoid is None else self.avoid.d_min_m)
+        return attended_cells(self.pos, self.goals, self.cfg, None if self.avoid is None else self.avoid.d_min_m,
+                              self.attend_radii)
 
     def fly(self, goals: list[Cell]) -> list[Cell]:
-        self.goals = list(goals)
-        target = self.centres(goals)
-        dt = self.cfg.control_period_s
+        """Every drone flies ``round_time_s`` towards its chosen cell; the cells they attend at the end."""
+        self.goals = [tuple(g) for g in goals]
+        if self.slots is not None:
+            _, self.attend_radii = self.slots.radii(self.goals)
+        t = self.times[-1]
+        s = self.cfg.cell_size_m
+        for i, core in enumerate(self.cores):
+            group = [j for j, g in enumerate(self.goals) if g == self.goals[i]]
+            point = cell_centre(self.goals[i], s)
+            if core.avoid is not None:
+                point = pattern_point(point, len(group), core.avoid.d_min_m + core.gap)
+            core.set_target(point, t, group=group)
+        n, dt = len(self.cores), self.cfg.control_period_s
+        ids = np.arange(n)
         for _ in range(self.steps):
-            self.targets.append(target)
-            u = self.ctl.compute_batch(self.pos, target)
-            if self.avoid is not None:
-                u = self.avoid.filter_batch(self.pos, u)
-            self.pos = step_single_integrator(self.pos, u, dt)
-            self.times.append(self.times[-1] + dt)
+            pos = self.pos
+            for i, core in enumerate(self.cores):
+                core.observe(t, pos[i])
+                core.alive(t)                       # the round clock (this loop) is alive
+            nearby: list | NearbyBatch = [None] * n
+            if self.avoid is not None:              # row i: every other drone's position now (NaN: itself)
+                known = np.repeat(pos[None, :, :], n, axis=0)
+                known[ids, ids] = np.nan
+                nearby = NearbyBatch(known, np.zeros((n, n)), np.repeat(self.speed[None, :], n, axis=0), ids)
+            cmds = self.fleet.step(t, nearby)
+            self.targets.append(np.array([c.goal if c.goal is not None else core.target
+                                          for c, core in zip(cmds, self.cores)], dtype=float))
+            self.world.set_commands(np.array([[c.vx, c.vy, c.wz] for c in cmds]))
+            self.world.advance(dt)
+            self.speed = np.linalg.norm(self.pos - pos, axis=1) / dt
+            t += dt
+            self.times.append(t)
             self.positions.append(self.pos.copy())
         return self.cells()
 
     def collision_summary(self) -> dict:
         """``collision_avoidance`` (cbf | none), ``min_pair_distance_m`` (from every sample) and, with the filter,
-        ``clearance_m`` (the distance it keeps between drone centres) and ``collision`` (``Avoidance.info()``)."""
+        ``clearance_m`` (the distance it keeps between drone centres) and ``collision`` (the drones' filter counters
+        summed)."""
         mins = min_pair_distance_series(np.asarray(self.positions))
         out: dict = {"collision_avoidance": "none" if self.avoid is None else "cbf",
                      "min_pair_distance_m": float(np.nanmin(mins)) if np.isfinite(mins).any() else None}
         if self.avoid is not None:
-            out.update(clearance_m=self.avoid.clearance_m, collision=self.avoid.info())
+            record = self.avoid.info()
+            record.update(sum_collision([c.avoid.info() for c in self.cores]))
+            out.update(clearance_m=self.avoid.clearance_m, collision=record)
         return out
 
     def write(self, path: Path) -> None:

@@ -75,7 +75,7 @@ from consensus.ros.robot import RobotAgent
 from consensus.scenarios.disaster.cell_slots import pattern_point
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.round_clock import cell_list
-from consensus.scenarios.disaster.processes import controller_config
+from consensus.scenarios.disaster.drone_control import controller_config
 from consensus.scenarios.disaster.ros.protocol import (DecisionRecord, DiscussionRecord, StateRecord, VoteRecord,
                                                        VoteRequestRecord)
 

@@ -17,7 +17,7 @@ from consensus.settings import PHYSICS
 #: style (the disaster agents have one prompt), the aggregator's fields (mode, strategy), the environment's (the grid
 #: owns it) and the round clock's (the grid's). Every other field is a parameter of ``/fleet`` (``/robot_<i>/agent``):
 #: the robot process's (``consensus.ros.fleet.run_robots``: layout, LLM client and its thread pool, transcripts;
-#: ``RobotAgent`` through ``processes.controller_config``: control, safety, collision filter), the drone agents'
+#: ``RobotAgent`` through ``drone_control.controller_config``: control, safety, collision filter), the drone agents'
 #: (``agents.make_drone``: planner, roles, the LLM's discussion settings, the heuristic's thresholds) and the
 #: flights' (grid, cells, motion)
 #: the physics knobs the robot core reads (its odometry's creep tolerance: the noise and the drive's lag)

@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -101,7 +100,7 @@ from consensus.ros.process import node_main
 from consensus.scenarios.disaster.cell_slots import ARRIVE_FRACTION, CellSlots
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import attended_cells, start_cells
-from consensus.scenarios.disaster.processes import controller_config
+from consensus.scenarios.disaster.drone_control import controller_config
 from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
 
 SAMPLE_HZ = 5.0
@@ -117,7 +116,7 @@ def severity_colour(severity: int) -> ColorRGBA:
 
 #: the fields the grid reads (its parameters, ``declare_config(uses=...)``): the run's, the team's (baseline, mode,
 #: strategy and the rest its round clock and summary read), the environment's, the flights' (cells, motion, deadlines)
-#: and those of the controller settings its nearby relay and cell slots need (``processes.controller_config``); the
+#: and those of the controller settings its nearby relay and cell slots need (``drone_control.controller_config``); the
 #: others reach its manifest from the parameters file without being its parameters
 USES = ("num_robots", "seed", "output_dir", "executor", "fleet", "planner", "baseline", "mode", "strategy", "roles",
         "volatility", "discussion_turns", "max_agreement_turns", "rounds", "round_timeout_s", "width", "height",
@@ -264,9 +263,7 @@ class DisasterGrid:
         """Every drone's chosen cell, and with the filter how close to its centre it arrives and attends it."""
         self.goals = [tuple(c) for c in goals]
         if self.slots is not None:
-            counts = Counter(self.goals)
-            self.arrive_radii = [self.slots.arrive_radius(g, counts[g]) for g in self.goals]
-            self.attend_radii = [self.slots.attend_radius(g, counts[g]) for g in self.goals]
+            self.arrive_radii, self.attend_radii = self.slots.radii(self.goals)
 
     def _arrived(self) -> bool:
         """Is every drone within ARRIVE_FRACTION of a cell of its chosen cell's centre (with the filter: of its
