@@ -4,9 +4,9 @@ namespace, and the node names of the kernel's processes.
 No ROS import here (the run directory, the robots map, the Foxglove view and the process lists read the names too);
 ``consensus.ros.qos.profile(topic)`` turns a topic's QoS class into the rclpy profile, so a publisher and its
 subscribers always agree. After aerostack2's ``as2_core/names/topics.hpp``: one namespace per subsystem, the name beside
-its QoS. The scenarios' protocol topics (disaster, naming game) are here too, a
-section each (names only, no scenario import); their records are the dataclasses of the scenario's ``ros/protocol``
-module.
+its QoS. A scenario's protocol topics (disaster, naming game) are not here: each scenario names them with this
+module's ``Topic`` in its own ``ros/protocol`` module (``TOPICS``), beside their records (the kernel imports no
+scenario).
 
 Names inside a robot's namespace are relative (``odom``, ``planner/status``): a robot node started in
 ``/robot_<i>`` uses them as they are; a node of the root namespace that talks to robot i uses ``topic.of(i)``.
@@ -107,31 +107,6 @@ MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # 
 ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEIGHBOR_TARGETS, NEARBY, TARGET, PLANNER_REASONING,
                 PLANNER_STATUS)
 FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, GROUND_TRUTH, TF, CENSUS, CLEAR_BODY, TOPOLOGY_GRAPH, MARKERS)
-
-# --- the scenarios' protocols (names only: the kernel imports no scenario; their records are the dataclasses of
-# consensus.scenarios.<scenario>.ros.protocol). A channel that nodes of different namespaces share is absolute.
-# disaster: the drones live in /robot_<i>, the grid and the aggregator in the root namespace, so the team's shared
-# channels are absolute; each drone's vote requests are inside its namespace (``.of(i)``), and the grid's metrics
-# and markers are relative to the grid (a root node: /disaster/metrics, /disaster/markers)
-DISASTER_STATE = Topic("/disaster/state", "std_msgs/msg/String", "latched", depth=10)   # the round clock, grid -> all
-DISASTER_DISCUSSION = Topic("/disaster/discussion", "std_msgs/msg/String", "events")    # drone -> all
-DISASTER_DECISIONS = Topic("/disaster/decisions", "std_msgs/msg/String", "events")      # drone -> grid (implicit)
-DISASTER_VOTE_REQUEST = Topic("disaster/vote_request", "std_msgs/msg/String", "events")  # aggregator -> drone i
-DISASTER_VOTES = Topic("/disaster/votes", "std_msgs/msg/String", "events")              # drone -> aggregator
-DISASTER_COLLECTIVE = Topic("/disaster/collective", "std_msgs/msg/String", "events")    # aggregator -> grid
-DISASTER_AGGREGATOR_STATUS = Topic("/disaster/aggregator/status", "std_msgs/msg/String", "events")  # each second
-DISASTER_METRICS = Topic("disaster/metrics", "std_msgs/msg/String", "events")           # grid: each round's metrics
-DISASTER_MARKERS = Topic("disaster/markers", "visualization_msgs/msg/MarkerArray", "events")   # grid: the cells
-DISASTER_TOPICS = (DISASTER_STATE, DISASTER_DISCUSSION, DISASTER_DECISIONS, DISASTER_VOTE_REQUEST, DISASTER_VOTES,
-                   DISASTER_COLLECTIVE, DISASTER_AGGREGATOR_STATUS, DISASTER_METRICS, DISASTER_MARKERS)
-# naming game: the robots live in /robot_<i>, the matchmaker in the root namespace; the game's records are kept for
-# an endpoint matched late (the last 50 interactions), the matchmaker's status is an event each second
-NAMING_GAME_PAIRS = Topic("/naming_game/pairs", "std_msgs/msg/String", "latched", depth=50)        # matchmaker ->
-NAMING_GAME_WORDS = Topic("/naming_game/words", "std_msgs/msg/String", "latched", depth=50)        # robot ->
-NAMING_GAME_OUTCOMES = Topic("/naming_game/outcomes", "std_msgs/msg/String", "latched", depth=50)  # matchmaker ->
-NAMING_GAME_STATUS = Topic("/naming_game/status", "std_msgs/msg/String", "events")                # matchmaker ->
-NAMING_GAME_TOPICS = (NAMING_GAME_PAIRS, NAMING_GAME_WORDS, NAMING_GAME_OUTCOMES, NAMING_GAME_STATUS)
-SCENARIO_TOPICS = DISASTER_TOPICS + NAMING_GAME_TOPICS
 
 
 def robot_topic(robot_id: int, name: str) -> str:

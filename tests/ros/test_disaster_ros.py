@@ -54,11 +54,11 @@ def _probe(run_dir: Path, run) -> tuple[dict, dict]:
     from std_msgs.msg import String
     from visualization_msgs.msg import MarkerArray
 
-    from consensus import names
     from consensus.ros.qos import EVENTS, profile
+    from consensus.scenarios.disaster.ros import protocol
 
-    STATE, DISCUSSION, STATE_QOS = names.DISASTER_STATE.name, names.DISASTER_DISCUSSION.name, \
-        profile(names.DISASTER_STATE)
+    STATE, DISCUSSION, STATE_QOS = protocol.DISASTER_STATE.name, protocol.DISASTER_DISCUSSION.name, \
+        profile(protocol.DISASTER_STATE)
 
     result: dict = {}
     seen: dict = {"state": [], "metrics": [], "markers": [], "discussion": []}
@@ -374,13 +374,13 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
 
     from consensus.scenarios.disaster.environment import DisasterEnv
     from consensus.scenarios.disaster.agents import make_drone
-    from consensus import names
     from consensus.ros.fleet import FleetClock
     from consensus.ros.qos import profile
+    from consensus.scenarios.disaster.ros import protocol
     from consensus.scenarios.disaster.ros.agent import RosDrone
 
-    STATE, DISCUSSION, STATE_QOS = names.DISASTER_STATE.name, names.DISASTER_DISCUSSION.name, \
-        profile(names.DISASTER_STATE)
+    STATE, DISCUSSION, STATE_QOS = protocol.DISASTER_STATE.name, protocol.DISASTER_DISCUSSION.name, \
+        profile(protocol.DISASTER_STATE)
 
     cfg = _cfg(num_robots=2, control_period_s=0.05, v_max=1.5)
     obs = DisasterEnv(cfg.env_config(), seed=4).begin_round()

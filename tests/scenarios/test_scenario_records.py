@@ -1,16 +1,22 @@
-"""The scenario protocols' records (disaster, naming game) as dataclasses on ``consensus.ros.records.Record``: what the
-publishers send keeps its JSON, what is not the record is one ``RecordError`` counted as a bad message by the node
-that got it, their topics are in ``consensus.names``, and the schema tables of docs/disaster.md and
+"""The scenario protocols (disaster, naming game): their topics, named in each scenario's ``ros/protocol`` module
+(``TOPICS``) by the rules of the kernel's table ``consensus.names`` (one name per topic across the kernel and every
+scenario, a known QoS class, absolute where namespaces meet); their records as dataclasses on
+``consensus.ros.records.Record``: what the publishers send keeps its JSON, what is not the record is one
+``RecordError`` counted as a bad message by the node that got it, and the schema tables of docs/disaster.md and
 docs/naming-game.md are the generated ones."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+import pkgutil
 import re
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
+import consensus.scenarios
 from consensus import names
 from consensus.ros.records import RecordError, schema_table
 from consensus.scenarios.disaster.ros import protocol as disaster
@@ -19,12 +25,66 @@ from consensus.scenarios.naming_game.ros import protocol as naming
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_record_is_on_a_topic_of_its_scenario_in_the_names_table():
-    for records, topics in ((disaster.RECORDS, names.DISASTER_TOPICS), (naming.RECORDS, names.NAMING_GAME_TOPICS)):
+def _protocols() -> dict[str, ModuleType]:
+    """Every scenario's ``ros/protocol`` module, by scenario (a scenario without one has no protocol topics)."""
+    found = {}
+    for info in pkgutil.iter_modules(consensus.scenarios.__path__):
+        name = f"consensus.scenarios.{info.name}.ros.protocol"
+        if info.ispkg and importlib.util.find_spec(f"consensus.scenarios.{info.name}.ros") is not None \
+                and importlib.util.find_spec(name) is not None:
+            found[info.name] = importlib.import_module(name)
+    return found
+
+
+PROTOCOLS = _protocols()
+SCENARIO_TOPICS = tuple(t for module in PROTOCOLS.values() for t in module.TOPICS)
+
+
+def test_every_scenario_s_protocol_topics_are_its_topics_list_and_follow_the_table_s_rules():
+    assert {"disaster": disaster, "naming_game": naming}.items() <= PROTOCOLS.items()
+    for scenario, module in PROTOCOLS.items():
+        # every Topic the module names is in its TOPICS, once, and is a names.Topic of a known QoS class
+        assert {v for v in vars(module).values() if isinstance(v, names.Topic)} == set(module.TOPICS), scenario
+        assert len(set(module.TOPICS)) == len(module.TOPICS), scenario
+        for topic in module.TOPICS:
+            assert isinstance(topic, names.Topic) and topic.qos in names.QOS_CLASSES, topic
+            assert topic.depth is None or topic.depth > 0, topic
+            assert re.fullmatch(r"/?[a-z_][a-z0-9_]*(/[a-z_][a-z0-9_]*)*", topic.name), topic
+    # one name per topic across the kernel's table and every scenario's protocol
+    every = [t.name for t in (*names.ROBOT_TOPICS, *names.FLEET_TOPICS, *SCENARIO_TOPICS)]
+    assert len(every) == len(set(every)), sorted(n for n in set(every) if every.count(n) > 1)
+
+
+def test_every_scenario_topic_has_a_profile_that_publisher_and_subscriber_share():
+    rclpy_qos = pytest.importorskip("rclpy.qos")
+    from consensus.ros import qos
+
+    for topic in SCENARIO_TOPICS:
+        assert isinstance(qos.profile(topic), rclpy_qos.QoSProfile), topic
+    kept = qos.profile(naming.NAMING_GAME_WORDS)            # a protocol's kept records: latched, deeper history
+    assert (kept.depth, kept.durability) == (50, rclpy_qos.DurabilityPolicy.TRANSIENT_LOCAL)
+    assert qos.profile(disaster.DISASTER_STATE).depth == 10
+
+
+def test_the_scenario_protocols_topics_are_absolute_where_namespaces_meet():
+    absolute = {t.name for t in SCENARIO_TOPICS if t.name.startswith("/")}
+    assert absolute == {"/disaster/state", "/disaster/discussion", "/disaster/decisions", "/disaster/votes",
+                        "/disaster/collective", "/disaster/aggregator/status", "/naming_game/pairs",
+                        "/naming_game/words", "/naming_game/outcomes", "/naming_game/status"}
+    assert disaster.DISASTER_VOTE_REQUEST.of(2).endswith("robot_2/disaster/vote_request")
+    # a run launched in a namespace (namespace:=fleet_a) keeps its shared channels to itself: its root nodes and its
+    # robots (in /fleet_a/robot_<i>) meet under /fleet_a; in the root namespace the names are as they are
+    for ns in ("/fleet_a", "/fleet_a/robot_3", "/fleet_a/"):
+        assert disaster.DISASTER_STATE.in_run(ns) == "/fleet_a/disaster/state"
+    assert disaster.DISASTER_STATE.in_run("/") == disaster.DISASTER_STATE.in_run("/robot_0") == "/disaster/state"
+    assert naming.NAMING_GAME_PAIRS.in_run("/a/b/robot_12") == "/a/b/naming_game/pairs"
+    assert disaster.DISASTER_VOTE_REQUEST.in_run("/fleet_a/robot_3") == "disaster/vote_request"   # relative: as is
+
+
+def test_every_record_is_on_a_topic_of_its_scenario_s_protocol():
+    for records, topics in ((disaster.RECORDS, disaster.TOPICS), (naming.RECORDS, naming.TOPICS)):
         assert {cls.TOPIC for cls in records} <= set(topics)
         assert all(cls.TOPIC.type == "std_msgs/msg/String" for cls in records)
-    every = [t.name for t in (*names.ROBOT_TOPICS, *names.FLEET_TOPICS, *names.SCENARIO_TOPICS)]
-    assert len(every) == len(set(every))
 
 
 def test_a_round_clock_state_keeps_its_json():

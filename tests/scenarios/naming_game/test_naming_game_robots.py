@@ -302,10 +302,10 @@ def test_ros_a_robot_that_never_answers_is_timed_out_and_bad_records_are_counted
     from std_msgs.msg import String
 
     from consensus.ros.qos import EVENTS
-    from consensus import names
     from consensus.ros.qos import profile
+    from consensus.scenarios.naming_game.ros import protocol
 
-    WORDS, GAME_QOS = names.NAMING_GAME_WORDS.name, profile(names.NAMING_GAME_WORDS)
+    WORDS, GAME_QOS = protocol.NAMING_GAME_WORDS.name, profile(protocol.NAMING_GAME_WORDS)
 
     result: dict = {}
     runner = threading.Thread(target=lambda: result.update(zip(("summary", "out", "cfg"), _run_ros(

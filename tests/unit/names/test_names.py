@@ -1,5 +1,6 @@
 """consensus.names: every ROS name of the kernel in one place, with its QoS class; no publisher or subscriber spells a
-topic out where it is used."""
+topic out where it is used. The scenarios' protocol topics (each scenario's ``ros/protocol.TOPICS``) are checked with
+the same rules in tests/scenarios/test_scenario_records.py (this kernel test imports no scenario)."""
 from __future__ import annotations
 
 import ast
@@ -29,11 +30,11 @@ def test_every_topic_has_a_profile_that_publisher_and_subscriber_share():
     rclpy_qos = pytest.importorskip("rclpy.qos")
     from consensus.ros import qos
 
-    for topic in (*names.ROBOT_TOPICS, *names.FLEET_TOPICS, *names.SCENARIO_TOPICS):
+    for topic in (*names.ROBOT_TOPICS, *names.FLEET_TOPICS):
         assert isinstance(qos.profile(topic), rclpy_qos.QoSProfile), topic
-    kept = qos.profile(names.NAMING_GAME_WORDS)            # a protocol's kept records: latched, deeper history
+    kept = qos.profile(names.Topic("/x/kept", "std_msgs/msg/String", "latched", depth=50))   # a protocol's kept records
     assert (kept.depth, kept.durability) == (50, rclpy_qos.DurabilityPolicy.TRANSIENT_LOCAL)
-    assert qos.profile(names.DISASTER_STATE).depth == 10 and qos.profile(names.TOPOLOGY_GRAPH).depth == 1
+    assert qos.profile(names.TOPOLOGY_GRAPH).depth == 1
     assert qos.profile(names.TOPOLOGY_GRAPH).durability == rclpy_qos.DurabilityPolicy.TRANSIENT_LOCAL
     assert qos.profile(names.CMD_VEL).reliability == rclpy_qos.ReliabilityPolicy.RELIABLE
     assert qos.profile(names.CMD_VEL, best_effort_commands=True).reliability == \
@@ -63,39 +64,44 @@ NOT_FROM_THE_TABLE = {"ros/robot.py": {"cfg.estop_topic", "self.cmd_topic"}, "ro
                       "ros/fleet.py": {"estop"}}
 
 
-def test_every_endpoint_of_the_kernel_and_the_scenarios_takes_its_topic_from_the_names_table():
-    """A scenario's protocol names its topics in consensus.names too (a section per scenario): an endpoint's topic is
-    ``names.X.name``, ``names.X.of(i)``, ``names.X.in_run(ns)``, ``names.robot_topic(...)`` or ``topic.name`` /
-    ``topic.in_run(ns)`` of a loop over them."""
+def test_every_endpoint_of_the_kernel_and_the_scenarios_takes_its_topic_from_a_table():
+    """The kernel's topics are in consensus.names, a scenario's in its ``ros/protocol`` module: an endpoint's topic is
+    ``names.X.name``, ``names.X.of(i)``, ``names.X.in_run(ns)``, ``names.robot_topic(...)``, the same of
+    ``protocol.X`` in a scenario's ``ros/`` package, or ``topic.name`` / ``topic.in_run(ns)`` of a loop over them."""
     found = []
     for path in SRC.rglob("*.py"):
         rel = str(path.relative_to(SRC))
+        tables = ("names.", "protocol.") if rel.startswith("scenarios/") and "/ros/" in rel else ("names.",)
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ENDPOINTS \
                     and len(node.args) >= 2:
                 text = ast.unparse(node.args[1])
-                if "names." not in text and text not in ("topic.name", "topic.in_run(ns)") \
+                if not any(table in text for table in tables) and text not in ("topic.name", "topic.in_run(ns)") \
                         and text not in NOT_FROM_THE_TABLE.get(rel, ()):
                     found.append(f"{rel}:{node.lineno}: {text}")
     assert not found, "\n".join(found)
 
 
-def test_the_scenario_protocols_topics_are_in_the_table_and_absolute_where_namespaces_meet():
-    assert set(names.SCENARIO_TOPICS) == {*names.DISASTER_TOPICS, *names.NAMING_GAME_TOPICS}
-    absolute = {t.name for t in names.SCENARIO_TOPICS if t.name.startswith("/")}
-    assert absolute == {"/disaster/state", "/disaster/discussion", "/disaster/decisions", "/disaster/votes",
-                        "/disaster/collective", "/disaster/aggregator/status", "/naming_game/pairs",
-                        "/naming_game/words", "/naming_game/outcomes", "/naming_game/status"}
-    assert names.DISASTER_VOTE_REQUEST.of(2).endswith("robot_2/disaster/vote_request")
+def test_a_shared_channel_goes_under_the_run_s_namespace_and_a_relative_name_stays_as_it_is():
+    shared = names.Topic("/scenario/state", "std_msgs/msg/String", "latched")    # e.g. a scenario's protocol topic
+    mine = names.Topic("scenario/request", "std_msgs/msg/String", "events")
+    assert mine.of(2) == "robot_2/scenario/request"
     # a run launched in a namespace (namespace:=fleet_a) keeps its shared channels to itself: its root nodes and its
     # robots (in /fleet_a/robot_<i>) meet under /fleet_a; in the root namespace the names are as they are
     for ns in ("/fleet_a", "/fleet_a/robot_3", "/fleet_a/"):
-        assert names.DISASTER_STATE.in_run(ns) == "/fleet_a/disaster/state"
-    assert names.DISASTER_STATE.in_run("/") == names.DISASTER_STATE.in_run("/robot_0") == "/disaster/state"
-    assert names.NAMING_GAME_PAIRS.in_run("/a/b/robot_12") == "/a/b/naming_game/pairs"
-    assert names.DISASTER_VOTE_REQUEST.in_run("/fleet_a/robot_3") == "disaster/vote_request"     # relative: as is
+        assert shared.in_run(ns) == "/fleet_a/scenario/state"
+    assert shared.in_run("/") == shared.in_run("/robot_0") == "/scenario/state"
+    assert shared.in_run("/a/b/robot_12") == "/a/b/scenario/state"
+    assert mine.in_run("/fleet_a/robot_3") == "scenario/request"                 # relative: as is
+    assert names.CENSUS.in_run("/fleet_a/robot_3") == "/fleet_a/census"
     # the one reading of a robot's namespace (the fleet process finds its robot by it too)
     assert names.split_robot_namespace("/fleet_a/robot_3") == ("/fleet_a", 3)
     assert names.split_robot_namespace("/robot_3") == ("", 3)
     assert names.split_robot_namespace("/fleet_a") == ("/fleet_a", None)
     assert names.split_robot_namespace("/robot_x") == ("/robot_x", None)
+
+
+def test_every_topic_of_the_kernel_is_in_its_two_lists_under_a_name_of_its_own():
+    kernel = (*names.ROBOT_TOPICS, *names.FLEET_TOPICS)
+    assert len({t.name for t in kernel}) == len(kernel)
+    assert {v for v in vars(names).values() if isinstance(v, names.Topic)} == set(kernel)

@@ -13,7 +13,7 @@ prompt, parsing, validation or fallback is done here.
 Namespaces: drone i lives in ``robot_<i>`` (the namespace the ``sim`` node and real-robot drivers of this
 package serve, so the same simulator and drivers carry both scenarios). Its own topics are relative (``odom``,
 ``cmd_vel``, ``state``, ``target``, ``planner/status``, see robot_agent.py, and ``disaster/vote_request``); the
-shared channels of the team are absolute (``consensus.names.DISASTER_TOPICS``: ``/disaster/state``,
+shared channels of the team are absolute (``protocol.TOPICS``: ``/disaster/state``,
 ``/disaster/discussion``, ``/disaster/decisions``, ``/disaster/votes``, ``/disaster/collective``, as the grid and
 the aggregator live in the root namespace and the drones in their own). Every record is a ``std_msgs/String``
 holding one JSON object, one dataclass each in ``consensus.scenarios.disaster.ros.protocol`` (its schema table in
@@ -66,7 +66,6 @@ from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.environment import Disaster, Observation, ReportItem, in_grid
 from consensus.scenarios.disaster.rounds import inbox_for
 from consensus.scenarios.disaster.agents import DroneReply, InboxMessage
-from consensus import names
 from consensus.ros import qos
 from consensus.ros.health import guarded_record
 from consensus.ros.params import declare_config
@@ -76,6 +75,7 @@ from consensus.scenarios.disaster.cell_slots import pattern_point
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.round_clock import cell_list
 from consensus.scenarios.disaster.drone_control import controller_config
+from consensus.scenarios.disaster.ros import protocol
 from consensus.scenarios.disaster.ros.protocol import (DecisionRecord, DiscussionRecord, StateRecord, VoteRecord,
                                                        VoteRequestRecord)
 
@@ -221,16 +221,16 @@ class RosDrone(RobotAgent):
         self.vote_requests: list[VoteRequestRecord] = []
         self.counters.update(replies=0, jobs_skipped=0, bad_actions=0)    # (+ bad_messages from self.health)
         ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
-        node.create_subscription(String, names.DISASTER_STATE.in_run(ns), self._guard(self._on_state),
-                                 qos.profile(names.DISASTER_STATE))
-        node.create_subscription(String, names.DISASTER_VOTE_REQUEST.in_run(ns),
-                                 self._guard(self._on_vote_request), qos.profile(names.DISASTER_VOTE_REQUEST))
-        self.pub_discussion = node.create_publisher(String, names.DISASTER_DISCUSSION.in_run(ns),
-                                                    qos.profile(names.DISASTER_DISCUSSION))
-        self.pub_decision = node.create_publisher(String, names.DISASTER_DECISIONS.in_run(ns),
-                                                  qos.profile(names.DISASTER_DECISIONS))
-        self.pub_vote = node.create_publisher(String, names.DISASTER_VOTES.in_run(ns),
-                                              qos.profile(names.DISASTER_VOTES))
+        node.create_subscription(String, protocol.DISASTER_STATE.in_run(ns), self._guard(self._on_state),
+                                 qos.profile(protocol.DISASTER_STATE))
+        node.create_subscription(String, protocol.DISASTER_VOTE_REQUEST.in_run(ns),
+                                 self._guard(self._on_vote_request), qos.profile(protocol.DISASTER_VOTE_REQUEST))
+        self.pub_discussion = node.create_publisher(String, protocol.DISASTER_DISCUSSION.in_run(ns),
+                                                    qos.profile(protocol.DISASTER_DISCUSSION))
+        self.pub_decision = node.create_publisher(String, protocol.DISASTER_DECISIONS.in_run(ns),
+                                                  qos.profile(protocol.DISASTER_DECISIONS))
+        self.pub_vote = node.create_publisher(String, protocol.DISASTER_VOTES.in_run(ns),
+                                              qos.profile(protocol.DISASTER_VOTES))
 
     def _guard(self, fn: Callable[[String], None]) -> Callable[[String], None]:
         """Subscription callback: a malformed record (one that does not decode: ``RecordError``, or whose cells are

@@ -38,10 +38,10 @@ from consensus.llm.from_config import client_from_config
 from consensus.scenarios.disaster.agents import DroneReply, make_coordinator
 from consensus.scenarios.disaster.prompts import role_for
 from consensus.ros import qos
-from consensus import names
 from consensus.scenarios.disaster.round_clock import cell_list, timeout_reply
 from consensus.scenarios.disaster.ros.agent import (cell_or_none, context_to_dict, declare_disaster_config,
                                                     inbox_from_dict, message, observation_from_dict, reply_from_dict)
+from consensus.scenarios.disaster.ros import protocol
 from consensus.scenarios.disaster.ros.protocol import (AggregatorStatusRecord, CollectiveRecord, StateRecord,
                                                        VoteRecord, VoteRequestRecord)
 from consensus.ros.health import HEALTH, Health, guarded, publish_health
@@ -105,17 +105,17 @@ class Aggregator:
         self.health = Health(parent=HEALTH, logger=node.get_logger())
         g = lambda fn, what: guarded(fn, what, self.health)             # noqa: E731
         ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
-        node.create_subscription(String, names.DISASTER_STATE.in_run(ns), g(self._on_state, "aggregator.state"),
-                                 qos.profile(names.DISASTER_STATE))
-        node.create_subscription(String, names.DISASTER_VOTES.in_run(ns), g(self._on_vote, "aggregator.votes"),
-                                 qos.profile(names.DISASTER_VOTES))
-        self.pub_requests = [node.create_publisher(String, names.DISASTER_VOTE_REQUEST.of(i),
-                                                   qos.profile(names.DISASTER_VOTE_REQUEST))
+        node.create_subscription(String, protocol.DISASTER_STATE.in_run(ns), g(self._on_state, "aggregator.state"),
+                                 qos.profile(protocol.DISASTER_STATE))
+        node.create_subscription(String, protocol.DISASTER_VOTES.in_run(ns), g(self._on_vote, "aggregator.votes"),
+                                 qos.profile(protocol.DISASTER_VOTES))
+        self.pub_requests = [node.create_publisher(String, protocol.DISASTER_VOTE_REQUEST.of(i),
+                                                   qos.profile(protocol.DISASTER_VOTE_REQUEST))
                              for i in range(cfg.num_robots)]
-        self.pub_collective = node.create_publisher(String, names.DISASTER_COLLECTIVE.in_run(ns),
-                                                    qos.profile(names.DISASTER_COLLECTIVE))
-        self.pub_status = node.create_publisher(String, names.DISASTER_AGGREGATOR_STATUS.in_run(ns),
-                                                qos.profile(names.DISASTER_AGGREGATOR_STATUS))
+        self.pub_collective = node.create_publisher(String, protocol.DISASTER_COLLECTIVE.in_run(ns),
+                                                    qos.profile(protocol.DISASTER_COLLECTIVE))
+        self.pub_status = node.create_publisher(String, protocol.DISASTER_AGGREGATOR_STATUS.in_run(ns),
+                                                qos.profile(protocol.DISASTER_AGGREGATOR_STATUS))
         node.create_timer(0.05, g(self.tick, "aggregator.tick"))
         node.create_timer(1.0, g(self.publish_status, "aggregator.status"))
         self.publish_health = publish_health(node, self.health)

@@ -39,10 +39,10 @@ its slot by another cell's drones makes the flight time out at its deadline. The
 ``collision`` (the drones' filter counters summed, ``avoidance.sum_collision``) and ``crowded_cells`` (over the
 run's flights).
 
-Topics (``consensus.names.DISASTER_TOPICS``; the records are the dataclasses of
-``consensus.scenarios.disaster.ros.protocol``, their schemas in docs/disaster.md): ``/disaster/state`` (the round
-clock, ``StateRecord``; re-published every ``HEARTBEAT_S``), ``disaster/metrics`` (relative: the node lives in the
-root namespace; ``MetricsRecord`` per round: ``RoundOutcome.to_dict()`` plus ``counters``, ``cells_end``, ``ros``),
+Topics (``consensus.scenarios.disaster.ros.protocol.TOPICS``; the records are the dataclasses of that module, their
+schemas in docs/disaster.md): ``/disaster/state`` (the round clock, ``StateRecord``; re-published every
+``HEARTBEAT_S``), ``disaster/metrics`` (relative: the node lives in the root namespace; ``MetricsRecord`` per round:
+``RoundOutcome.to_dict()`` plus ``counters``, ``cells_end``, ``ros``),
 ``disaster/markers`` (visualization_msgs/MarkerArray, frame ``world``, 2 Hz: namespace ``grid`` = the cell
 lines, ``disasters`` = one cube per active disaster coloured yellow (severity 1) to red (10) and as tall as its
 severity, ``labels`` = kind and severity, ``drones`` = a sphere per drone at its odometry, ``targets`` = a flat
@@ -91,6 +91,7 @@ from consensus.scenarios.disaster.round_clock import COUNTERS, RoundClock, Step
 from consensus.ros import qos
 from consensus import names
 from consensus.scenarios.disaster.ros.agent import HEARTBEAT_S, declare_disaster_config, message, reply_from_dict
+from consensus.scenarios.disaster.ros import protocol
 from consensus.scenarios.disaster.ros.protocol import (AggregatorStatusRecord, CollectiveRecord, DecisionRecord,
                                                        DiscussionRecord, MetricsRecord, StateRecord)
 from consensus.ros.records import HealthRecord, Record, RecordError, StatusRecord
@@ -168,10 +169,10 @@ class DisasterGrid:
                                      guarded(self._on_status, "grid.status", self.health),
                                      qos.profile(names.PLANNER_STATUS))
         ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
-        for topic, callback, what in ((names.DISASTER_DISCUSSION, self._on_discussion, "grid.discussion"),
-                                      (names.DISASTER_DECISIONS, self._on_decision, "grid.decision"),
-                                      (names.DISASTER_COLLECTIVE, self._on_collective, "grid.collective"),
-                                      (names.DISASTER_AGGREGATOR_STATUS, self._on_aggregator, "grid.aggregator")):
+        for topic, callback, what in ((protocol.DISASTER_DISCUSSION, self._on_discussion, "grid.discussion"),
+                                      (protocol.DISASTER_DECISIONS, self._on_decision, "grid.decision"),
+                                      (protocol.DISASTER_COLLECTIVE, self._on_collective, "grid.collective"),
+                                      (protocol.DISASTER_AGGREGATOR_STATUS, self._on_aggregator, "grid.aggregator")):
             node.create_subscription(String, topic.in_run(ns), guarded(callback, what, self.health), qos.profile(topic))
         node.create_subscription(String, names.HEALTH.name, guarded(self._on_health, "grid.health", self.health),
                                  qos.profile(names.HEALTH))
@@ -183,12 +184,12 @@ class DisasterGrid:
                                                                base.workspace)
         self._set_goals(start_cells(cfg))
         self.nearby = NearbyRelay(node, base, self.health) if self.avoid is not None else None
-        self.pub_state = node.create_publisher(String, names.DISASTER_STATE.in_run(ns),
-                                               qos.profile(names.DISASTER_STATE))
-        self.pub_metrics = node.create_publisher(String, names.DISASTER_METRICS.in_run(ns),
-                                                 qos.profile(names.DISASTER_METRICS))
-        self.pub_markers = node.create_publisher(MarkerArray, names.DISASTER_MARKERS.in_run(ns),
-                                                 qos.profile(names.DISASTER_MARKERS))
+        self.pub_state = node.create_publisher(String, protocol.DISASTER_STATE.in_run(ns),
+                                               qos.profile(protocol.DISASTER_STATE))
+        self.pub_metrics = node.create_publisher(String, protocol.DISASTER_METRICS.in_run(ns),
+                                                 qos.profile(protocol.DISASTER_METRICS))
+        self.pub_markers = node.create_publisher(MarkerArray, protocol.DISASTER_MARKERS.in_run(ns),
+                                                 qos.profile(protocol.DISASTER_MARKERS))
         node.create_timer(TICK_S, guarded(self.tick, "grid.tick", self.health))
         node.create_timer(1.0 / SAMPLE_HZ, guarded(self.sample, "grid.sample", self.health))
         node.create_timer(0.5, guarded(self.publish_markers, "grid.markers", self.health))

@@ -1,5 +1,5 @@
-"""The disaster protocol's records: one dataclass per JSON record of its ``std_msgs/String`` topics
-(``consensus.names.DISASTER_TOPICS``), built on ``consensus.ros.records.Record``.
+"""The disaster protocol: its topics (``TOPICS``, named with ``consensus.names.Topic``) and its records, one
+dataclass per JSON record of its ``std_msgs/String`` topics, built on ``consensus.ros.records.Record``.
 
 The publisher builds the record and ``encode``s it, every receiver ``decode``s it; a record that does not decode
 (``RecordError``, a ``ValueError``) is a counted bad message of the receiver (``Health.count_bad_message``). Fields a
@@ -15,16 +15,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from consensus import names
+from consensus.names import Topic
 from consensus.ros.records import Record, doc
 
+# ----------------------------------------------------------------------------------------------------------- topics
+# A channel that nodes of different namespaces share is absolute: the drones live in /robot_<i>, the grid and the
+# aggregator in the root namespace, so the team's shared channels are absolute; each drone's vote requests are inside
+# its namespace (``.of(i)``), and the grid's metrics and markers are relative to the grid (a root node:
+# /disaster/metrics, /disaster/markers)
+DISASTER_STATE = Topic("/disaster/state", "std_msgs/msg/String", "latched", depth=10)   # the round clock, grid -> all
+DISASTER_DISCUSSION = Topic("/disaster/discussion", "std_msgs/msg/String", "events")    # drone -> all
+DISASTER_DECISIONS = Topic("/disaster/decisions", "std_msgs/msg/String", "events")      # drone -> grid (implicit)
+DISASTER_VOTE_REQUEST = Topic("disaster/vote_request", "std_msgs/msg/String", "events")  # aggregator -> drone i
+DISASTER_VOTES = Topic("/disaster/votes", "std_msgs/msg/String", "events")              # drone -> aggregator
+DISASTER_COLLECTIVE = Topic("/disaster/collective", "std_msgs/msg/String", "events")    # aggregator -> grid
+DISASTER_AGGREGATOR_STATUS = Topic("/disaster/aggregator/status", "std_msgs/msg/String", "events")  # each second
+DISASTER_METRICS = Topic("disaster/metrics", "std_msgs/msg/String", "events")           # grid: each round's metrics
+DISASTER_MARKERS = Topic("disaster/markers", "visualization_msgs/msg/MarkerArray", "events")   # grid: the cells
+TOPICS = (DISASTER_STATE, DISASTER_DISCUSSION, DISASTER_DECISIONS, DISASTER_VOTE_REQUEST, DISASTER_VOTES,
+          DISASTER_COLLECTIVE, DISASTER_AGGREGATOR_STATUS, DISASTER_METRICS, DISASTER_MARKERS)
 
+
+# ---------------------------------------------------------------------------------------------------------- records
 @dataclass(kw_only=True)
 class StateRecord(Record):
     """``/disaster/state`` (grid -> all; kept for late joiners): the round clock, at every phase and every
     ``HEARTBEAT_S`` (``consensus.scenarios.disaster.round_clock.RoundClock.state``)."""
 
-    TOPIC: ClassVar[names.Topic] = names.DISASTER_STATE
+    TOPIC: ClassVar[Topic] = DISASTER_STATE
 
     seq: int = doc("increases with every phase (a heartbeat re-publishes the same seq)")
     round: int = doc("the round (-1 before round 0)")
@@ -47,7 +65,7 @@ class StateRecord(Record):
 class DiscussionRecord(Record):
     """``/disaster/discussion`` (drone -> all): a drone's message of one discussion turn."""
 
-    TOPIC: ClassVar[names.Topic] = names.DISASTER_DISCUSSION
+    TOPIC: ClassVar[Topic] = DISASTER_DISCUSSION
 
     round: int = doc("the round")
     turn: int = doc("the discussion turn")
@@ -61,7 +79,7 @@ class DiscussionRecord(Record):
 class DecisionRecord(Record):
     """``/disaster/decisions`` (drone -> grid, implicit mode): a drone's own action of the round."""
 
-    TOPIC: ClassVar[names.Topic] = names.DISASTER_DECISIONS
+    TOPIC: ClassVar[Topic] = DISASTER_DECISIONS
 
     round: int = doc("the round")
     drone: int = doc("the drone's index")
@@ -75,7 +93,7 @@ class VoteRequestRecord(Record):
     """``/robot_<i>/disaster/vote_request`` (aggregator -> drone i, explicit mode): one vote the aggregation asks
     for (``consensus.decision.ProposeContext``)."""
 
-    TOPIC: ClassVar[names.Topic] = names.DISASTER_VOTE_REQUEST
+    TOPIC: ClassVar[Topic] = DISASTER_VOTE_REQUEST
 
     round: int = doc("the round")
     id: int = doc("the request's id (the vote answers it)")
@@ -88,7 +106,7 @@ class VoteRequestRecord(Record):
 class VoteRecord(Record):
     """``/disaster/votes`` (drone -> aggregator): a drone's answer to a vote request."""
 
-    TOPIC: ClassVar[names.Topic] = names.DISASTER_VOTES
+    TOPIC: ClassVar[Topic] = DISASTER_VOTES
 
     round: int = doc("the round")
     id: int = doc("the request's id")
@@ -104,7 +122,7 @@ class VoteRecord(Record):
 class CollectiveRecord(Record):
     """``/disaster/collective`` (aggregator -> grid, explicit mode): the aggregation's result of a round."""
 
-    TOPIC: ClassVar[names.Topic] = names.DISASTER_COLLECTIVE
+    TOPIC: ClassVar[Topic] = DISASTER_COLLECTIVE
 
     round: int = doc("the round")
     decision: list[int] | None = doc("the collective cell [x, y] (null: none)", None)
@@ -119,7 +137,7 @@ class CollectiveRecord(Record):
 class AggregatorStatusRecord(Record):
     """``/disaster/aggregator/status`` (aggregator -> grid, every second)."""
 
-    TOPIC: ClassVar[names.Topic] = names.DISASTER_AGGREGATOR_STATUS
+    TOPIC: ClassVar[Topic] = DISASTER_AGGREGATOR_STATUS
 
     state: str = doc('"idle" or "voting"')
     round: int = doc("the newest round whose vote it started (-1: none)", -1)
@@ -137,7 +155,7 @@ class MetricsRecord(Record):
     """``/disaster/metrics`` (grid, once a round): the round's outcome (``RoundOutcome.to_dict()``) with the
     round's counters, the cells the drones ended on and the round's ROS record (as in ``rounds.jsonl``)."""
 
-    TOPIC: ClassVar[names.Topic] = names.DISASTER_METRICS
+    TOPIC: ClassVar[Topic] = DISASTER_METRICS
 
     round: int = doc("the round")
     drone_cells: list[list[int]] = doc("every drone's cell the round was scored on", factory=list)

@@ -53,6 +53,7 @@ from consensus.runs.rundir import default_run_dir, write_json, write_manifest
 from consensus.scenarios.naming_game.fleet_game import (PairSchedule, Tally, controller_config, fleet_policy,
                                                     game_summary, interaction_record, play_headless, sequence)
 from consensus.ros.records import HealthRecord, StatusRecord
+from consensus.scenarios.naming_game.ros import protocol
 from consensus.scenarios.naming_game.ros.protocol import (STATUS_PERIOD_S, GameStatusRecord, OutcomeRecord, PairRecord,
                                                           declare_game_config, message, parse_word)
 
@@ -107,13 +108,13 @@ class Matchmaker:
                                      self._guard(self._on_robot_status, "robot_status"),
                                      qos.profile(names.PLANNER_STATUS))
         ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
-        node.create_subscription(String, names.NAMING_GAME_WORDS.in_run(ns), self._guard(self._on_word, "words"),
-                                 qos.profile(names.NAMING_GAME_WORDS))
+        node.create_subscription(String, protocol.NAMING_GAME_WORDS.in_run(ns), self._guard(self._on_word, "words"),
+                                 qos.profile(protocol.NAMING_GAME_WORDS))
         node.create_subscription(String, names.HEALTH.name, self._guard(self._on_health, "health"),
                                  qos.profile(names.HEALTH))
         self.pub_pair, self.pub_outcome, self.pub_status = (
             node.create_publisher(String, topic.in_run(ns), qos.profile(topic))
-            for topic in (names.NAMING_GAME_PAIRS, names.NAMING_GAME_OUTCOMES, names.NAMING_GAME_STATUS))
+            for topic in (protocol.NAMING_GAME_PAIRS, protocol.NAMING_GAME_OUTCOMES, protocol.NAMING_GAME_STATUS))
         publish_health(node, self.health)
         base, _ = controller_config(cfg)
         self.avoid = fleet_avoidance(base, ros=True)

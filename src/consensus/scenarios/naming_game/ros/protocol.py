@@ -13,7 +13,7 @@ them, in the agents:
   schedule (``fleet_game.PairSchedule``) and the convergence tally (``fleet_game.Tally``). It announces one pair every
   ``interaction_period_s``, collects both words, publishes the outcome, and ends the run.
 
-Topics (``consensus.names.NAMING_GAME_TOPICS``, absolute: the robots live in ``/robot_<i>``, the matchmaker in the
+Topics (``TOPICS`` below, absolute: the robots live in ``/robot_<i>``, the matchmaker in the
 root namespace). Every record is a ``std_msgs/String`` holding one JSON object, one dataclass each below (built on
 ``consensus.ros.records.Record``, encoded by its publisher and decoded by its receivers; the schema tables in
 docs/naming-game.md are generated from them); ``stamp`` = the sender's node-clock time in seconds:
@@ -64,12 +64,21 @@ from typing import ClassVar, Iterable
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from consensus import names
+from consensus.names import Topic
 from consensus.ros.params import declare_config
 from consensus.ros.records import Record, doc
 from consensus.scenarios.naming_game.fleet_game import RobotsGameConfig
 
-GAME_DEPTH = names.NAMING_GAME_PAIRS.depth     # interactions kept for an endpoint matched late
+# ----------------------------------------------------------------------------------------------------------- topics
+# the robots live in /robot_<i>, the matchmaker in the root namespace, so every channel is absolute; the game's records
+# are kept for an endpoint matched late (the last 50 interactions), the matchmaker's status is an event each second
+NAMING_GAME_PAIRS = Topic("/naming_game/pairs", "std_msgs/msg/String", "latched", depth=50)        # matchmaker ->
+NAMING_GAME_WORDS = Topic("/naming_game/words", "std_msgs/msg/String", "latched", depth=50)        # robot ->
+NAMING_GAME_OUTCOMES = Topic("/naming_game/outcomes", "std_msgs/msg/String", "latched", depth=50)  # matchmaker ->
+NAMING_GAME_STATUS = Topic("/naming_game/status", "std_msgs/msg/String", "events")                # matchmaker ->
+TOPICS = (NAMING_GAME_PAIRS, NAMING_GAME_WORDS, NAMING_GAME_OUTCOMES, NAMING_GAME_STATUS)
+
+GAME_DEPTH = NAMING_GAME_PAIRS.depth     # interactions kept for an endpoint matched late
 STATUS_PERIOD_S = 1.0
 
 
@@ -85,7 +94,7 @@ def declare_game_config(node: Node, runtime: Iterable[str] = (), *, uses: Iterab
 class PairRecord(Record):
     """``/naming_game/pairs`` (matchmaker -> robots): the pair of an interaction."""
 
-    TOPIC: ClassVar[names.Topic] = names.NAMING_GAME_PAIRS
+    TOPIC: ClassVar[Topic] = NAMING_GAME_PAIRS
 
     interaction: int = doc("k, the announced interactions counted from 0")
     round: int = doc("the population round t = k // N + 1")
@@ -101,7 +110,7 @@ class PairRecord(Record):
 class WordRecord(Record):
     """``/naming_game/words`` (robot -> matchmaker): the word a robot said in an interaction."""
 
-    TOPIC: ClassVar[names.Topic] = names.NAMING_GAME_WORDS
+    TOPIC: ClassVar[Topic] = NAMING_GAME_WORDS
 
     interaction: int = doc("k")
     robot: int = doc("the robot's index")
@@ -114,7 +123,7 @@ class WordRecord(Record):
 class OutcomeRecord(Record):
     """``/naming_game/outcomes`` (matchmaker -> robots): both words of an interaction, or why it was skipped."""
 
-    TOPIC: ClassVar[names.Topic] = names.NAMING_GAME_OUTCOMES
+    TOPIC: ClassVar[Topic] = NAMING_GAME_OUTCOMES
 
     interaction: int = doc("k")
     round: int = doc("t")
@@ -132,7 +141,7 @@ class OutcomeRecord(Record):
 class GameStatusRecord(Record):
     """``/naming_game/status`` (matchmaker -> all, every ``STATUS_PERIOD_S``): the game clock of the robots."""
 
-    TOPIC: ClassVar[names.Topic] = names.NAMING_GAME_STATUS
+    TOPIC: ClassVar[Topic] = NAMING_GAME_STATUS
 
     phase: str = doc('"waiting", "playing", "arriving" or "done"')
     round: int = doc("the population round", 0)

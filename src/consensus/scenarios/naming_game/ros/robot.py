@@ -18,12 +18,12 @@ from typing import Callable
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from consensus import names
 from consensus.ros import qos
 from consensus.ros.fleet import run_robots
 from consensus.ros.health import guarded_record
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.naming_game.fleet_game import Player, RobotsGameConfig, controller_config, fleet_policy
+from consensus.scenarios.naming_game.ros import protocol
 from consensus.scenarios.naming_game.ros.protocol import (WordRecord, declare_game_config, message, parse_outcome,
                                                           parse_pair)
 from consensus.settings import PHYSICS, ControlParams, LLMParams, RobotBaseConfig, runtime_fields
@@ -56,12 +56,12 @@ class RosPlayer(RobotAgent):
         self.last_outcome = -1                            # newest outcome of ours applied (or skipped)
         self.counters.update(words=0, deferred=0, skipped=0, late_pairs=0)
         ns = node.get_namespace()  # the run's shared channels sit under its namespace (names.Topic.in_run)
-        for topic, callback in ((names.NAMING_GAME_PAIRS, self._on_pair),
-                                (names.NAMING_GAME_OUTCOMES, self._on_outcome),
-                                (names.NAMING_GAME_STATUS, self._on_game_status)):
+        for topic, callback in ((protocol.NAMING_GAME_PAIRS, self._on_pair),
+                                (protocol.NAMING_GAME_OUTCOMES, self._on_outcome),
+                                (protocol.NAMING_GAME_STATUS, self._on_game_status)):
             node.create_subscription(String, topic.in_run(ns), self._guard(callback), qos.profile(topic))
-        self.pub_word = node.create_publisher(String, names.NAMING_GAME_WORDS.in_run(ns),
-                                              qos.profile(names.NAMING_GAME_WORDS))
+        self.pub_word = node.create_publisher(String, protocol.NAMING_GAME_WORDS.in_run(ns),
+                                              qos.profile(protocol.NAMING_GAME_WORDS))
 
     def _guard(self, fn: Callable[[String], None]) -> Callable[[String], None]:
         """A malformed record is counted (``bad_messages``) and dropped; any other exception is counted by
