@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from consensus.control.collision import filter_velocity_many, warm_up
-from consensus.control.robot_core import Command, Nearby, RobotCore, neighbour_margins
+from consensus.control.robot_core import Command, Nearby, RobotCore, d_min_rows
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class FleetCore:
             if core.avoid is None:
                 cmds[i] = core.drive(now, None)       # without the filter the nearby robots play no part
                 continue
-            goal = core._goal(nb.robot(i) if core.goal_needs_nearby() else None, now)
+            goal = core.goal_for(nb.robot(i) if core.goal_needs_nearby() else None, now)
             if goal is None:
                 cmds[i] = core.hold(now)              # no slot it can reach: it holds where it is
                 continue
@@ -108,11 +108,7 @@ class FleetCore:
             return cmds  # type: ignore[return-value]
         cores = [self.cores[i] for i in rows]
         idx = np.asarray(rows)
-        base = np.array([c.d_min_base() for c in cores])
-        own = np.array([[c.last_speed, c.body_v_max, c.fresh_s, c.silent_bound] for c in cores])
-        with np.errstate(invalid="ignore"):           # inf × 0 of an empty entry: never read
-            d_min = base[:, None] + neighbour_margins(nb.ages[idx], nb.speeds[idx], own[:, 0:1], own[:, 1:2],
-                                                      own[:, 2:3], own[:, 3:4])
+        d_min = d_min_rows(cores, nb.ages[idx], nb.speeds[idx])
         dim = len(points[0])
         bounds = np.array([c.avoid.bounds if c.avoid.bounds is not None else np.full((2, dim), np.nan)
                            for c in cores])

@@ -105,6 +105,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -648,7 +649,7 @@ class RobotCore:
         self.agreed = agreed
 
     # ------------------------------------------------------------------ control (the fast loop)
-    def _goal(self, nearby: Nearby | None, now: float) -> np.ndarray | None:
+    def goal_for(self, nearby: Nearby | None, now: float) -> np.ndarray | None:
         """The meeting point, or once agreed the robot's slot around it (module docstring); None while the robot
         holds where it is (``blocked``)."""
         if not self.agreed or self.avoid is None:
@@ -815,14 +816,14 @@ class RobotCore:
 
     def drive(self, now: float, nearby: Nearby | None) -> Command:
         """The controller towards the goal and, with bodies, the collision filter (after ``rules`` said go)."""
-        goal = self._goal(nearby, now)
+        goal = self.goal_for(nearby, now)
         if self.avoid is None:
             vx, vy, wz, self.last_speed = self.dynamics.drive(self.ctrl, self.pos, self.yaw, goal, self.dim)
             return self._issue(now, Command(vx=vx, vy=vy, wz=wz, goal=goal))
         if goal is None:
             return self.hold(now)
         point, u_nom, nominal = self.filter_input(now, goal)
-        u = self.avoid.filter(point, nominal, self.nearby_points_of(nearby), d_min=self._d_min(nearby))
+        u = self.avoid.filter(point, nominal, self.nearby_points_of(nearby), d_min=self.d_min(nearby))
         return self.filtered(now, point, u_nom, u, goal)
 
     # the filtered drive in three parts, shared with the fleet core (consensus.control.fleet_core), which filters
@@ -877,9 +878,10 @@ class RobotCore:
         """The speed a silent neighbour may have moved at: the fleet's limit, or this robot's if higher."""
         return max(float(self.cfg.v_max), self.v_max)
 
-    def _d_min(self, nearby: Nearby) -> np.ndarray | float:
+    def d_min(self, nearby: Nearby) -> np.ndarray | float:
         """Per neighbour: the filter's d_min plus the margin of its position's age (``neighbour_margins``: the
-        honest d_min of a fresh position, a silent body's growing keep-out)."""
+        honest d_min of a fresh position, a silent body's growing keep-out); ``d_min_rows`` is the same for a fleet's
+        robots at once."""
         base = self.d_min_base()
         if nearby is None or not len(nearby.ages):
             return base
@@ -966,3 +968,12 @@ class RobotCore:
         if self.avoid is not None:
             out["collision"] = self.avoid.info()
         return out
+
+
+def d_min_rows(cores: Sequence[RobotCore], ages: np.ndarray, speeds: np.ndarray) -> np.ndarray:
+    """``RobotCore.d_min`` of several robots at once: row r is ``cores[r]``'s distance to each neighbour whose
+    position is ``ages[r, k]`` old and was moving at ``speeds[r, k]`` (the fleet core's batched filter)."""
+    base = np.array([c.d_min_base() for c in cores])
+    own = np.array([[c.last_speed, c.body_v_max, c.fresh_s, c.silent_bound] for c in cores])
+    with np.errstate(invalid="ignore"):           # inf x 0 of an empty entry: never read
+        return base[:, None] + neighbour_margins(ages, speeds, own[:, 0:1], own[:, 1:2], own[:, 2:3], own[:, 3:4])

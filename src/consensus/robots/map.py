@@ -274,7 +274,7 @@ def check_fence(cfg, workspace=None, *, num_robots: int | None = None,
       offset ``v_max / w_max``): no point of it keeps a whole body inside, and the filter would have no wall rows
       on it (``Avoidance._set_bounds``);
     * a packing that does not fit: the ``num_robots`` slots (default the config's, or the robots file's enabled
-      robots) ``d_min + packing_gap_m`` apart, the spacing the robot core packs at (``RobotCore._goal``), wider on
+      robots) ``d_min + packing_gap_m`` apart, the spacing the robot core packs at (``RobotCore.goal_for``), wider on
       some axis than the box the filter keeps the robots' points in (the fence less ``r + l``, where
       ``RobotCore._inside`` moves the pattern): its outer slots would be clamped onto each other and outside the
       box (``consensus.control.packing.fits``).

@@ -11,12 +11,12 @@ from consensus.control.avoidance import avoidance_from_config
 from consensus.control.fleet_core import FleetCore
 from consensus.control.kinematics import step_single_integrator, step_unicycle
 from consensus.control.robot_core import Nearby, RobotCore
-from consensus.scenarios.aggregation.config import load_config
+from support.kernel_config import robot_config
 
 
 def _fleet(seed: int, n: int, kinematics: str, avoid: str = "cbf") -> tuple[list[RobotCore], np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    cfg = load_config(None, num_robots=n, collision_avoidance=avoid, kinematics=kinematics, seed=seed)
+    cfg = robot_config(num_robots=n, collision_avoidance=avoid, kinematics=kinematics, seed=seed)
     cores = []
     for i in range(n):
         av = avoidance_from_config(cfg, ros=True)

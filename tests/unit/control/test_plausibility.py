@@ -13,7 +13,7 @@ from consensus.control.plausibility import (CLEAR_S, JUMP_SLACK_M, OUTSIDE_MARGI
                                            Plausibility)
 from consensus.control.robot_core import Heard, Nearby, RobotCore
 from consensus.control.safety import Geofence
-from consensus.scenarios.aggregation.config import load_config
+from support.kernel_config import robot_config
 
 V = 0.5
 
@@ -25,7 +25,7 @@ def checker(n: int = 3) -> Plausibility:
 def config(**overrides):
     overrides.setdefault("num_robots", 4)
     overrides.setdefault("collision_avoidance", "cbf")
-    return load_config(None, **overrides)
+    return robot_config(**overrides)
 
 
 # ---- the checks ------------------------------------------------------------------------------------------------------

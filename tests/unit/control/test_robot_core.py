@@ -19,8 +19,7 @@ from consensus.control.packing import slots
 from consensus.control.planner import PlanResult
 from consensus.control.robot_core import ARRIVED_M, ESCAPES_PER_SLOT, Command, Heard, Nearby, RobotCore
 from consensus.control.safety import Geofence
-from consensus.scenarios.aggregation.config import load_config
-from consensus.scenarios.aggregation.planners.classical import AveragePlanner
+from support.kernel_config import MeanPlanner, robot_config
 
 FAST = settings(max_examples=30, deadline=None, derandomize=True)
 NONE = Heard.none(2)
@@ -30,7 +29,7 @@ NOBODY = Nearby.of(np.empty((0, 2)))          # a nearby message with no other r
 def config(**overrides):
     overrides.setdefault("num_robots", 4)
     overrides.setdefault("collision_avoidance", "cbf")
-    return load_config(None, **overrides)
+    return robot_config(**overrides)
 
 
 def avoid_of(cfg):
@@ -376,7 +375,7 @@ def test_the_request_plans_on_meeting_points_or_on_positions(on):
 
 def test_an_average_planner_on_meeting_points_averages_them():
     heard = Heard(np.array([[8.0, 8.0]]), np.array([[2.0, 0.0]]))
-    core = RobotCore(config(), 0, AveragePlanner(dim=2), meeting_points=True)
+    core = RobotCore(config(), 0, MeanPlanner(dim=2), meeting_points=True)
     core.observe(0.0, [0.0, 0.0])
     core.plan(0.0, heard)
     assert core.collect(0.0)["target"] == [1.0, 0.0]        # (own position 0 + meeting point 2) / 2

@@ -18,17 +18,17 @@ from consensus.control.robot_core import (
     CREEP_WINDOW_S, ESCAPES_PER_SLOT, FRESH_AGE_S, MAX_BLOCKED_SLOTS, POSE_CLEAR_S, Nearby, RobotCore,
 )
 from consensus.control.safety import Geofence
-from consensus.scenarios.aggregation.config import load_config
+from support.kernel_config import robot_config
 
 NOBODY = Nearby.of(np.empty((0, 2)))
-BOUND = load_config(None).silent_bound_m          # a silent body's keep-out beyond d_min
+BOUND = robot_config().silent_bound_m          # a silent body's keep-out beyond d_min
 
 
 def config(**overrides):
     overrides.setdefault("num_robots", 2)
     overrides.setdefault("collision_avoidance", "cbf")
     overrides.setdefault("target_timeout_s", 600.0)
-    return load_config(None, **overrides)
+    return robot_config(**overrides)
 
 
 def speed(cmd) -> float:
@@ -232,7 +232,7 @@ def test_a_silent_neighbours_margin_grows_at_v_max_with_its_age_up_to_the_bound(
     core = RobotCore(cfg, 0, avoid=avoidance_from_config(cfg, ros=True))
     base = core.d_min_base()
     ages = np.array([0.5, FRESH_AGE_S + 0.2, 1.8, 10.0, 1e4])
-    got = core._d_min(Nearby.of(np.zeros((5, 2)), ages=ages, speeds=np.zeros(5), ids=[1, 2, 3, 4, 5]))
+    got = core.d_min(Nearby.of(np.zeros((5, 2)), ages=ages, speeds=np.zeros(5), ids=[1, 2, 3, 4, 5]))
     assert got == pytest.approx(base + np.array([0.0, 0.6, 0.9, 1.0, 1.0]))
 
 
