@@ -75,7 +75,6 @@ from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from consensus.runs.foxglove_live import REASONING_CHARS, LiveView
-from consensus.runs.ros_runner import announce_results
 from consensus.control.avoidance import avoidance_from_config, sum_collision
 from consensus.control.plausibility import sum_implausible
 from consensus.metrics.convergence import LossWatch, SettleWatch, min_pair_distance_series, on_the_living, spread
@@ -85,6 +84,7 @@ from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.scenarios.aggregation.ros import markers
 from consensus.ros.health import HEALTH, Health, guarded, publish_health, sum_health
+from consensus.ros.supervisor import RunEnd
 from consensus.ros.inputs import read_xy
 from consensus.ros.params import declare_config
 from consensus.ros.process import node_main
@@ -121,6 +121,7 @@ class Recorder:
         n = cfg.num_robots
         self.out = Path(cfg.output_dir) if cfg.output_dir else default_run_dir("aggregation")
         self.out.mkdir(parents=True, exist_ok=True)
+        self.end = RunEnd(node, self.out)               # the run's end, once (consensus.ros.supervisor)
         if not (self.out / "manifest.json").exists():
             write_manifest(self.out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
                            **cfg.manifest_llm(),
@@ -551,6 +552,11 @@ class Recorder:
                            bad_messages=c["bad_messages"], callback_errors=c["callback_errors"])
 
     def finish(self) -> dict:
+        """The run's end, once (``consensus.ros.supervisor.RunEnd``), with this scenario's judgement (``finalize``
+        writes summary.json and the plots)."""
+        return self.end.conclude(self._judge, written=True)
+
+    def _judge(self) -> tuple[dict, str]:
         self.plans.close()
         self.traj.close()
         release_space(self.out)            # the room consensus run set aside for this summary (a full disk)
@@ -584,11 +590,8 @@ class Recorder:
                                   "positions_from": "ground_truth" if self.ground_truth else "odom",
                                   "topology_changes": self.topology_changes,
                                   "write_errors": dict(self.write_errors)})
-        self.node.get_logger().info(
-            f"done ({self.end_reason}): converged={summary['converged']} "
-            f"final_spread={_fmt(summary['final_spread_m'])} m; results in {self.out}")
-        announce_results(self.out)
-        return summary
+        return summary, (f"{self.end_reason}, converged={summary['converged']} "
+                         f"final_spread={_fmt(summary['final_spread_m'])} m")
 
     def body_safety(self, bodies: np.ndarray) -> dict:
         """The safety figures on every body, a lost robot's too (``(T, n, d)`` as recorded): ``min_pair_distance_m``

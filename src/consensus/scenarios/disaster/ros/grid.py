@@ -78,12 +78,9 @@ from rclpy.node import Node
 from std_msgs.msg import ColorRGBA, String
 from visualization_msgs.msg import Marker, MarkerArray
 
-from consensus.control.plausibility import sum_implausible
-from consensus.control.avoidance import sum_collision
 from consensus.robots.map import fleet_avoidance
 from consensus.metrics.convergence import min_pair_distance_series
 from consensus.ros.nearby import NearbyRelay
-from consensus.runs.ros_runner import announce_results
 from consensus.scenarios.disaster import metrics
 from consensus.scenarios.disaster.environment import DisasterEnv
 from consensus.scenarios.disaster.plots import plot_run
@@ -95,14 +92,15 @@ from consensus.scenarios.disaster.ros import protocol
 from consensus.scenarios.disaster.ros.protocol import (AggregatorStatusRecord, CollectiveRecord, DecisionRecord,
                                                        DiscussionRecord, MetricsRecord, StateRecord)
 from consensus.ros.records import HealthRecord, Record, RecordError, StatusRecord
-from consensus.ros.health import HEALTH, Health, guarded, publish_health, sum_health
+from consensus.ros.health import HEALTH, Health, guarded, publish_health
+from consensus.ros.supervisor import RunEnd, fleet_figures
 from consensus.ros.inputs import read_xy
 from consensus.ros.process import node_main
 from consensus.scenarios.disaster.cell_slots import ARRIVE_FRACTION, CellSlots
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import attended_cells, start_cells
 from consensus.scenarios.disaster.drone_control import controller_config
-from consensus.runs.rundir import default_run_dir, write_json, write_manifest, write_trajectories
+from consensus.runs.rundir import default_run_dir, write_manifest, write_trajectories
 
 SAMPLE_HZ = 5.0
 TICK_S = 0.05
@@ -156,7 +154,7 @@ class DisasterGrid:
         self.log = (self.out / "rounds.jsonl").open("w", buffering=1)
         self.samples: list[tuple[float, np.ndarray, np.ndarray]] = []
         self.done = rclpy.task.Future()
-        self.summary: dict | None = None
+        self.end = RunEnd(node, self.out)               # the run's end, once (consensus.ros.supervisor)
         self.wall0 = time.monotonic()
         self.health = Health(parent=HEALTH, logger=node.get_logger())
         self.node_health: dict[str, dict] = {}       # newest /health record of every other node
@@ -340,7 +338,7 @@ class DisasterGrid:
 
     # ------------------------------------------------------------------ recording
     def sample(self) -> None:
-        if self.clock.phase != "waiting" and self.summary is None:
+        if self.clock.phase != "waiting" and not self.end.done:
             self.samples.append((self._now(), self.pos.copy(), self.targets.copy()))
 
     def publish_markers(self) -> None:
@@ -392,22 +390,18 @@ class DisasterGrid:
                 markers.append(pad)
         self.pub_markers.publish(MarkerArray(markers=markers))
 
-    def _collision_summary(self, per_drone: list[dict]) -> dict:
+    def _min_pair_distance(self) -> float | None:
+        """The closest two drones came, from the samples."""
         pos = np.array([p for _, p, _ in self.samples]) if self.samples else np.empty((0, self.n, 2))
         mins = min_pair_distance_series(pos) if len(pos) else np.empty(0)
-        out: dict = {"collision_avoidance": "none" if self.avoid is None else "cbf",
-                     "min_pair_distance_m": float(np.nanmin(mins)) if np.isfinite(mins).any() else None}
-        if self.avoid is not None:
-            out.update(clearance_m=self.avoid.clearance_m, d_min_m=self.avoid.d_min_m,
-                       collision=sum_collision([st["collision"] for st in per_drone
-                                                if isinstance(st.get("collision"), dict)]),
-                       crowded_cells=self.crowded_cells)
-        return out
+        return float(np.nanmin(mins)) if np.isfinite(mins).any() else None
 
     def finish(self) -> dict:
-        """Write trajectories, summary and plot (once; also after Ctrl-C with the rounds completed so far)."""
-        if self.summary is not None:
-            return self.summary
+        """Write trajectories, summary and plot (once; also after Ctrl-C with the rounds completed so far): the run's
+        end (``consensus.ros.supervisor.RunEnd``) with this scenario's judgement."""
+        return self.end.conclude(self._judge)
+
+    def _judge(self) -> tuple[dict, str]:
         self.log.close()
         cfg, raw = self.cfg, self.raw_cfg
         if self.samples:
@@ -430,31 +424,22 @@ class DisasterGrid:
         for key in COUNTERS:
             summary[key] = int(self.clock.counters[key])
         per_drone = [self.status.get(i, {}) for i in range(self.n)]
-        ticks = sum(st.get("control", {}).get("ticks", 0) for st in per_drone)
-        on_time = sum(st.get("control", {}).get("on_time", 0) for st in per_drone)
-        # callback errors and dropped inputs of the whole run: drones (status), other nodes (/health), the grid, and
-        # the records the round clock refused (the aggregator is counted by its /health record only)
-        health = sum_health([*per_drone, *self.node_health.values(), self.health.counts()])
-        summary["callback_errors"] = health["callback_errors"]
-        summary["bad_messages"] = health["bad_messages"] + int(self.clock.counters["bad_messages"])
-        # positions refused as implausible, by kind, and the drones ever suspect (the nearby relay and the drones)
-        summary.update(sum_implausible([*per_drone, *self.node_health.values(), self.health.record("grid")]))
-        summary.update(self._collision_summary(per_drone))
-        summary.update(runtime="ros", per_drone=per_drone, aggregator=self.aggregator_status,
-                       control_ticks=int(ticks), control_on_time_share=(on_time / ticks) if ticks else None,
-                       stale_stops=int(sum(st.get("stale_stops", 0) for st in per_drone)))
+        # the fleet's figures (consensus.ros.supervisor): callback errors and dropped inputs of the whole run (drones'
+        # status, other nodes' /health, the grid), positions refused as implausible, stale stops, the filter's
+        # counters; the aggregator is counted by its /health record only
+        summary.update(fleet_figures(per_drone, self.node_health.values(), self.health, "grid", self.avoid))
+        summary["bad_messages"] += int(self.clock.counters["bad_messages"])    # the records the round clock refused
+        summary["min_pair_distance_m"] = self._min_pair_distance()
+        if self.avoid is not None:
+            summary["crowded_cells"] = self.crowded_cells
+        summary.update(runtime="ros", per_drone=per_drone, aggregator=self.aggregator_status)
         if len(self.outcomes) >= 1:
             title = (f"Disaster response through ROS 2: {summary['label']}, N={cfg.num_robots}, roles={cfg.roles}, "
                      f"volatility={cfg.volatility}, seed={cfg.seed}")
             plot_run(summary["series"], self.out / "coverage_deviation.png", title=title)
             summary["plots"] = ["coverage_deviation.png"]
-        write_json(self.out / "summary.json", summary)
-        self.summary = summary
-        self.node.get_logger().info(
-            f"done: {len(self.outcomes)} rounds, coverage_rate={summary['coverage_rate']} "
-            f"net_reward={summary['net_reward']}; results in {self.out}")
-        announce_results(self.out)
-        return summary
+        return summary, (f"{len(self.outcomes)} rounds, coverage_rate={summary['coverage_rate']} "
+                         f"net_reward={summary['net_reward']}")
 
 
 def main() -> int:

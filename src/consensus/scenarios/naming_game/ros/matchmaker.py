@@ -39,17 +39,15 @@ import rclpy.task
 from rclpy.node import Node
 from std_msgs.msg import String
 
-from consensus.control.plausibility import sum_implausible
-from consensus.control.avoidance import sum_collision
 from consensus.metrics.convergence import arrival_radius
 from consensus.robots.map import fleet_avoidance
 from consensus.ros.nearby import NearbyRelay
-from consensus.runs.ros_runner import announce_results
 from consensus.ros import qos
 from consensus import names
-from consensus.ros.health import guarded_record, HEALTH, Health, guarded, publish_health, sum_health
+from consensus.ros.health import guarded_record, HEALTH, Health, guarded, publish_health
+from consensus.ros.supervisor import RunEnd, fleet_figures
 from consensus.ros.process import node_main
-from consensus.runs.rundir import default_run_dir, write_json, write_manifest
+from consensus.runs.rundir import default_run_dir, write_manifest
 from consensus.scenarios.naming_game.fleet_game import (PairSchedule, Tally, controller_config, fleet_policy,
                                                     game_summary, interaction_record, play_headless, sequence)
 from consensus.ros.records import HealthRecord, StatusRecord
@@ -101,7 +99,7 @@ class Matchmaker:
         self.log = (self.out / "interactions.jsonl").open("w", buffering=1)
         self.done = rclpy.task.Future()
         self.error = ""                            # why the run failed before the game started
-        self.summary: dict | None = None
+        self.end = RunEnd(node, self.out)               # the run's end, once (consensus.ros.supervisor)
 
         for i in range(self.n):
             node.create_subscription(String, names.PLANNER_STATUS.of(i),
@@ -263,12 +261,14 @@ class Matchmaker:
             converged=self.tally.converged, word=self.tally.word, stamp=self._now())))
 
     def finish(self) -> dict:
-        """Write summary.json (once; also after an interrupted run) and print ``RESULTS <dir>``; nothing before the
-        game started (``error`` then says why)."""
-        if self.summary is not None:
-            return self.summary
-        if self.phase == "waiting":
+        """Write summary.json (once; also after an interrupted run) and print ``RESULTS <dir>``: the run's end
+        (``consensus.ros.supervisor.RunEnd``) with this scenario's judgement; nothing before the game started
+        (``error`` then says why)."""
+        if self.phase == "waiting" and not self.end.done:
             return {}
+        return self.end.conclude(self._judge)
+
+    def _judge(self) -> tuple[dict, str]:
         self.log.close()
         cfg = self.cfg
         summary = game_summary(cfg, self.tally, self.round, len(self.records))
@@ -287,33 +287,22 @@ class Matchmaker:
                            "distance": d, "arrival_radius_m": self._radius(r),
                            "arrived": d is not None and d <= self._radius(r)})
         per_robot = [self.robot_status.get(r, {}) for r in range(self.n)]
-        health = sum_health([*per_robot, *self.node_health.values(), self.health.counts()])
         words = self.policy.words
         summary.update(
             scenario="naming_game", runtime="ros", words=list(words), rendezvous=[[float(v) for v in p]
                                                                                   for p in self.points],
             word_name=words[self.tally.word] if self.tally.converged else None,
             skipped=sum(r["skipped"] for r in self.records), timeouts=self.timeouts,
-            late_words=self.counters["late_words"], callback_errors=health["callback_errors"],
-            bad_messages=health["bad_messages"], reference_match=mismatch is None, first_mismatch=mismatch,
+            late_words=self.counters["late_words"], reference_match=mismatch is None, first_mismatch=mismatch,
             reference=reference.summary, robots=robots,
             arrived=all(rec["arrived"] for rec in robots if rec["word"] is not None),
-            stale_stops=int(sum(st.get("stale_stops", 0) for st in per_robot)),
             interaction_period_s=cfg.interaction_period_s, elapsed_s=round(time.monotonic() - self.wall0, 3))
-        summary.update(sum_implausible([*per_robot, *self.node_health.values(), self.health.record("matchmaker")]))
-        summary["collision_avoidance"] = "none" if self.avoid is None else "cbf"
-        if self.avoid is not None:
-            summary.update(clearance_m=self.avoid.clearance_m, d_min_m=self.avoid.d_min_m,
-                           collision=sum_collision([st["collision"] for st in per_robot
-                                                    if isinstance(st.get("collision"), dict)]))
-        write_json(self.out / "summary.json", summary)
-        self.summary = summary
+        # the fleet's figures (consensus.ros.supervisor): health, implausible positions, stale stops, the filter
+        summary.update(fleet_figures(per_robot, self.node_health.values(), self.health, "matchmaker", self.avoid))
         verdict = (f"converged on word {summary['word']} ({summary['word_name']}) at round {summary['consensus_time']}"
                    if self.tally.converged else f"not converged after {self.round} rounds")
-        self.node.get_logger().info(f"done: {verdict}; {len(self.records)} interactions, {summary['skipped']} "
-                                    f"skipped, reference match {summary['reference_match']}; results in {self.out}")
-        announce_results(self.out)
-        return summary
+        return summary, (f"{verdict}; {len(self.records)} interactions, {summary['skipped']} skipped, reference "
+                         f"match {summary['reference_match']}")
 
 
 def main() -> int:
