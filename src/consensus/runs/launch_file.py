@@ -32,7 +32,8 @@ from pathlib import Path
 
 from consensus.errors import ConfigError
 from consensus.runs import security
-from consensus.runs.processes import FINISH_GRACE_S, GOES_ON_WITHOUT, ProcessSpec, writes_record
+from consensus.runs.processes import (EXPENDABLE, FINISH_GRACE_S, FINISHES, NEEDED, ProcessSpec,
+                                      writes_record)
 
 COMMON_ARGS = ("num_robots", "seed", "fleet", "llm_backend", "llm_model", "llm_base_url", "output_dir")
 
@@ -103,15 +104,11 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
                     output="screen", emulate_tty=True,
                     **({"sigterm_timeout": str(FINISH_GRACE_S)} if writes_record(spec) else {}))
         actions.append(node)
-        if spec.ends_run:
-            actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node, on_exit=functools.partial(end_of_run, name=spec.name))))
-        elif spec.expendable:
-            actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node, on_exit=functools.partial(robot_lost, name=spec.path))))
-        elif spec.executable not in GOES_ON_WITHOUT:
-            actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node, on_exit=functools.partial(lost, name=spec.name))))
+        on_death = {FINISHES: functools.partial(end_of_run, name=spec.name),           # ProcessSpec.death_rule
+                    EXPENDABLE: functools.partial(robot_lost, name=spec.path),
+                    NEEDED: functools.partial(lost, name=spec.name)}.get(spec.death_rule)    # GOES_ON: nothing
+        if on_death is not None:
+            actions.append(RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_death)))
     return actions
 
 

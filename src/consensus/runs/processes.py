@@ -34,9 +34,19 @@ GOES_ON_WITHOUT = ("bag_recorder",)
 FINISH_GRACE_S = 30.0
 
 
+#: what a process's death does to the run (``ProcessSpec.death_rule``), the one place the rules are decided; both
+#: ``runs.ros_runner.run_processes`` (``consensus run``) and ``runs.launch_file.node_actions`` (``ros2 launch``)
+#: carry them out
+FINISHES = "finishes"        # its exit ends the run, with an error when it failed (the recorder, grid, matchmaker)
+GOES_ON = "goes_on"          # the run goes on; its record is repaired at the end (``GOES_ON_WITHOUT``: the bag)
+EXPENDABLE = "expendable"    # one robot of many: the run goes on without it, unless it was the last robot left
+NEEDED = "needed"            # the run ends with an error (the sim, the fleet, the relays, the LLM server...)
+DEATH_RULES = (FINISHES, GOES_ON, EXPENDABLE, NEEDED)
+
+
 def writes_record(spec: "ProcessSpec") -> bool:
     """Does this process write the run's record on its way out (``FINISH_GRACE_S``)?"""
-    return spec.ends_run or spec.executable in GOES_ON_WITHOUT
+    return spec.death_rule in (FINISHES, GOES_ON)
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,15 @@ class ProcessSpec:
     @property
     def ours(self) -> bool:
         return self.package == "consensus"
+
+    @property
+    def death_rule(self) -> str:
+        """What this process's death does to the run (``DEATH_RULES``)."""
+        if self.ends_run:
+            return FINISHES
+        if self.executable in GOES_ON_WITHOUT:
+            return GOES_ON
+        return EXPENDABLE if self.expendable else NEEDED
 
     @property
     def path(self) -> str:

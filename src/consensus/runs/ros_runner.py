@@ -25,7 +25,7 @@ from typing import Callable
 from consensus import names
 from consensus.errors import ConsensusError
 from consensus.runs import security
-from consensus.runs.processes import FINISH_GRACE_S, GOES_ON_WITHOUT, ProcessSpec, writes_record
+from consensus.runs.processes import FINISH_GRACE_S, FINISHES, GOES_ON, NEEDED, ProcessSpec, writes_record
 
 LLM_READY_TIMEOUT_S = 600.0     # first start assembles and hashes the 1.1 GB model
 
@@ -333,16 +333,17 @@ def run_processes(specs: list[ProcessSpec], params_file: Path, out: Path, *, llm
         while last.popen.poll() is None:
             for k, p in enumerate(procs):
                 code = p.popen.poll()
-                if code is None or code == 0 or p.spec.ends_run or k in lost:
+                rule = p.spec.death_rule                       # the one decision (consensus.runs.processes)
+                if code is None or code == 0 or rule == FINISHES or k in lost:
                     continue
-                if p.spec.executable in GOES_ON_WITHOUT:      # a writer of the record: the run goes on
+                if rule == GOES_ON:                            # a writer of the record: the run goes on
                     lost.add(k)
                     dead.append(_lost(p, code, "the run went on"))
                     if echo:
                         echo(f"warning: '{p.spec.name}' died (exit code {code}); the run goes on and its record is "
                              f"repaired at the end (log: {p.log_path})")
                     continue
-                if not p.spec.expendable:
+                if rule == NEEDED:
                     dead.append(_lost(p, code, "the run ended"))
                     raise ConsensusError(f"process '{p.spec.namespace}/{p.spec.name}' exited with code {code}:\n"
                                          f"{p.tail()}")
