@@ -280,7 +280,12 @@ def _forked_trial(i: int) -> Outcome:
 
 
 def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C and terminates the pool
+    """A pool worker's signals: Ctrl-C is the parent's (it terminates the pool), and SIGTERM kills the worker at once,
+    as ``Pool.terminate`` expects. A handler inherited by the fork (``consensus experiment`` turns SIGTERM into
+    KeyboardInterrupt) would let a worker die in the middle of writing a result, and the pool's result thread would
+    then wait for the rest of that message for ever: the parent never exits."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _run_forked(todo: list[Trial], study: Study, out: Path, workers: int, sink: Callable[[Outcome], None]) -> None:

@@ -232,7 +232,7 @@ def test_killed_sweep_resumes_to_the_records_of_an_uninterrupted_one(tmp_path, w
                                                or len((out / RESULTS_FILE).read_text().splitlines()) < 6):
             time.sleep(0.02)
         os.killpg(proc.pid, sig)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=180)   # a bound for a stuck runner: seconds, also in a loaded suite
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -333,7 +333,7 @@ class _FakeDriver:
         from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
         from nav_msgs.msg import Odometry
 
-        self.entry, self.got = entry, []
+        self.node, self.entry, self.got = node, entry, []
         self.world = entry.pose_source != "odom"
         self.state = np.array(entry.initial_pose if self.world else (0.0, 0.0, 0.0), dtype=float)
         self.cmd = np.zeros(3)
@@ -354,6 +354,9 @@ class _FakeDriver:
                                y + dt * (math.sin(yaw) * vx + math.cos(yaw) * vy), yaw + dt * wz])
         msg = self.pose_msg()
         msg.header.frame_id = self.entry.frame if self.world else "odom"
+        # stamped when the pose is taken, as a real driver does: a loaded machine may deliver two poses together,
+        # and the robot judges how far a pose may have moved by its stamp (consensus.control.plausibility)
+        msg.header.stamp = self.node.get_clock().now().to_msg()
         pose = msg.pose if self.world else msg.pose.pose
         pose.position.x, pose.position.y = float(self.state[0]), float(self.state[1])
         pose.orientation.z, pose.orientation.w = math.sin(self.state[2] / 2), math.cos(self.state[2] / 2)
