@@ -320,8 +320,8 @@ def _cli(args: list[str]) -> subprocess.Popen:
 
 
 def test_ctrl_c_keeps_finished_records_and_the_resume_on_ray_completes_the_sweep(cluster, tmp_path):
-    # the x = 1 trials are held until the gate file exists (experiment_fixtures, mode "gated"): Ctrl-C comes after
-    # at least 4 records and before any of those 12, however fast the cluster is
+    # the x = 1 trials are held until the gate file exists (experiment_fixtures, mode "gated"): Ctrl-C comes when the
+    # 12 x = 0 records are in and before any of the x = 1 ones, however fast the cluster is
     gate = tmp_path / "gate"
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(f"study: toy\ntrials: 12\nparams: {{sleep_s: 0.25, mode: gated, note: '{gate}'}}\n"
@@ -330,7 +330,7 @@ def test_ctrl_c_keeps_finished_records_and_the_resume_on_ray_completes_the_sweep
     ray_flags = ["--executor", "ray", "--ray-address", cluster.address]
     proc = _cli([str(spec_file), "--out", str(out), "-q", "--no-report", *ray_flags])
     try:
-        _wait_lines(out / RESULTS_FILE, 4, timeout=600)     # a bound for a broken runner: nothing races it
+        _wait_lines(out / RESULTS_FILE, 12, timeout=600)    # every x = 0 record: the actors wait at the gate
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=180)   # a bound for a stuck runner: Ray stops slowly under load
     finally:
@@ -340,7 +340,7 @@ def test_ctrl_c_keeps_finished_records_and_the_resume_on_ray_completes_the_sweep
     gate.touch()                                   # the resume and the local run go through
     done = records(out)
     assert proc.returncode == 130 and f"--resume {out}" in err
-    assert 4 <= len(done) < 24 and all(r["status"] == "ok" for r in done.values())
+    assert len(done) == 12 and all(r["status"] == "ok" for r in done.values())
     finish = _cli(["--resume", str(out), "-q", "--no-report", *ray_flags])
     stdout, err = finish.communicate(timeout=300)
     assert finish.returncode == 0, err
