@@ -118,3 +118,14 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def default_signals() -> None:
+    """``preexec_fn`` of a CLI a test interrupts: Ctrl-C and SIGTERM as a shell gives them (default action, not
+    blocked). A pytest worker's signal state is inherited by what it starts, and an ignored or blocked SIGINT there
+    left an interrupted sweep running until the test's timeout (every loaded fresh-clone suite of 2026-11-29)."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})

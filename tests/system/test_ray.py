@@ -316,7 +316,8 @@ def _cli(args: list[str]) -> subprocess.Popen:
            "RAY_USAGE_STATS_ENABLED": "0"}
     return subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "experiment_fixtures.py"), "experiment",
                              *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=fx.default_signals)
 
 
 def test_ctrl_c_keeps_finished_records_and_the_resume_on_ray_completes_the_sweep(cluster, tmp_path):

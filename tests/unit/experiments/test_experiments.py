@@ -213,7 +213,7 @@ def _cli_subprocess(args: list[str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "experiment_fixtures.py"), "experiment",
                              *args],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=fx.default_signals)
 
 
 @pytest.mark.parametrize("workers, sig", [(1, signal.SIGKILL), (2, signal.SIGINT)])
