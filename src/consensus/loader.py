@@ -1,13 +1,18 @@
-"""The one loader of ``"package.module:attr"`` strings, which every registry names its code by.
+"""The one loader of ``"package.module:attr"`` strings, which every registry names its code by, and the one shape of
+a registry of named entries.
 
-The scenario registry (``consensus.registry.lazy``), the simulator registry (``consensus.control.motion``), the LLM
-backend registry (``consensus.llm.backends``) and a simulator's renderer (``consensus.runs.video``) all resolve their
-targets with ``load``. It sits in a bottom layer (it imports only ``errors``), so any kernel package may use it.
+* ``load``: the scenario registry (``consensus.registry.lazy``), the simulator registry (``consensus.control.motion``),
+  the LLM backend registry (``consensus.llm.backends``) and a simulator's renderer (``consensus.runs.video``) all
+  resolve their targets with it.
+* ``Registry``: entries with a ``name``, in registration order, and one error naming the valid names for an unknown
+  one. The kinematics (``consensus.control.dynamics``), the simulators and the LLM backends are each one.
+
+It sits in a bottom layer (it imports only ``errors``), so any kernel package may use it.
 """
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from consensus.errors import ConfigError
 
@@ -33,3 +38,32 @@ def load(target: str) -> Any:
         return getattr(mod, attr)
     except AttributeError:
         raise ConfigError(f"{target}: {module} offers no {attr}") from None
+
+
+T = TypeVar("T")
+
+
+class Registry(dict, Generic[T]):
+    """Named entries (each has a ``name``) in registration order: ``register(entry)`` (a second entry of one name
+    replaces the first), ``names()``, and ``get(name)`` with one ``error`` (default ``ValueError``) naming ``what``
+    was asked for and the valid names otherwise. A dict of name -> entry, so a test may swap in a ``copy()``."""
+
+    def __init__(self, what: str, error: type[Exception] = ValueError, entries: dict | None = None) -> None:
+        super().__init__(entries or {})
+        self.what, self.error = what, error
+
+    def register(self, entry: T) -> T:
+        self[entry.name] = entry
+        return entry
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self)
+
+    def get(self, name: str) -> T:           # type: ignore[override] - an unknown name is an error, never None
+        try:
+            return self[name]
+        except (KeyError, TypeError):        # TypeError: an unhashable name (a list from a YAML file)
+            raise self.error(f"unknown {self.what} {name!r}; valid: {', '.join(self)}") from None
+
+    def copy(self) -> "Registry[T]":
+        return Registry(self.what, self.error, dict(self))

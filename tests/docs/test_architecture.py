@@ -168,7 +168,7 @@ def test_the_add_an_llm_backend_example_is_what_the_code_does(tmp_path, monkeypa
     blocks = _blocks_of("How to add an LLM backend")
     assert set(blocks) == {"llm/fixed.py", "llm/backends.py"}, sorted(blocks)
     _add_module(monkeypatch, tmp_path, consensus.llm, blocks["llm/fixed.py"], "fixed")
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
+    monkeypatch.setattr(backends, "_BACKENDS", backends._BACKENDS.copy())
     exec(blocks["llm/backends.py"], vars(backends).copy())          # the lines added at the end of backends.py
     assert "fixed" in backends.names() and not backends.backend_spec("fixed").local_server
     assert "fixed" in launch_arguments("aggregation")["llm_backend"]
@@ -193,7 +193,7 @@ def test_the_add_a_simulator_example_is_what_the_code_does(tmp_path, monkeypatch
     blocks = _blocks_of("How to add a simulator")
     assert set(blocks) == {"sims/coarse.py", "control/motion.py"}, sorted(blocks)
     _add_module(monkeypatch, tmp_path, consensus.sims, blocks["sims/coarse.py"], "coarse")
-    monkeypatch.setattr(motion, "_SIMS", dict(motion._SIMS))
+    monkeypatch.setattr(motion, "_SIMS", motion._SIMS.copy())
     exec(blocks["control/motion.py"], vars(motion).copy())
     for name in ("aggregation", "disaster", "naming-game-robots"):
         sc = registry.scenario(name)

@@ -30,8 +30,6 @@ from consensus.control.collision import (CollisionCounters, filter_velocities, f
                                          near_identity_point, point_velocity, safety_distance, unicycle_command)
 from consensus.control.dynamics import dynamics_of
 
-#: the PID point mass's acceleration limit [m/s²]: its force limit over its mass (kinematics.PointMassPID defaults)
-
 
 class Avoidance:
     """The filter of one robot (``filter``/``filter_unicycle``) or of a whole fleet that knows every position
@@ -167,8 +165,6 @@ def avoidance_from_config(cfg, *, ros: bool, kinematics: str | None = None, v_ma
     return Avoidance(kinematics=kinematics or cfg.kinematics, v_max=cfg.v_max if v_max is None else v_max,
                      w_max=cfg.w_max if w_max is None else w_max, gamma=cfg.cbf_gamma, margin=cfg.safety_margin_m,
                      radius=r, fleet_radius=fleet_radius, delay_s=delay_s, fence=fence)
-
-
 
 
 def within_reach(own, own_age, others, others_age, *, d_min: float, v_max: float, horizon_s: float) -> np.ndarray:

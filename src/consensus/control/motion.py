@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from consensus.loader import Registry, load
+
 SINGLE_INTEGRATOR = "single_integrator"
 UNICYCLE = "unicycle"
 POINT_MASS_PID = "point_mass_pid"
@@ -37,8 +39,6 @@ KINEMATICS = (SINGLE_INTEGRATOR, UNICYCLE, POINT_MASS_PID)
 
 
 def _call(target: str, *args: Any, **kwargs: Any) -> Any:
-    from consensus.loader import load      # the one loader of "module:function" targets
-
     return load(target)(*args, **kwargs)
 
 
@@ -64,26 +64,23 @@ class Simulator:
         return _call(self.world, cfg, start, seed=seed) if self.world else None
 
 
-_SIMS: dict[str, Simulator] = {}
+#: every simulator by name (``consensus.loader.Registry``); an unknown name is a ``ValueError`` naming the valid ones
+#: (configs refuse an unknown ``sim`` in their checks, so it is a programming error)
+_SIMS: Registry[Simulator] = Registry("sim")
 
 
 def register_sim(sim: Simulator) -> Simulator:
-    _SIMS[sim.name] = sim
-    return sim
+    return _SIMS.register(sim)
 
 
 def sim_names() -> tuple[str, ...]:
     """Every simulator's name, in registration order (the first is the default of ``sim``)."""
-    return tuple(_SIMS)
+    return _SIMS.names()
 
 
 def sim_spec(name: str) -> Simulator:
-    """The simulator called ``name``; a ``ValueError`` naming the valid ones otherwise (configs refuse an unknown
-    ``sim`` in their checks, so this is a programming error)."""
-    try:
-        return _SIMS[name]
-    except KeyError:
-        raise ValueError(f"unknown sim {name!r}; valid: {', '.join(_SIMS)}") from None
+    """The simulator called ``name`` (``_SIMS``)."""
+    return _SIMS.get(name)
 
 
 BUILTIN = register_sim(Simulator(

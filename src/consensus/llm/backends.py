@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from consensus.errors import ConfigError
-from consensus.loader import load
+from consensus.loader import Registry, load
 
 
 @dataclass(frozen=True)
@@ -40,25 +40,22 @@ class Backend:
         return load(self.factory)(options)
 
 
-_BACKENDS: dict[str, Backend] = {}
+#: every backend by name (``consensus.loader.Registry``); an unknown name is one ``ConfigError`` naming the valid ones
+_BACKENDS: Registry[Backend] = Registry("llm backend", ConfigError)
 
 
 def register_backend(backend: Backend) -> Backend:
-    _BACKENDS[backend.name] = backend
-    return backend
+    return _BACKENDS.register(backend)
 
 
 def names() -> tuple[str, ...]:
     """Every backend's name, in registration order (the first is the default of ``LLMParams.llm_backend``)."""
-    return tuple(_BACKENDS)
+    return _BACKENDS.names()
 
 
 def backend_spec(name: str) -> Backend:
-    """The backend called ``name``; one ``ConfigError`` naming the valid ones otherwise."""
-    try:
-        return _BACKENDS[name]
-    except (KeyError, TypeError):
-        raise ConfigError(f"unknown llm backend {name!r}; valid: {', '.join(_BACKENDS)}") from None
+    """The backend called ``name`` (``_BACKENDS``)."""
+    return _BACKENDS.get(name)
 
 
 def endpoint_backend(name: str, base_url: str) -> str:

@@ -50,7 +50,38 @@ def test_every_registry_resolves_through_it(monkeypatch):
         motion._call(target)
     with pytest.raises(ConfigError, match=target):
         Backend("probe", "a probe", target).make(None)
-    monkeypatch.setattr(motion, "_SIMS", dict(motion._SIMS))
+    monkeypatch.setattr(motion, "_SIMS", motion._SIMS.copy())
     motion.register_sim(motion.Simulator("probe", "a probe", "consensus.sims:x", renderer=target))
     render, why = video.sim_renderer("probe")
     assert render is None and target in why and "no module" in why
+
+
+def test_a_registry_keeps_order_names_the_valid_ones_and_copies_apart():
+    """The one registry shape (kinematics, simulators, LLM backends): registration order, one error of the
+    registry's kind naming what was asked and the valid names (an unhashable name too), a copy of its own."""
+    from dataclasses import dataclass
+
+    from consensus.control.dynamics import dynamics_names, dynamics_of
+    from consensus.llm.backends import backend_spec
+    from consensus.loader import Registry
+
+    @dataclass
+    class Entry:
+        name: str
+
+    reg: Registry[Entry] = Registry("probe")
+    b, a = reg.register(Entry("b")), reg.register(Entry("a"))
+    assert reg.names() == ("b", "a") and reg.get("a") is a and reg.get("b") is b
+    with pytest.raises(ValueError, match=r"unknown probe 'c'; valid: b, a"):
+        reg.get("c")
+    with pytest.raises(ValueError, match=r"unknown probe \['a'\]"):
+        reg.get(["a"])
+    other = reg.copy()
+    other.register(Entry("c"))
+    assert reg.names() == ("b", "a") and other.names() == ("b", "a", "c") and other.get("c").name == "c"
+    # the kernel's registries are of this shape, each with its own error
+    assert dynamics_names() == ("single_integrator", "unicycle", "point_mass_pid")
+    with pytest.raises(ValueError, match="unknown kinematics 'hover'; valid: single_integrator"):
+        dynamics_of("hover")
+    with pytest.raises(ConfigError, match="unknown llm backend 'gpt'; valid: embedded, openai, replay"):
+        backend_spec("gpt")

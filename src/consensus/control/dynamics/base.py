@@ -6,6 +6,8 @@ from typing import Protocol
 
 import numpy as np
 
+from consensus.loader import Registry
+
 
 class Mover(Protocol):
     """N bodies of one kinematics, integrated: ``step`` returns the poses ``(n, 3)`` (x, y, yaw) after ``dt`` under
@@ -93,22 +95,19 @@ class Dynamics:
         return vel
 
 
-_DYNAMICS: dict[str, Dynamics] = {}
+#: every kinematics' dynamics by name (``consensus.loader.Registry``); an unknown name is a ``ValueError`` naming the
+#: valid ones (configs refuse an unknown ``kinematics`` in their checks, so it is a programming error)
+_DYNAMICS: Registry[Dynamics] = Registry("kinematics")
 
 
 def register_dynamics(dynamics: Dynamics) -> Dynamics:
-    _DYNAMICS[dynamics.name] = dynamics
-    return dynamics
+    return _DYNAMICS.register(dynamics)
 
 
 def dynamics_names() -> tuple[str, ...]:
-    return tuple(_DYNAMICS)
+    return _DYNAMICS.names()
 
 
 def dynamics_of(name: str) -> Dynamics:
-    """The dynamics of the kinematics ``name``; a ``ValueError`` naming the valid ones otherwise (configs refuse an
-    unknown ``kinematics`` in their checks, so this is a programming error)."""
-    try:
-        return _DYNAMICS[name]
-    except KeyError:
-        raise ValueError(f"unknown kinematics {name!r}; valid: {', '.join(_DYNAMICS)}") from None
+    """The dynamics of the kinematics ``name`` (``_DYNAMICS``)."""
+    return _DYNAMICS.get(name)

@@ -31,12 +31,11 @@ class _VelocityMover:
         out = _pose(pose)
         cmd = np.asarray(cmd, dtype=float)
         out[:, : self.dim] = step_single_integrator(out[:, : self.dim], cmd[:, : self.dim], dt)
-        self.vel = np.zeros_like(self.vel)
-        self.vel[:, : self.dim] = cmd[:, : self.dim]
+        self.vel[:, : self.dim] = cmd[:, : self.dim]      # the other columns stay 0
         return out
 
     def velocities(self):
-        return self.vel
+        return self.vel.copy()          # updated in place by step: a caller's copy stays its own
 
 
 class _UnicycleMover:

@@ -50,11 +50,18 @@ class KinematicWorld:
         self.goals: np.ndarray | None = None
         self.time = 0.0
 
-    def set_commands(self, cmd: np.ndarray, goals: np.ndarray | None = None) -> None:
-        """The commands until the next call; ``goals`` ``(n, dim)``, where each robot is going, only for paper 1's
-        point mass without a collision filter (its PID then acts on the goal, as in the paper's code)."""
+    def set_commands(self, cmd: np.ndarray) -> None:
+        """The commands until the next call (``World``)."""
         self.cmd = np.asarray(cmd, dtype=float)
-        self.goals = goals
+        self.goals = None
+
+    def drive_to(self, goals: np.ndarray) -> None:
+        """Paper 1's point mass without a collision filter: until the next ``set_commands``, each body's PID acts on
+        its goal (``goals`` ``(n, dim)``, where each robot is going) instead of the velocity set-point, as in the
+        paper's code. Only a mover with a mass (``Dynamics.has_mass``) takes goals."""
+        if not self.dynamics.has_mass:
+            raise ValueError(f"drive_to: {type(self.dynamics).__name__} bodies have no PID to give a goal to")
+        self.goals = np.asarray(goals, dtype=float)
 
     def advance(self, seconds: float) -> int:
         self.pose = self.mover.step(self.pose, self.cmd, seconds, self.goals)

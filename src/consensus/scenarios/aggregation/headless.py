@@ -129,7 +129,7 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     # the world the bodies move in: the kinematic one, or a physics world (sim: mujoco) that also judges contacts
     world = headless_world(cfg, np.column_stack([pos, np.zeros((n, 3 - d))]), seed=cfg.seed)
     # paper 1's point mass without a filter: its PID acts on the goal itself, as in the paper's code
-    pid_on_goal = dynamics.has_mass and avoid is None
+    pid_on_goal = dynamics.has_mass and avoid is None      # (MuJoCo refuses point masses: the kinematic world)
 
     def broadcast(t: float) -> None:
         for i, core in enumerate(cores):
@@ -184,10 +184,9 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                     nv, nt = nearby_links.deliver(t)
                     heard_nearby = NearbyBatch(nv[:, :, :d], t - nt, nv[:, :, 2 * d], np.arange(n))
                 cmds = fleet.step(t, heard_nearby)
-                goals = (np.array([c.goal if c.goal is not None else pos[i] for i, c in enumerate(cmds)])
-                         if pid_on_goal else None)
-                world.set_commands(np.array([[c.vx, c.vy, c.wz] for c in cmds]), **({"goals": goals} if pid_on_goal
-                                                                                        else {}))
+                world.set_commands(np.array([[c.vx, c.vy, c.wz] for c in cmds]))
+                if pid_on_goal:
+                    world.drive_to(np.array([c.goal if c.goal is not None else pos[i] for i, c in enumerate(cmds)]))
                 world.advance(dt)
                 pose = world.reported_poses()   # the robots see their odometry (noise, offset); the record: truth
                 new = pose[:, :d]

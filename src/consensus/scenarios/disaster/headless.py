@@ -76,6 +76,7 @@ from consensus.scenarios.disaster.rounds import add_round_counters, run_round
 from consensus.llm.base import LLMClient
 from consensus.scenarios.disaster.agents import Cell, make_coordinator, make_drones
 from consensus.runs.rundir import new_run_dir, write_json, write_manifest, write_trajectories
+from consensus.settings import RobotBaseConfig
 
 
 def start_cells(cfg: DisasterConfig) -> list[Cell]:
@@ -130,10 +131,11 @@ def attended_cells(positions: np.ndarray, goals: list[Cell] | None, cfg: Disaste
     return out
 
 
-def flight_avoidance(cfg: DisasterConfig) -> Avoidance | None:
-    """The collision filter of a headless kinematic flight (None: teleport, or ``none`` by the rule): the drones'
-    controller settings' (``drone_control.controller_config``: the grid as the geofence), as a ROS drone's."""
-    return avoidance_from_config(controller_config(cfg)[0], ros=False) if cfg.motion == "kinematic" else None
+def flight_avoidance(cfg: DisasterConfig, base: RobotBaseConfig) -> Avoidance | None:
+    """The collision filter of a headless kinematic flight (None: teleport, or ``none`` by the rule): that of the
+    drones' controller settings ``base`` (``drone_control.controller_config``: the grid as the geofence), as a ROS
+    drone's."""
+    return avoidance_from_config(base, ros=False) if cfg.motion == "kinematic" else None
 
 
 class KinematicFlight:
@@ -147,8 +149,8 @@ class KinematicFlight:
     def __init__(self, cfg: DisasterConfig, cells: list[Cell]) -> None:
         self.cfg = cfg
         base, _ = controller_config(cfg)
-        self.avoid = flight_avoidance(cfg)
-        self.cores = [RobotCore(base, i, None, avoid=flight_avoidance(cfg)) for i in range(cfg.num_robots)]
+        self.avoid = flight_avoidance(cfg, base)
+        self.cores = [RobotCore(base, i, None, avoid=flight_avoidance(cfg, base)) for i in range(cfg.num_robots)]
         self.fleet = FleetCore(self.cores)
         self.slots = None if self.avoid is None else CellSlots(cfg.cell_size_m, self.avoid, base.packing_gap_m,
                                                                base.workspace)

@@ -76,10 +76,16 @@ def test_the_point_mass_tracks_a_velocity_command_or_paper_1s_goal():
     mass, p = PointMassPID(2, 2), start.copy()
     goal = np.array([[3.0, 1.0], [0.0, 0.0]])
     for _ in range(30):
-        w.set_commands(np.zeros((2, 3)), goals=goal)
+        w.set_commands(np.zeros((2, 3)))
+        w.drive_to(goal)
         w.advance(0.1)
         p = mass.step(p, goal, 0.1)
     assert np.array_equal(w.poses()[:, :2], p)
+    # the next set_commands is a velocity set-point again; a body without a mass has no PID to take a goal
+    w.set_commands(np.zeros((2, 3)))
+    assert w.goals is None
+    with pytest.raises(ValueError, match="no PID"):
+        KinematicWorld(_cfg("single_integrator", n=2), start).drive_to(goal)
 
 
 def test_a_one_dimensional_world_moves_along_x_only():
