@@ -157,3 +157,69 @@ def test_a_planning_slot_between_the_positions_and_their_meeting_points_plans_on
         node.destroy_node()
     finally:
         rclpy.try_shutdown()
+
+
+def test_every_odometry_message_between_two_ticks_is_checked_not_only_the_newest():
+    """A second stream on ``odom`` whose messages each arrive just before the real ones (the forged-odometry case of
+    issue 41, as a loaded host or a stranger's timing makes it) is still seen: every message since the last tick is
+    checked, in order. The node keeping only the newest saw none of them (the deployed run drove on, 0 held ticks):
+    here the forged ones are refused as jumps, counted, and the robot holds still (``pose_suspect``); a flood beyond
+    ``ODOM_KEPT`` a tick is counted as ``odom.overflow``."""
+    import rclpy
+    from nav_msgs.msg import Odometry
+    from rclpy.node import Node
+    from rclpy.serialization import serialize_message
+
+    from consensus.control.fleet_core import FleetCore
+    from consensus.ros.robot import ODOM_KEPT, RobotAgent
+
+    cfg = load_config(None, num_robots=2, planner="average", collision_avoidance="none", control_period_s=0.1)
+    rclpy.init()
+    try:
+        node = Node("agent", namespace="robot_0")
+        agent = RobotAgent(node, cfg, 0, AveragePlanner(dim=2), None)
+        sent: list[tuple[float, float, float]] = []
+        agent.send = lambda vx, vy, wz, now=None: sent.append((vx, vy, wz))
+        clock = {"t": 100.0}
+        agent._now = lambda: clock["t"]
+        fleet = FleetCore([agent.core])
+
+        def odom(x: float, y: float, t: float) -> bytes:
+            msg = Odometry()
+            msg.header.frame_id = "world"
+            msg.header.stamp.sec, msg.header.stamp.nanosec = int(t), int(round((t % 1) * 1e9))
+            msg.pose.pose.position.x, msg.pose.pose.position.y = x, y
+            msg.pose.pose.orientation.w = 1.0
+            return serialize_message(msg)
+
+        def tick(t: float) -> str:
+            clock["t"] = t
+            agent.prepare(t, t)
+            cmd = fleet.step(t, [agent.nearby])[0]
+            agent.finish(cmd)
+            agent.flush()
+            agent.after_control()
+            return cmd.reason
+
+        agent.core.set_target((5.0, 0.0), 100.0)
+        for k in range(10):                                    # honest: the robot drives
+            t = 100.0 + 0.1 * k
+            agent._on_odom_raw(odom(0.05 * k, 0.0, t))
+            tick(t + 0.001)
+        assert sent[-1][0] > 0.0
+        held = []
+        for k in range(10, 30):                                # a forged message just before each real one
+            t = 100.0 + 0.1 * k
+            agent._on_odom_raw(odom(0.05 * k + 2.0 * (t - 101.0) + 1.0, 0.0, t - 0.002))
+            agent._on_odom_raw(odom(0.05 * 10, 0.0, t))
+            held.append(tick(t + 0.001))
+        bad = dict(agent.health.bad_by_input)
+        assert bad.get("odom.jump", 0) >= 3, bad
+        assert "pose_suspect" in held[:10] and held[-1] == "pose_suspect" and sent[-1][:2] == (0.0, 0.0), held
+        for _ in range(ODOM_KEPT + 5):                         # a flood within one tick
+            agent._on_odom_raw(odom(0.5, 0.0, 103.0))
+        tick(103.001)
+        assert agent.health.bad_by_input["odom.overflow"] == 5
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown()

@@ -14,9 +14,9 @@ Kinds (``robot`` = k is the robot whose topics are attacked):
 * ``replay``: ``/robot_k/state`` at robot k's true position of ``delay`` s ago (3), stamped then, ``hz`` (90).
 * ``target``: ``/robot_k/target`` at ``at`` (default (9, 9)), ``hz`` (10), for ``for`` s (30) from when the fleet
   drives (a body moved ``moving`` m, 0.1: the robots have planned).
-* ``forge_odom``: once robot k drives, ``/robot_k/odom`` (nav_msgs/Odometry, frame ``world``) at its true position
-  plus ``(speed * t, 0)`` (``speed`` 2 m/s, t since the forgery began), ``hz`` (50), for ``for`` s (20), beside the
-  simulator's own odometry.
+* ``forge_odom``: once robot k drives and the publisher has matched robot k's subscription, ``/robot_k/odom``
+  (nav_msgs/Odometry, frame ``world``) at its true position plus ``(speed * t, 0)`` (``speed`` 2 m/s, t since the
+  forgery began), ``hz`` (50), for ``for`` s (20), beside the simulator's own odometry.
 * ``relocate``: a localisation fault, for a robot whose robots-file entry reads its pose from ``/robot_k/<topic>``
   (``topic``: the suffix, default ``odom_fault``): the simulator's ``/robot_k/odom`` is republished there displaced by
   ``offset`` (x;y); once the body has moved ``moving`` m (1.0) the displacement is removed at once (the estimate jumps
@@ -147,6 +147,15 @@ def _publisher(node, type_, topic: str):
     return node.create_publisher(type_, topic, QoSProfile(depth=10))     # reliable: matches every subscriber
 
 
+def _reaches(node, pub, topic: str, namespace: str) -> bool:
+    """Does ``pub`` reach the robot node in ``namespace`` (``/robot_k``)? Its subscription on ``topic`` is in the ROS
+    graph and the publisher has matched every subscriber the graph shows (on a loaded machine discovery can take
+    seconds: a forgery timed from its first message must start once it is delivered)."""
+    subs = node.get_subscriptions_info_by_topic(topic)
+    return (any(i.node_namespace == namespace and i.node_name == "agent" for i in subs)
+            and pub.get_subscription_count() >= len(subs))
+
+
 def first_state(node, truth, events, robot: float = 0, at=(-8.0, 8.0), hz: float = 2.0):
     from geometry_msgs.msg import PointStamped
 
@@ -250,6 +259,8 @@ def forge_odom(node, truth, events, robot: float = 0, speed: float = 2.0, hz: fl
             return
         if state["t0"] is None:
             if truth.moved(k) < moving or truth.speed(k) < 0.3:      # once it drives
+                return
+            if not _reaches(node, pub, f"/robot_{k}/odom", f"/robot_{k}"):   # and the forgery reaches it
                 return
             state["t0"] = time.time()
             events("forge_odom", robot=k, speed=speed, duration=duration, true_speed=truth.speed(k),

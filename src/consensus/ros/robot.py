@@ -79,6 +79,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -108,6 +109,10 @@ from consensus.settings import RobotBaseConfig
 #: came without their ``neighbor_targets``, and takes the neighbours' positions for them
 #: (``RobotAgent._decode_neighbors``)
 UNPAIRED_DELIVERIES = 3
+#: odometry messages kept between two control ticks, every one checked at the tick (``RobotAgent._decode_inputs``):
+#: a 320 Hz stream at 10 Hz control; more are counted as bad ``odom.overflow`` messages
+ODOM_KEPT = 32
+
 
 class RobotAgent:
     """The ROS side of robot ``robot_id`` attached to ``node`` (whose namespace is the robot's); its decisions are
@@ -137,11 +142,13 @@ class RobotAgent:
         self.state_every = max(1, round(1.0 / (cfg.state_rate_hz * cfg.control_period_s)))
 
         # raw (serialized) subscriptions: a message is only decoded when it is used — odometry at the control
-        # tick, neighbours at the planning tick — which keeps ~100 robots in one process on time
-        self._odom_raw: bytes | None = None
+        # tick, neighbours at the planning tick — which keeps ~100 robots in one process on time. Every odometry
+        # message since the last tick is checked, in order (``ODOM_KEPT`` at most): keeping only the newest would let
+        # a second stream on the topic go unseen whenever the real one happens to arrive just after it each tick
+        self._odom_queue: deque[tuple[bytes, float, float | None]] = deque(maxlen=ODOM_KEPT)
+        self._odom_overflow = 0           # odometry messages pushed out of the queue before a tick read them
         self._odom_recv: float | None = None
-        self._odom_recv_mono = 0.0
-        self._odom_stamp: float | None = None        # the newest odometry's header stamp [s] (None: unstamped)
+        self._odom_stamp: float | None = None        # the odometry being checked: its header stamp [s] (None: none)
         self._neighbors_raw: bytes | None = None
         self._targets_raw: bytes | None = None
         self._unpaired = 0                # neighbors deliveries since the last one whose neighbor_targets came
@@ -228,10 +235,11 @@ class RobotAgent:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
     def _on_odom_raw(self, data: bytes) -> None:
-        self._odom_raw = data
-        self._odom_recv_mono = time.monotonic()      # (a ROS clock read per message costs more; converted at use)
+        if len(self._odom_queue) == ODOM_KEPT:
+            self._odom_overflow += 1
         stamp = header_stamp_ns(data)
-        self._odom_stamp = stamp * 1e-9 if stamp else None
+        # (a ROS clock read per message costs more than a monotonic one: converted at use)
+        self._odom_queue.append((data, time.monotonic(), stamp * 1e-9 if stamp else None))
 
     def _on_neighbors_raw(self, data: bytes) -> None:
         self._neighbors_raw = data
@@ -253,17 +261,24 @@ class RobotAgent:
         self._census_raw = data
 
     def _decode_inputs(self, now: float | None = None, mono: float | None = None) -> None:
-        """The newest odometry, if one came since the last call; ``now`` (ROS clock) and ``mono`` (monotonic) are
-        the time of the call (read when not given): the pose's receive time on the ROS clock is ``now`` less the
-        wall time since it came."""
-        if self._odom_raw is not None:
-            raw, self._odom_raw = self._odom_raw, None
-            now = self._now() if now is None else now
-            mono = time.monotonic() if mono is None else mono
-            self._odom_recv = now - max(mono - self._odom_recv_mono, 0.0)
+        """Every odometry message that came since the last call, oldest first, each checked by the core (the last
+        accepted one is the robot's pose); ``now`` (ROS clock) and ``mono`` (monotonic) are the time of the call
+        (read when not given): a message's receive time on the ROS clock is ``now`` less the wall time since it came.
+        Messages pushed out of the queue unread (a stream faster than ``ODOM_KEPT`` a tick) are counted as bad
+        ``odom.overflow`` messages."""
+        if not self._odom_queue:
+            return
+        now = self._now() if now is None else now
+        mono = time.monotonic() if mono is None else mono
+        if self._odom_overflow:
+            dropped, self._odom_overflow = self._odom_overflow, 0
+            self.health.count_bad_message("odom.overflow", dropped)
+        while self._odom_queue:
+            raw, recv_mono, self._odom_stamp = self._odom_queue.popleft()
+            self._odom_recv = now - max(mono - recv_mono, 0.0)
             if self.pose_type != ODOMETRY:
                 self._on_pose_stamped(raw)
-                return
+                continue
             pose = odom_pose(raw)
             if pose is None:
                 msg = decode_or_count(raw, Odometry, self.health, "odom")

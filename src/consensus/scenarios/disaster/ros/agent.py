@@ -357,7 +357,7 @@ class RosDrone(RobotAgent):
     # ------------------------------------------------------------------ flight
     def _hold(self) -> None:
         """Hover where the drone is (kinematic motion: deliberation takes no flight time, as headless)."""
-        self._decode_inputs()                          # the newest odometry, not the last control tick's
+        self._decode_inputs()                          # the odometry that came since the last control tick
         target, _ = self.core.set_target(self.pos)
         self._publish_point(self.pub_target, target)
 
