@@ -25,10 +25,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# --no-compile: Python compiles each module the first time it is imported (a fraction of these packages) instead of
-# pip compiling all of them up front (measured: 84 s -> 55 s for these requirements on 2 cores, docs/benchmarks.md)
+# (pip compiles every module at install: with --no-compile the install took 55 s instead of 84 s, but where
+# PYTHONDONTWRITEBYTECODE is set, as on this machine, no process ever writes the .pyc and every ROS node's imports
+# took 2.5x as long: a fresh-clone make test went from ~900 s to 1208 s; docs/benchmarks.md)
 $(DEPS_STAMP): $(PY) $(REQS)
-	$(PY) -m pip install --quiet --progress-bar off --no-compile $(addprefix -r ,$(REQS))
+	$(PY) -m pip install --quiet --progress-bar off $(addprefix -r ,$(REQS))
 	rm -f $(VENV)/.deps-* && touch $@
 
 setup: $(DEPS_STAMP)

@@ -163,8 +163,8 @@ def test_every_odometry_message_between_two_ticks_is_checked_not_only_the_newest
     """A second stream on ``odom`` whose messages each arrive just before the real ones (the forged-odometry case of
     issue 41, as a loaded host or a stranger's timing makes it) is still seen: every message since the last tick is
     checked, in order. The node keeping only the newest saw none of them (the deployed run drove on, 0 held ticks):
-    here the forged ones are refused as jumps, counted, and the robot holds still (``pose_suspect``); a flood beyond
-    ``ODOM_KEPT`` a tick is counted as ``odom.overflow``."""
+    here the forged ones are refused as jumps, counted, and the robot holds still (``pose_suspect``). Of a flood
+    beyond ``ODOM_KEPT`` a tick the newest are checked: a forgery among them is seen, an honest one costs nothing."""
     import rclpy
     from nav_msgs.msg import Odometry
     from rclpy.node import Node
@@ -216,10 +216,15 @@ def test_every_odometry_message_between_two_ticks_is_checked_not_only_the_newest
         bad = dict(agent.health.bad_by_input)
         assert bad.get("odom.jump", 0) >= 3, bad
         assert "pose_suspect" in held[:10] and held[-1] == "pose_suspect" and sent[-1][:2] == (0.0, 0.0), held
-        for _ in range(ODOM_KEPT + 5):                         # a flood within one tick
-            agent._on_odom_raw(odom(0.5, 0.0, 103.0))
-        tick(103.001)
-        assert agent.health.bad_by_input["odom.overflow"] == 5
+        before = agent.health.bad_messages
+        for k in range(3 * ODOM_KEPT):                         # an honest flood within one tick: nothing counted
+            agent._on_odom_raw(odom(0.5, 0.0, 105.0 + k * 1e-4))
+        tick(105.01)
+        assert agent.health.bad_messages == before
+        for k in range(3 * ODOM_KEPT):                         # one forgery among the newest of a flood: seen
+            agent._on_odom_raw(odom(3.5 if k == 3 * ODOM_KEPT - 2 else 0.5, 0.0, 105.1 + k * 1e-4))
+        tick(105.2)
+        assert agent.health.bad_by_input["odom.jump"] == bad["odom.jump"] + 1
         node.destroy_node()
     finally:
         rclpy.try_shutdown()

@@ -110,8 +110,9 @@ from consensus.settings import RobotBaseConfig
 #: (``RobotAgent._decode_neighbors``)
 UNPAIRED_DELIVERIES = 3
 #: odometry messages kept between two control ticks, every one checked at the tick (``RobotAgent._decode_inputs``):
-#: a 320 Hz stream at 10 Hz control; more are counted as bad ``odom.overflow`` messages
-ODOM_KEPT = 32
+#: a 640 Hz stream at 10 Hz control; of a faster one the newest this many (a second stream on the topic is among them
+#: as long as it sends at all)
+ODOM_KEPT = 64
 
 
 class RobotAgent:
@@ -146,7 +147,6 @@ class RobotAgent:
         # message since the last tick is checked, in order (``ODOM_KEPT`` at most): keeping only the newest would let
         # a second stream on the topic go unseen whenever the real one happens to arrive just after it each tick
         self._odom_queue: deque[tuple[bytes, float, float | None]] = deque(maxlen=ODOM_KEPT)
-        self._odom_overflow = 0           # odometry messages pushed out of the queue before a tick read them
         self._odom_recv: float | None = None
         self._odom_stamp: float | None = None        # the odometry being checked: its header stamp [s] (None: none)
         self._neighbors_raw: bytes | None = None
@@ -235,8 +235,6 @@ class RobotAgent:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
     def _on_odom_raw(self, data: bytes) -> None:
-        if len(self._odom_queue) == ODOM_KEPT:
-            self._odom_overflow += 1
         stamp = header_stamp_ns(data)
         # (a ROS clock read per message costs more than a monotonic one: converted at use)
         self._odom_queue.append((data, time.monotonic(), stamp * 1e-9 if stamp else None))
@@ -263,16 +261,12 @@ class RobotAgent:
     def _decode_inputs(self, now: float | None = None, mono: float | None = None) -> None:
         """Every odometry message that came since the last call, oldest first, each checked by the core (the last
         accepted one is the robot's pose); ``now`` (ROS clock) and ``mono`` (monotonic) are the time of the call
-        (read when not given): a message's receive time on the ROS clock is ``now`` less the wall time since it came.
-        Messages pushed out of the queue unread (a stream faster than ``ODOM_KEPT`` a tick) are counted as bad
-        ``odom.overflow`` messages."""
+        (read when not given): a message's receive time on the ROS clock is ``now`` less the wall time since it came
+        (of a stream faster than ``ODOM_KEPT`` a tick, the newest ``ODOM_KEPT``)."""
         if not self._odom_queue:
             return
         now = self._now() if now is None else now
         mono = time.monotonic() if mono is None else mono
-        if self._odom_overflow:
-            dropped, self._odom_overflow = self._odom_overflow, 0
-            self.health.count_bad_message("odom.overflow", dropped)
         while self._odom_queue:
             raw, recv_mono, self._odom_stamp = self._odom_queue.popleft()
             self._odom_recv = now - max(mono - recv_mono, 0.0)
