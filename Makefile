@@ -25,9 +25,8 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# (pip compiles every module at install: with --no-compile the install took 55 s instead of 84 s, but where
-# PYTHONDONTWRITEBYTECODE is set, as on this machine, no process ever writes the .pyc and every ROS node's imports
-# took 2.5x as long: a fresh-clone make test went from ~900 s to 1208 s; docs/benchmarks.md)
+# pip compiles every module here (no --no-compile): where PYTHONDONTWRITEBYTECODE is set no process writes a .pyc
+# later, and every ROS node would compile its imports at start (docs/benchmarks.md, 'Suite time, sixth pass')
 $(DEPS_STAMP): $(PY) $(REQS)
 	$(PY) -m pip install --quiet --progress-bar off $(addprefix -r ,$(REQS))
 	rm -f $(VENV)/.deps-* && touch $@

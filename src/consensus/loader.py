@@ -43,27 +43,29 @@ def load(target: str) -> Any:
 T = TypeVar("T")
 
 
-class Registry(dict, Generic[T]):
+class Registry(Generic[T]):
     """Named entries (each has a ``name``) in registration order: ``register(entry)`` (a second entry of one name
     replaces the first), ``names()``, and ``get(name)`` with one ``error`` (default ``ValueError``) naming ``what``
-    was asked for and the valid names otherwise. A dict of name -> entry, so a test may swap in a ``copy()``."""
+    was asked for and the valid names otherwise. ``copy()``: a registry of its own (a test registers into one)."""
 
-    def __init__(self, what: str, error: type[Exception] = ValueError, entries: dict | None = None) -> None:
-        super().__init__(entries or {})
+    def __init__(self, what: str, error: type[Exception] = ValueError) -> None:
         self.what, self.error = what, error
+        self._entries: dict[str, T] = {}
 
     def register(self, entry: T) -> T:
-        self[entry.name] = entry
+        self._entries[entry.name] = entry
         return entry
 
     def names(self) -> tuple[str, ...]:
-        return tuple(self)
+        return tuple(self._entries)
 
-    def get(self, name: str) -> T:           # type: ignore[override] - an unknown name is an error, never None
+    def get(self, name: str) -> T:
         try:
-            return self[name]
+            return self._entries[name]
         except (KeyError, TypeError):        # TypeError: an unhashable name (a list from a YAML file)
-            raise self.error(f"unknown {self.what} {name!r}; valid: {', '.join(self)}") from None
+            raise self.error(f"unknown {self.what} {name!r}; valid: {', '.join(self._entries)}") from None
 
     def copy(self) -> "Registry[T]":
-        return Registry(self.what, self.error, dict(self))
+        other: Registry[T] = Registry(self.what, self.error)
+        other._entries.update(self._entries)
+        return other

@@ -15,6 +15,7 @@ import pytest
 from consensus.scenarios.aggregation.config import AggregationConfig, load_config
 from consensus.control.kinematics import initial_positions
 from consensus.metrics.convergence import spread
+from support.ros2_tools import wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -101,18 +102,13 @@ def _end_run(out) -> None:
             pass
 
 
-def _wait_recording(out, samples: int, timeout_s: float) -> bool:
-    """Wait until the recorder in ``out`` has taken ``samples`` samples (``trajectories.csv``: one row per robot and
-    sample, written as it samples)."""
+def _samples_taken(out) -> int:
+    """How many samples the recorder in ``out`` has taken (``trajectories.csv``: one row per robot and sample,
+    written as it samples)."""
     path = out / "trajectories.csv"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if path.is_file():
-            times = {line.split(",", 1)[0] for line in path.read_text().splitlines()[1:] if line}
-            if len(times) >= samples:
-                return True
-        time.sleep(0.2)
-    return False
+    if not path.is_file():
+        return 0
+    return len({line.split(",", 1)[0] for line in path.read_text().splitlines()[1:] if line})
 
 
 def _points(msg) -> set[tuple[float, float]]:
@@ -195,7 +191,7 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
             assert seen[i][-1] == {p for j, p in enumerate(pts) if j != i}
         # the recorder samples once every robot has a state and a pose; on a loaded machine that can come after the
         # wire checks above: end the run only once it records, or there is no spread to judge
-        assert _wait_recording(tmp_path / "run", samples=3, timeout_s=60), "the recorder never started recording"
+        assert wait_until(lambda: _samples_taken(tmp_path / "run") >= 3, 60, 0.2), "the recorder never recorded"
     finally:
         node.destroy_node()
         rclpy.shutdown()

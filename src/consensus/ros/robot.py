@@ -146,9 +146,8 @@ class RobotAgent:
         # tick, neighbours at the planning tick — which keeps ~100 robots in one process on time. Every odometry
         # message since the last tick is checked, in order (``ODOM_KEPT`` at most): keeping only the newest would let
         # a second stream on the topic go unseen whenever the real one happens to arrive just after it each tick
+        # (serialized message, monotonic receive time, header stamp [s] or None: unstamped)
         self._odom_queue: deque[tuple[bytes, float, float | None]] = deque(maxlen=ODOM_KEPT)
-        self._odom_recv: float | None = None
-        self._odom_stamp: float | None = None        # the odometry being checked: its header stamp [s] (None: none)
         self._neighbors_raw: bytes | None = None
         self._targets_raw: bytes | None = None
         self._unpaired = 0                # neighbors deliveries since the last one whose neighbor_targets came
@@ -268,20 +267,20 @@ class RobotAgent:
         now = self._now() if now is None else now
         mono = time.monotonic() if mono is None else mono
         while self._odom_queue:
-            raw, recv_mono, self._odom_stamp = self._odom_queue.popleft()
-            self._odom_recv = now - max(mono - recv_mono, 0.0)
+            raw, recv_mono, stamp = self._odom_queue.popleft()
+            recv = now - max(mono - recv_mono, 0.0)
             if self.pose_type != ODOMETRY:
-                self._on_pose_stamped(raw)
+                self._on_pose_stamped(raw, recv, stamp)
                 continue
             pose = odom_pose(raw)
             if pose is None:
                 msg = decode_or_count(raw, Odometry, self.health, "odom")
                 if msg is not None:
-                    self._on_odom(msg)
+                    self._on_odom(msg, recv, stamp)
             else:
-                self._set_pose(pose[0], pose[1], pose[3:])
+                self._set_pose(pose[0], pose[1], pose[3:], recv, stamp)
 
-    def _on_pose_stamped(self, raw: bytes) -> None:
+    def _on_pose_stamped(self, raw: bytes, recv: float, stamp: float | None) -> None:
         """A motion-capture pose: it must be in the map's shared frame (else a bad message: the robot goes stale)."""
         msg = decode_or_count(raw, PoseStamped, self.health, "odom")
         if msg is not None and msg.header.frame_id.lstrip("/") != self.entry.frame:
@@ -290,7 +289,7 @@ class RobotAgent:
         if msg is None:
             return
         p, q = msg.pose.position, msg.pose.orientation
-        self._set_pose(p.x, p.y, (q.x, q.y, q.z, q.w))
+        self._set_pose(p.x, p.y, (q.x, q.y, q.z, q.w), recv, stamp)
 
     def _decode_neighbors(self) -> None:
         """The newest ``neighbors`` message and the ``neighbor_targets`` of the same delivery (same header stamp and
@@ -379,13 +378,14 @@ class RobotAgent:
                 else:
                     self.health.count_bad_message("census.outside", outside)
 
-    def _on_odom(self, msg: Odometry) -> None:
+    def _on_odom(self, msg: Odometry, recv: float, stamp: float | None) -> None:
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
-        self._set_pose(p.x, p.y, (q.x, q.y, q.z, q.w))
+        self._set_pose(p.x, p.y, (q.x, q.y, q.z, q.w), recv, stamp)
 
-    def _set_pose(self, x: float, y: float, quat) -> None:
-        """Accept a pose from odometry; a non-finite or absurd one never becomes our position (it is counted as a
-        bad message and the robot goes stale: the core keeps the time of the last good one)."""
+    def _set_pose(self, x: float, y: float, quat, recv: float, stamp: float | None) -> None:
+        """Accept a pose from odometry received at ``recv`` (ROS clock) and stamped ``stamp`` (None: unstamped); a
+        non-finite or absurd one never becomes our position (it is counted as a bad message and the robot goes stale:
+        the core keeps the time of the last good one)."""
         vals = (x, y)[: self.cfg.dim]
         ok = sane(*vals)
         yaw = self.core.yaw
@@ -400,8 +400,7 @@ class RobotAgent:
         if self.entry is not None:
             x, y, yaw = self.entry.to_shared(x, y, yaw)
             vals = (x, y)[: self.cfg.dim]
-        now = self._odom_recv if self._odom_recv is not None else self._now()
-        kind = self.core.accept(now, vals, yaw, self._odom_stamp)
+        kind = self.core.accept(recv, vals, yaw, stamp)
         if kind is not None:
             self.health.count_bad_message(f"odom.{kind}")
 
