@@ -84,6 +84,7 @@ TARGETS_PER_PERIOD = 3         # more meeting points than this from one robot wi
                                # publisher (a robot publishes one a round)
 UNTRUSTED_S = 10.0             # then its meeting points are not relayed for this long [s]
 GRAPH_CHECK_S = 2.0            # the ROS graph's publishers of the robots' topics are checked this often [s]
+UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"     # the node name the ROS graph gives a publisher before its node is known
 
 
 def known_starts(cfg) -> np.ndarray | None:
@@ -144,6 +145,7 @@ class TopologyRelay:
         self.targets_untrusted_until = np.full(n, -np.inf)
         self.mp_refused = 0
         self.foreign: dict[str, set[str]] = {}             # topic -> publishers that are not its robot's node
+        self._unnamed: dict[str, set[str]] = {}            # topic -> unnamed publishers seen at the last check only
         self._graph_due = -np.inf
         for j in range(n):
             node.create_subscription(PointStamped, names.STATE.of(j),
@@ -289,9 +291,16 @@ class TopologyRelay:
                 strangers = {f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos
                              if i.node_namespace.rstrip("/") != ns}
                 new = strangers - self.foreign.get(topic, set())
-                if new:
-                    self.health.count_bad_message("foreign_publisher", len(new))
-                    self.node.get_logger().warning(f"{topic}: published by {sorted(new)} besides robot_{j}'s own "
+                # a publisher the graph cannot name yet (its node's discovery under way on a loaded host: the robot's
+                # own node, as often as not) is foreign at once, but counted and named only if it is still unnamed
+                # at the next check
+                unnamed = {s for s in new if s.endswith(UNNAMED_NODE)}
+                report = (new - unnamed) | (strangers & self._unnamed.pop(topic, set()))
+                if unnamed:
+                    self._unnamed[topic] = unnamed
+                if report:
+                    self.health.count_bad_message("foreign_publisher", len(report))
+                    self.node.get_logger().warning(f"{topic}: published by {sorted(report)} besides robot_{j}'s own "
                                                    f"node; its meeting points are not relayed while they publish")
                 if strangers:
                     self.foreign[topic] = strangers
