@@ -112,24 +112,29 @@ def test_the_recorder_lists_every_dead_robot_judges_agreement_on_the_living_and_
             msg.point.x, msg.point.y = float(x), float(y)
             return msg
 
-        def step(t_run: float | None) -> None:
+        def step(t_run: float | None, targets: bool = True) -> None:
             bodies = np.array([LIVING[0], LIVING[1], DEAD_AT_START, DIES_AT, LIVING[4]])
             if t_run is not None and 4.0 <= t_run < 4.3:
                 bodies[4] = NEAR_BODY
             rec._truth_in(pose_array_bytes(int(clock["t"] * 1e9), "world", bodies))
             for i in (0, 1, 4):
                 state[i](point(*bodies[i]))
-                target[i](point(4.0, 1.0))
+                if targets:
+                    target[i](point(4.0, 1.0))
             if t_run is None or t_run <= 0.8:
                 state[3](point(*bodies[3]))
-                target[3](point(*DIES_AT))
+                if targets:
+                    target[3](point(*DIES_AT))
             rec.sample()
 
+        step(None, targets=False)
+        assert rec.t0 is None                             # waits for robot 2's first state or a first target ...
+        clock["t"] = rec.t_created + START_WAIT_S - 1.0
+        step(None, targets=False)
+        assert rec.t0 is None
+        clock["t"] = rec.t_created + START_WAIT_S - 0.5
         step(None)
-        assert rec.t0 is None                             # waits for robot 2's first state ...
-        clock["t"] = rec.t_created + START_WAIT_S + 0.01
-        step(None)
-        assert rec.t0 is not None                         # ... up to START_WAIT_S
+        assert rec.t0 == clock["t"]                       # ... and starts at the first target: the fleet moves
         t0 = rec.t0
         for k in range(1, 66):                            # 13 s at 5 Hz (a robot never heard: START_WAIT_S of grace)
             clock["t"] = t0 + 0.2 * k

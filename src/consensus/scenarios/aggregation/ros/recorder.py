@@ -22,7 +22,8 @@ odometry or motion-capture pose, brought into the shared frame the same way, ``R
 some other way: logged, and the odometry is read instead). A ``PoseStamped`` in another frame, a ``ground_truth``
 message with another number of poses than robots, a non-finite or absurd pose is a bad message. The ``state`` topic
 still tells the recorder a robot is alive and is what the planners see.
-Sampling starts once every robot has sent a state and has a pose (or after ``START_WAIT_S``).
+Sampling starts once every robot has a pose and every robot has sent a state or some robot has a target (or after
+``START_WAIT_S``).
 
 Lost robots (``consensus.metrics.convergence.LossWatch``): a robot whose state stops for ``robot_timeout_s`` is lost,
 and so is a robot that never sent one by ``robot_timeout_s`` after sampling started (its process died at start-up);
@@ -359,12 +360,19 @@ class Recorder:
         """``callback_errors`` and ``bad_messages`` of the whole run: robots + other nodes + the recorder."""
         return sum_health([*self.status.values(), *self.node_health.values(), self.health.counts()])
 
+    def _ready_to_record(self) -> bool:
+        """Sampling may start: every body has a pose, and every robot has sent a state or some robot has a target
+        already (the fleet is moving: a robot that died before its first state must not delay the record's start,
+        or ``trajectories.csv`` would miss the fleet's first moves and ``time_to_converge_s`` be too short)."""
+        if np.isnan(self.pos).any():
+            return False
+        return not np.isnan(self.last_seen).any() or not np.isnan(self.tgt).all()
+
     def sample(self) -> None:
         now = self._now()
         self._decode_poses()
         if self.t0 is None:
-            all_seen = not np.isnan(self.pos).any() and not np.isnan(self.last_seen).any()
-            if not all_seen and now - self.t_created < START_WAIT_S:
+            if not self._ready_to_record() and now - self.t_created < START_WAIT_S:
                 return
             if self.ground_truth and not self._truth_seen:
                 self._no_ground_truth(now)
