@@ -2,7 +2,7 @@
 
     python benchmarks/bench_mujoco.py [--robots 6 20 100] [--knobs] [--seeds 0 1 2]
 
-Step cost: one world of N robots (the run's MJCF, ``consensus.sims.mujoco_world``) driven toward the origin for 2 s
+Step cost: one world of N robots (the run's MJCF, ``consensus.sims.mujoco.world``) driven toward the origin for 2 s
 of physics at ``physics_rate_hz`` (500 Hz): wall time per physics step (our Python around ``mj_step`` and the
 contact judge included), per robot, and wall seconds per second of physics.
 
@@ -43,7 +43,7 @@ STILL_M = 0.005          # a robot moving less than this per control period (0.1
 
 def step_cost(n: int) -> dict:
     from consensus.settings import RobotBaseConfig
-    from consensus.sims.mujoco_world import MujocoWorld
+    from consensus.sims.mujoco.world import MujocoWorld
 
     cfg = RobotBaseConfig.from_dict({"num_robots": n, "workspace": [-12.0, 12.0, -12.0, 12.0]})
     rng = np.random.default_rng(0)

@@ -42,8 +42,8 @@ os.environ["ROS_DOMAIN_ID"] = _domain_id()
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # MuJoCo picks its OpenGL platform once, when first imported (by whichever test comes first): the package's own
-# headless choice (EGL, else OSMesa: consensus.sims.mujoco_world), made before any test imports mujoco
-import consensus.sims.mujoco_world  # noqa: E402,F401
+# headless choice (EGL, else OSMesa: consensus.sims.mujoco.world), made before any test imports mujoco
+import consensus.sims.mujoco.world  # noqa: E402,F401
 
 from support import needs  # noqa: E402 - tests/ is on sys.path (pyproject.toml: pythonpath)
 

@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     model = sub.add_parser("model", help="the embedded LLM's weights")
     model.add_argument("action", choices=("path", "verify"), help="assemble + verify the pinned model, print path")
     # gz sim: the world and ros_gz bridge of a run (docs/gazebo.md)
-    from consensus.sims import gazebo
+    from consensus.sims.gazebo import world as gazebo
     gazebo.add_arguments(sub.add_parser("gazebo-world", help="write a gz sim world + ros_gz bridge config"))
     from consensus.runs import security      # `consensus security keystore DIR --robots N`: SROS2 without sros2
     security.add_arguments(sub.add_parser("security", help="SROS2: make a run's keystore, check the DDS plugins"))
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             print(ensure_default_model())
             return 0
         if args.command == "gazebo-world":
-            from consensus.sims.gazebo import command
+            from consensus.sims.gazebo.world import command
             return command(args, _default_config)
         if args.command == "security":
             from consensus.runs.security import command as security_command

@@ -33,10 +33,9 @@ log = logging.getLogger(__name__)
 
 SCENARIO_PACKAGE = "consensus.scenarios"
 
-#: kernel ROS executables (any scenario may start them): executable -> module with main()
-KERNEL_EXECUTABLES = {"sim": "consensus.ros.sim", "llm_server": "consensus.ros.llm_server",
-                      "turtlesim_bridge": "consensus.ros.turtlesim_bridge",
-                      "bag_recorder": "consensus.ros.bag_recorder", "mujoco_sim": "consensus.ros.mujoco_sim"}
+#: kernel ROS executables (any scenario may start them): executable -> module with main(); the simulators' own
+#: (sim, turtlesim_bridge, mujoco_sim) are in their records (``consensus.control.motion.Simulator.executables``)
+KERNEL_EXECUTABLES = {"llm_server": "consensus.ros.llm_server", "bag_recorder": "consensus.ros.bag_recorder"}
 
 
 @dataclass(frozen=True)
@@ -106,8 +105,13 @@ def scenario(name: str) -> Scenario:
 
 
 def executables() -> dict[str, str]:
-    """Every ROS executable of the package: executable -> module with ``main()``."""
+    """Every ROS executable of the package: executable -> module with ``main()`` (the kernel's, the simulators',
+    the scenarios')."""
+    from consensus.control.motion import sim_names, sim_spec
+
     table = dict(KERNEL_EXECUTABLES)
+    for name in sim_names():
+        table.update(sim_spec(name).executables)
     for sc in scenarios().values():
         table.update(sc.executables)
     return table

@@ -183,25 +183,41 @@ def test_the_add_an_llm_backend_example_is_what_the_code_does(tmp_path, monkeypa
 
 
 def test_the_add_a_simulator_example_is_what_the_code_does(tmp_path, monkeypatch):
-    """The doc's simulator module and registration, added as written, give a `sim` that the CLI, the launch
-    arguments and the process lists of the aggregation, the disaster drones and the naming-game fleet take."""
+    """The doc's simulator package (one folder) and its one line in ``SIMULATORS``, added as written, give a `sim`
+    that the CLI, the launch arguments and the process lists of the aggregation, the disaster drones and the
+    naming-game fleet take."""
+    import ast
+
     import consensus.sims
     from consensus import cli, registry
     from consensus.control import motion
+    from consensus.loader import Registry
     from consensus.runs.launch_file import launch_arguments
 
     blocks = _blocks_of("How to add a simulator")
-    assert set(blocks) == {"sims/coarse.py", "control/motion.py"}, sorted(blocks)
-    _add_module(monkeypatch, tmp_path, consensus.sims, blocks["sims/coarse.py"], "coarse")
-    monkeypatch.setattr(motion, "_SIMS", motion._SIMS.copy())
-    exec(blocks["control/motion.py"], vars(motion).copy())
-    for name in ("aggregation", "disaster", "naming-game-robots"):
-        sc = registry.scenario(name)
-        assert "coarse" in launch_arguments(name)["sim"]
-        args = cli.build_parser().parse_args(["run", name, "--sim", "coarse", "--robots", "3"])
-        cfg = cli.config_from_args(sc, args)
-        assert cfg.sim == "coarse"
-        sims = [s for s in sc.processes(cfg) if s.executable == "sim"]
-        assert len(sims) == 1 and sims[0].params["sim_rate_hz"] == 5.0, name
-    assert cli.main(["run", "disaster", "--set", "sim=nowhere", "--out", str(tmp_path / "bad")]) == 2
-    assert not (tmp_path / "bad").exists()
+    assert set(blocks) == {"sims/coarse/__init__.py", "sims/coarse/processes.py", "sims/__init__.py"}, sorted(blocks)
+    folder = tmp_path / "sims" / "coarse"                   # the simulator's one folder, on consensus.sims' path
+    folder.mkdir(parents=True)
+    for name in ("__init__.py", "processes.py"):
+        (folder / name).write_text(blocks[f"sims/coarse/{name}"])
+    monkeypatch.setattr(consensus.sims, "__path__", [*consensus.sims.__path__, str(folder.parent)])
+    for module in ("consensus.sims.coarse", "consensus.sims.coarse.processes"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    line = ast.literal_eval(blocks["sims/__init__.py"].split("\n", 1)[1].strip().rstrip(","))
+    monkeypatch.setattr(consensus.sims, "SIMULATORS", (*consensus.sims.SIMULATORS, line))    # the one line
+    monkeypatch.setattr(motion, "_SIMS", Registry("sim"))    # empty: loads SIMULATORS again on its first use
+    try:
+        assert motion.sim_names()[-1] == "coarse"
+        for name in ("aggregation", "disaster", "naming-game-robots"):
+            sc = registry.scenario(name)
+            assert "coarse" in launch_arguments(name)["sim"]
+            args = cli.build_parser().parse_args(["run", name, "--sim", "coarse", "--robots", "3"])
+            cfg = cli.config_from_args(sc, args)
+            assert cfg.sim == "coarse"
+            sims = [s for s in sc.processes(cfg) if s.executable == "sim"]
+            assert len(sims) == 1 and sims[0].params["sim_rate_hz"] == 5.0, name
+        assert cli.main(["run", "disaster", "--set", "sim=nowhere", "--out", str(tmp_path / "bad")]) == 2
+        assert not (tmp_path / "bad").exists()
+    finally:
+        for module in ("consensus.sims.coarse", "consensus.sims.coarse.processes"):
+            sys.modules.pop(module, None)

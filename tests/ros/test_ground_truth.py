@@ -27,7 +27,7 @@ def test_the_simulator_publishes_every_robot_s_true_pose_with_its_odometry(ros):
     from rclpy.serialization import deserialize_message
 
     from consensus.control.dynamics.world import KinematicWorld
-    from consensus.ros.sim import Simulator
+    from consensus.sims.builtin.ros import Simulator
     from support.sim_outputs import capture
 
     node = Node("sim", parameter_overrides=[Parameter("num_robots", value=3), Parameter("kinematics", value="unicycle"),

@@ -165,7 +165,7 @@ def test_uses_naming_no_field_is_a_programming_error_and_a_bad_undeclared_value_
 @pytest.mark.parametrize("which", ["recorder", "topology", "sim"])
 def test_every_field_a_node_reads_is_one_it_declares(ros, which, tmp_path, monkeypatch):
     from consensus.scenarios.aggregation.ros import recorder, topology
-    from consensus.ros import sim
+    from consensus.sims.builtin import ros as sim
 
     params = dict(num_robots=3, output_dir=str(tmp_path / "run"), collision_avoidance="cbf", duration_s=1.0)
     make = {"recorder": (recorder.Recorder, recorder.USES, ()),
@@ -272,7 +272,7 @@ def _disaster_run(tmp_path, monkeypatch, mode: str, **more) -> dict:
     """sim, drones (one fleet process), [aggregator] and grid of a tiny disaster run in-process until the grid is
     done (one round: every node's periodic paths and the grid's summary; at most ``RUN_WAIT_S``); -> node name ->
     (the fields it declared, its config object, whether the run was done)."""
-    from consensus.ros import sim
+    from consensus.sims.builtin import ros as sim
     from consensus.scenarios.disaster.config import load_disaster_config
     from consensus.scenarios.disaster.processes import sim_params
     from consensus.scenarios.disaster.ros import aggregator, drone, grid
@@ -314,7 +314,7 @@ def _naming_game_run(tmp_path, monkeypatch, log) -> dict:
     """sim, robots (one fleet process) and matchmaker of a tiny naming game in-process until the matchmaker is done
     (one population round, the arrival and the summary; at most ``RUN_WAIT_S``); -> node name -> (the fields it
     declared, its config object, whether the game was done)."""
-    from consensus.ros import sim
+    from consensus.sims.builtin import ros as sim
     from consensus.scenarios.naming_game.fleet_game import RobotsGameConfig, controller_config
     from consensus.scenarios.naming_game.ros import matchmaker, robot
     from consensus.settings import load_flat

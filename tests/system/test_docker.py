@@ -17,7 +17,7 @@ from consensus.llm.embedded import DEFAULT_MODEL_FILENAME
 from consensus.registry import executables
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.settings import load_flat, load_params_file
-from consensus.sims.gazebo import ROS_DISTRO
+from consensus.sims.gazebo.world import ROS_DISTRO
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"

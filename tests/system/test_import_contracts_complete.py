@@ -5,13 +5,16 @@ What "complete" means, per contract:
 
 * ``kernel-never-imports-a-scenario``: its sources are exactly the kernel's top-level modules (every module or
   package of ``consensus`` but ``scenarios``);
-* ``rclpy-only-in-ros``: its sources cover every kernel top-level module but ``ros`` and every scenario;
+* ``rclpy-only-in-ros``: its sources cover every kernel top-level module but ``ros`` and every scenario, and what it
+  ignores is imported by ``ros`` modules only (a scenario's ``ros/``, a simulator's ``ros``);
 * ``launch-only-...`` and ``ament-index-...``: their sources cover every kernel module and every scenario;
 * ``layers``: every kernel top-level module sits in exactly one layer, and no scenario does;
 * ``no-cycles-in-the-kernel``: ``consensus`` is one of its ancestors;
+* ``no-cycles-between-simulators``: ``consensus.sims`` is one of its ancestors;
 * ``no-cycles-in-a-scenario`` and ``scenarios-are-independent``: exactly the scenarios.
 
-A contract this test does not know fails it too, so that a new one gets its rule here.
+A contract this test does not know fails it too, so that a new one gets its rule here. The simulators are listed
+once, in ``consensus.sims.SIMULATORS``: every simulator package under ``src/consensus/sims`` is there.
 """
 from __future__ import annotations
 
@@ -83,6 +86,8 @@ def _rclpy_only_in_ros(c):
     assert not _covers(sources, "consensus.ros"), "the kernel's ros package is where rclpy belongs"
     missing = sorted(m for m in (_kernel() - {"consensus.ros"}) | _scenarios() if not _covers(sources, m))
     assert not missing, f"not covered: {missing}"
+    importers = [line.split("->")[0].strip() for line in _list(c, "ignore_imports")]
+    assert importers and all("ros" in i.split(".") for i in importers), f"an importer that is not ros: {importers}"
 
 
 def _whole_package(c):
@@ -105,6 +110,10 @@ def _no_cycles_in_the_kernel(c):
     assert "consensus" in _list(c, "ancestors")
 
 
+def _simulators_acyclic(c):
+    assert "consensus.sims" in _list(c, "ancestors")
+
+
 def _every_scenario(key):
     def check(c):
         listed = set(_list(c, key))
@@ -120,6 +129,7 @@ RULES = {
     "ament-index-in-one-place": _whole_package,
     "layers": _layers,
     "no-cycles-in-the-kernel": _no_cycles_in_the_kernel,
+    "no-cycles-between-simulators": _simulators_acyclic,
     "no-cycles-in-a-scenario": _every_scenario("ancestors"),
     "scenarios-are-independent": _every_scenario("modules"),
 }
@@ -138,3 +148,19 @@ def test_the_wildcards_match_as_import_linter_does():
     assert _covers(["consensus.scenarios.*"], "consensus.scenarios.disaster.config")
     assert not _covers(["consensus.scenarios.*.*"], "consensus.scenarios.disaster")
     assert not _covers(["consensus.rosx"], "consensus.ros")
+
+
+def test_every_simulator_package_is_registered():
+    """Each folder of ``src/consensus/sims`` is a simulator, registered by its one line of ``SIMULATORS`` under its
+    own name (``consensus.sims.<name>:SIM``), and a simulator's node is its ``ros`` module."""
+    from consensus.control.motion import sim_spec
+    from consensus.sims import SIMULATORS
+
+    folders = {p.name for p in (SRC / "sims").iterdir() if (p / "__init__.py").is_file()}
+    listed = [re.fullmatch(r"consensus\.sims\.(\w+):SIM", t) for t in SIMULATORS]
+    assert all(listed), f"not of the form consensus.sims.<name>:SIM: {SIMULATORS}"
+    names = [m.group(1) for m in listed]
+    assert sorted(names) == sorted(folders), f"folders: {sorted(folders)}; SIMULATORS: {names}"
+    for name in names:
+        assert sim_spec(name).name == name
+        assert all(module == f"consensus.sims.{name}.ros" for module in sim_spec(name).executables.values()), name

@@ -20,14 +20,18 @@
   * ``renderer`` (optional): ``"module:function"`` drawing a run's recorded poses in its world, the frames of
     ``consensus.runs.video`` (``render_frames(params, times, poses, width, height)``);
   * ``ground_truth``: it publishes every robot's true pose, all in one message (``names.GROUND_TRUTH``), which a
-    scenario's recorder then records instead of each robot's odometry.
+    scenario's recorder then records instead of each robot's odometry;
+  * ``executables``: its ROS executables (executable -> module with ``main()``), which ``consensus.registry``
+    adds to the package's.
 
-  ``consensus.sims.sim_processes`` / ``prepare_sim`` are what a scenario calls. Adding a simulator is one
-  ``register_sim`` call here and its module (docs/architecture.md, "How to add a simulator").
+  Each simulator is one package ``consensus.sims.<name>`` whose ``SIM`` is its record, listed by one line of
+  ``consensus.sims.SIMULATORS`` (``LISTED``); this module holds only the record's type and the registry, which
+  loads that list on its first use (``register_sim`` adds one more). ``consensus.sims.sim_processes`` /
+  ``prepare_sim`` are what a scenario calls (docs/architecture.md, "How to add a simulator").
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from consensus.loader import Registry, load
@@ -53,6 +57,7 @@ class Simulator:
     world: str = ""               # "module:Class": the world a headless loop moves the bodies in ("" = kinematics)
     renderer: str = ""            # "module:function": render_frames(params, times, poses, width, height) -> frames
     ground_truth: bool = False    # it publishes every robot's true pose on names.GROUND_TRUTH (the run's record)
+    executables: dict = field(default_factory=dict)   # its ROS executables: executable -> module with main()
 
     def make_processes(self, cfg, params: dict, *, use_sim_time: bool = False) -> list:
         return _call(self.processes, cfg, params, use_sim_time=use_sim_time)
@@ -64,38 +69,41 @@ class Simulator:
         return _call(self.world, cfg, start, seed=seed) if self.world else None
 
 
+#: where the simulators are listed: ``consensus.sims.SIMULATORS``, one ``"module:attr"`` of a ``Simulator`` record
+#: each, in order (the first is the default of ``sim``), loaded on the first question to the registry
+LISTED = "consensus.sims:SIMULATORS"
+
 #: every simulator by name (``consensus.loader.Registry``); an unknown name is a ``ValueError`` naming the valid ones
 #: (configs refuse an unknown ``sim`` in their checks, so it is a programming error)
 _SIMS: Registry[Simulator] = Registry("sim")
 
 
-def register_sim(sim: Simulator) -> Simulator:
-    return _SIMS.register(sim)
+def _sims() -> Registry[Simulator]:
+    """``_SIMS``, the listed simulators registered into it first if it is still empty (also a test's copy)."""
+    if not _SIMS.names():
+        for target in load(LISTED):
+            _SIMS.register(_record(target))
+    return _SIMS
+
+
+def _record(sim: Simulator | str) -> Simulator:
+    record = load(sim) if isinstance(sim, str) else sim
+    if not isinstance(record, Simulator):
+        raise TypeError(f"{sim!r} is not a consensus.control.motion.Simulator")
+    return record
+
+
+def register_sim(sim: Simulator | str) -> Simulator:
+    """Register a simulator after the listed ones: its record, or the ``"module:attr"`` naming it (a simulator
+    outside ``consensus.sims``, e.g. a test's)."""
+    return _sims().register(_record(sim))
 
 
 def sim_names() -> tuple[str, ...]:
     """Every simulator's name, in registration order (the first is the default of ``sim``)."""
-    return _SIMS.names()
+    return _sims().names()
 
 
 def sim_spec(name: str) -> Simulator:
     """The simulator called ``name`` (``_SIMS``)."""
-    return _SIMS.get(name)
-
-
-BUILTIN = register_sim(Simulator(
-    "builtin", "our simulator node `sim` (consensus.ros.sim): the kinematics above, odometry and /clock",
-    "consensus.sims:builtin_processes", ground_truth=True))
-TURTLESIM = register_sim(Simulator(
-    "turtlesim", "ROS 2's turtlesim and our bridge (docs/turtlesim.md)", "consensus.sims.turtlesim:processes",
-    prepare="consensus.sims.turtlesim:prepare", headless=False))
-GAZEBO = register_sim(Simulator(
-    "gazebo", "gz sim and its bridge (docs/gazebo.md)", "consensus.sims:builtin_processes",
-    launch_only="gazebo.launch.py"))
-NONE = register_sim(Simulator(
-    "none", "no simulator: real robots (robots_file) or another driver move them", "consensus.sims:no_processes"))
-MUJOCO = register_sim(Simulator(
-    "mujoco", "a MuJoCo physics world (consensus.sims.mujoco_world): bodies with mass that really collide, and the "
-    "contacts it counts", "consensus.sims.mujoco_world:processes", prepare="consensus.sims.mujoco_world:prepare",
-    world="consensus.sims.mujoco_world:MujocoWorld", renderer="consensus.sims.mujoco_world:render_frames",
-    ground_truth=True))
+    return _sims().get(name)

@@ -15,7 +15,7 @@ validated before any process starts, and an argument the launch file does not de
 message (``ros2 launch`` itself would ignore it silently). The processes are the scenario's ``processes(cfg)`` -
 the same list ``consensus run <scenario>`` starts - as ``launch_ros.actions.Node`` actions; the launch shuts down
 when the process marked ``ends_run`` exits. ``launch/gazebo.launch.py`` is the aggregation with gz sim in place of
-the builtin ``sim`` (a ``LaunchVariant``: ``consensus.sims.gazebo.GAZEBO``). ``security:=true`` (with
+the builtin ``sim`` (a ``LaunchVariant``: ``consensus.sims.gazebo.world.GAZEBO``). ``security:=true`` (with
 ``keystore:=DIR``, default ``$ROS_SECURITY_KEYSTORE``) runs every node in its SROS2 enclave, as
 ``consensus run --security`` does (``consensus.runs.security``; refused where the DDS lacks the security plugins).
 ``namespace:=fleet_a`` runs the whole run under ``/fleet_a`` (``/fleet_a/robot_0/cmd_vel``, ``/fleet_a/recorder``),
@@ -165,7 +165,7 @@ def launch_description(name: str, *, variant: LaunchVariant | None = None, **def
 
 
 class LaunchVariant:
-    """A launch file that runs a scenario in another world (e.g. ``consensus.sims.gazebo.GAZEBO``): its extra
+    """A launch file that runs a scenario in another world (e.g. ``consensus.sims.gazebo.world.GAZEBO``): its extra
     launch arguments (name -> (default, description)), the default of ``use_sim_time``, the config overrides it
     needs (``overrides(context)``; may check what must be installed) and the actions it starts in place of the
     plain node list (``actions(cfg, specs, params_file, context)``)."""

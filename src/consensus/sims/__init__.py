@@ -1,8 +1,13 @@
-"""Simulators and external worlds the robots can move in (turtlesim, gz sim): the pure parts (coordinate maps,
-world and bridge generation); their ROS nodes live in ``consensus.ros``.
+"""Simulators and external worlds the robots can move in, one package each: ``builtin`` (our ``sim`` node),
+``turtlesim``, ``gazebo`` (gz sim), ``none`` (real robots) and ``mujoco``.
 
-The simulators are named in ``consensus.control.motion`` (the registry: name -> process factory, checks); this
-package holds what every scenario that moves robots calls, so each takes its ``sim`` the same way:
+A simulator's package holds everything of it: its record ``SIM`` (a ``consensus.control.motion.Simulator``) in its
+``__init__`` (which imports nothing else, so naming a simulator imports none of its code), its world, process
+factory and checks, and its ROS node in its ``ros`` module (the only module of it that may import rclpy). One line
+of ``SIMULATORS`` registers it: the registry of ``consensus.control.motion`` loads them in this order on its first
+use (the first is the default of ``sim``).
+
+This package also holds what every scenario that moves robots calls, so each takes its ``sim`` the same way:
 ``prepare_sim(cfg)`` before anything starts (``check_run`` first for ``consensus run``), then
 ``sim_processes(cfg, params, use_sim_time=...)`` in its process list, ``params`` being what it would give the
 built-in ``sim`` process (start positions, workspace, ``publish_clock``, ...).
@@ -13,20 +18,19 @@ from typing import Any
 
 from consensus.control.motion import sim_spec
 from consensus.errors import ConfigError
-from consensus.runs.processes import ProcessSpec
+
+#: every simulator: one ``"module:attr"`` of its ``Simulator`` record each (docs/architecture.md, "How to add a
+#: simulator")
+SIMULATORS = (
+    "consensus.sims.builtin:SIM",
+    "consensus.sims.turtlesim:SIM",
+    "consensus.sims.gazebo:SIM",
+    "consensus.sims.none:SIM",
+    "consensus.sims.mujoco:SIM",
+)
 
 
-def builtin_processes(cfg, params: dict, *, use_sim_time: bool = False) -> list[ProcessSpec]:
-    """The built-in simulator: one ``sim`` process (``consensus.ros.sim``) with ``params``."""
-    return [ProcessSpec("sim", "sim", params=dict(params))]
-
-
-def no_processes(cfg, params: dict, *, use_sim_time: bool = False) -> list[ProcessSpec]:
-    """``sim: none``: real robots (a robots_file) or another driver move the robots; nothing to start."""
-    return []
-
-
-def sim_processes(cfg, params: dict, *, use_sim_time: bool = False) -> list[ProcessSpec]:
+def sim_processes(cfg, params: dict, *, use_sim_time: bool = False) -> list:
     """The processes of ``cfg.sim`` (the built-in ``sim`` for a config without that field)."""
     return sim_spec(getattr(cfg, "sim", "builtin")).make_processes(cfg, params, use_sim_time=use_sim_time)
 

@@ -20,7 +20,7 @@ import pytest
 from consensus import cli
 from consensus.scenarios.disaster.config import load_disaster_config
 from consensus.scenarios.disaster.processes import disaster_processes, sim_params
-from consensus.sims import turtlesim as ts
+from consensus.sims.turtlesim import core as ts
 from support.cli_run import run_cli
 from unit.sims.test_turtlesim import _turtlesim_env, xvfb  # noqa: F401 - the fixture
 

@@ -132,7 +132,7 @@ def test_a_mujoco_run_uses_the_simulators_renderer(run_copy, monkeypatch):
             frame[100:120, 100 + 20 * k:120 + 20 * k] = 255
             yield frame
 
-    monkeypatch.setitem(sys.modules, "consensus.sims.mujoco_world",
+    monkeypatch.setitem(sys.modules, "consensus.sims.mujoco.world",
                         types.SimpleNamespace(render_frames=render_frames))
     said = []
     path = video.write_video(run_copy, fmt="gif", max_frames=20, say=said.append)
@@ -160,7 +160,7 @@ def test_without_opengl_the_top_down_animation_and_one_line_naming_the_apt_packa
         raise RuntimeError("no OpenGL context for MuJoCo's renderer (EGL)")
         yield                                                               # a generator, as the real one
 
-    monkeypatch.setitem(sys.modules, "consensus.sims.mujoco_world",
+    monkeypatch.setitem(sys.modules, "consensus.sims.mujoco.world",
                         types.SimpleNamespace(render_frames=render_frames))
     said = []
     path = video.write_video(run_copy, fmt="gif", max_frames=10, say=said.append)
@@ -168,7 +168,7 @@ def test_without_opengl_the_top_down_animation_and_one_line_naming_the_apt_packa
     frames = _frames(path)
     assert len(frames) == 10 and ImageChops.difference(frames[0], frames[-1]).getbbox() is not None
     # a module without render_frames: the same fallback, saying so
-    monkeypatch.setitem(sys.modules, "consensus.sims.mujoco_world", types.SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "consensus.sims.mujoco.world", types.SimpleNamespace())
     said.clear()
     video.write_video(run_copy, fmt="gif", max_frames=5, say=said.append)
     assert len(said) == 1 and "offers no render_frames" in said[0]

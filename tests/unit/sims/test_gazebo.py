@@ -17,7 +17,7 @@ from consensus.scenarios.aggregation.config import load_config
 from consensus.scenarios.aggregation.processes import aggregation_processes
 from consensus.scenarios.disaster.config import load_disaster_config
 from consensus.scenarios.disaster.processes import disaster_processes
-from consensus.sims import gazebo
+from consensus.sims.gazebo import world as gazebo
 
 ROOT = Path(__file__).resolve().parents[3]
 REQUIRE_ALL = os.environ.get("CONSENSUS_REQUIRE_ALL") == "1"

@@ -18,7 +18,7 @@ mujoco = pytest.importorskip("mujoco", reason="MuJoCo is not installed: pip inst
 from consensus import cli                                            # noqa: E402
 from consensus.errors import ConfigError                             # noqa: E402
 from consensus.settings import RobotBaseConfig                       # noqa: E402
-from consensus.sims.mujoco_world import MujocoWorld, world_xml        # noqa: E402
+from consensus.sims.mujoco.world import MujocoWorld, world_xml        # noqa: E402
 
 
 def world(n=2, start=None, **settings) -> MujocoWorld:
@@ -143,7 +143,7 @@ def _twist_bytes(vx: float) -> bytes:
 
 
 def test_time_is_not_lost_between_physics_steps_and_counts_survive_a_long_contact_list(monkeypatch):
-    import consensus.sims.mujoco_world as mw
+    import consensus.sims.mujoco.world as mw
 
     w = world(1, physics_rate_hz=500.0)
     for _ in range(30):                        # a 30 Hz odometry period is 16.67 timesteps
@@ -176,7 +176,7 @@ def test_the_node_runs_in_real_time_or_as_fast_as_possible_under_sim_time(ros, f
     from rclpy.parameter import Parameter
     from rosgraph_msgs.msg import Clock
 
-    from consensus.ros.mujoco_sim import MujocoSimulator
+    from consensus.sims.mujoco.ros import MujocoSimulator
 
     node = Node("sim", parameter_overrides=[Parameter("num_robots", value=2),
                                             Parameter("publish_clock", value=True),
@@ -250,7 +250,7 @@ def test_the_disaster_drones_fly_to_their_chosen_cells_in_mujoco(tmp_path):
 
 
 def test_mujoco_s_renderer_draws_the_recorded_poses_where_opengl_is_available():
-    from consensus.sims.mujoco_world import render_frames
+    from consensus.sims.mujoco.world import render_frames
 
     poses = np.zeros((2, 2, 3))
     poses[0, :, :2] = [[-3.0, 0.0], [3.0, 0.0]]
@@ -271,7 +271,7 @@ def test_the_node_s_ground_truth_is_the_world_s_poses_while_its_odometry_carries
     from rclpy.serialization import deserialize_message
     from support.sim_outputs import capture
 
-    from consensus.ros.mujoco_sim import MujocoSimulator
+    from consensus.sims.mujoco.ros import MujocoSimulator
 
     node = Node("sim", parameter_overrides=[Parameter("num_robots", value=2),
                                             Parameter("localization_offset_m", value=0.3)])

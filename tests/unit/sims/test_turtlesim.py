@@ -1,4 +1,4 @@
-"""turtlesim as the aggregation's simulator (consensus.sims.turtlesim, consensus.ros.turtlesim_bridge).
+"""turtlesim as the aggregation's simulator (consensus.sims.turtlesim: core, ros).
 
 The coordinate map, the Pose -> odometry conversion, the checks before a run and the process lists are tested
 always. The real turtlesim (../shared/turtlesim, built for the pinned wheels) runs an aggregation under Xvfb and
@@ -25,7 +25,7 @@ from consensus import cli
 from consensus.errors import ConfigError
 from consensus.scenarios.aggregation.config import load_config
 from consensus.scenarios.aggregation.processes import aggregation_processes
-from consensus.sims import turtlesim as ts
+from consensus.sims.turtlesim import core as ts
 from support.cli_run import run_cli
 from support.needs import need
 

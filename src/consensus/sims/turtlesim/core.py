@@ -8,8 +8,8 @@
   odometry in workspace coordinates (x, y, yaw, forward speed, yaw rate).
 * ``turtle_name``/``pen``: robot ``i`` is ``turtle<i+1>`` (robot 0 reuses turtlesim's own ``turtle1``), with pen
   colour ``PEN_COLOURS[i % len]``.
-* ``processes``: ``turtlesim_node`` (package turtlesim) and our ``turtlesim_bridge`` (``consensus.ros``), in place
-  of the built-in ``sim``.
+* ``processes``: ``turtlesim_node`` (package turtlesim) and our ``turtlesim_bridge``
+  (``consensus.sims.turtlesim.ros``), in place of the built-in ``sim``.
 * ``prepare``: the checks and settings of a turtlesim run, before anything starts: turtlesim installed
   (``find_turtlesim``), a display for its window, ``dim`` 2; the robots' kinematics is set to ``unicycle`` (turtles
   are unicycles; a scenario whose robots stay single integrators asks for holonomic turtles instead) and the change

@@ -2,12 +2,12 @@
 
 At start it waits for turtlesim's ``/spawn`` (``SPAWN_WAIT_S``), then puts robot ``i`` on ``turtle<i+1>`` at its
 initial position (``consensus.control.kinematics.initial_positions``, mapped into the window by
-``consensus.sims.turtlesim.WindowMap``; yaw 0): ``turtle1`` is turtlesim's own, the others are spawned (a turtle
+``consensus.sims.turtlesim.core.WindowMap``; yaw 0): ``turtle1`` is turtlesim's own, the others are spawned (a turtle
 of that name that already exists is reused). Each is moved with its pen up (``teleport_absolute``), then gets its
 robot's pen (``set_pen``). Then, like the built-in ``sim``:
 
 * ``/turtle<i+1>/pose`` (turtlesim/msg/Pose) -> ``/robot_<i>/odom`` (nav_msgs/Odometry, frame ``world``, workspace
-  coordinates, ``consensus.sims.turtlesim.odom_from_pose``), published at ``sim_rate_hz`` when a new pose came in
+  coordinates, ``consensus.sims.turtlesim.core.odom_from_pose``), published at ``sim_rate_hz`` when a new pose came in
   (turtlesim publishes ~62 Hz); a robot whose turtle stops publishing gets no odometry (its own stale-odometry
   rule stops it);
 * ``/robot_<i>/cmd_vel`` (geometry_msgs/Twist, body frame) -> ``/turtle<i+1>/cmd_vel`` in turtle units, forwarded
@@ -42,7 +42,7 @@ from consensus.ros.inputs import sane
 from consensus.ros.params import declare_config
 from consensus.ros.process import node_main
 from consensus.settings import RobotBaseConfig
-from consensus.sims.turtlesim import CommandHold, WindowMap, odom_from_pose, pen, turtle_name
+from consensus.sims.turtlesim.core import CommandHold, WindowMap, odom_from_pose, pen, turtle_name
 from consensus import names
 
 SPAWN_WAIT_S = 30.0       # turtlesim's window may take a while to come up on a busy machine

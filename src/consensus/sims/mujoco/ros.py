@@ -1,9 +1,9 @@
 """``mujoco_sim``: the ``sim`` node's wiring around a MuJoCo physics world (``sim: mujoco``; the ``mujoco`` extra).
 
-The same topics as the built-in ``sim`` (``consensus.ros.sim``) and the real robots: it follows
+The same topics as the built-in ``sim`` (``consensus.sims.builtin.ros``) and the real robots: it follows
 ``/robot_<i>/cmd_vel`` and publishes ``/robot_<i>/odom`` (frame ``world``) at ``sim_rate_hz`` and ``/clock`` with
 ``publish_clock``, so the nodes do not know which world moves them. Between two odometry messages the world
-(``consensus.sims.mujoco_world.MujocoWorld``) takes whole physics steps at ``physics_rate_hz``. It runs in real time
+(``consensus.sims.mujoco.world.MujocoWorld``) takes whole physics steps at ``physics_rate_hz``. It runs in real time
 (``realtime_factor`` 1), faster or slower (the factor), or as fast as the machine allows (0; with sim time, so that
 the nodes follow its /clock, which is the physics' own time). The odometry carries the realism knobs (noise,
 localisation offset); a unicycle's twist is in its body frame, a single integrator's in the world frame, as the
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from consensus.ros import sim
+from consensus.sims.builtin import ros as sim
 from consensus.ros.process import node_main
 
 #: the fields the node reads: the built-in simulator's and the physics group's
@@ -34,12 +34,12 @@ FAST_TICK_S = 0.001          # realtime_factor 0: wall seconds between two steps
 
 
 class MujocoSimulator(sim.Simulator):
-    """``consensus.ros.sim.Simulator`` with a MuJoCo world in place of the kinematics."""
+    """``consensus.sims.builtin.ros.Simulator`` with a MuJoCo world in place of the kinematics."""
 
     USES = USES
 
     def start(self, start: np.ndarray):
-        from consensus.sims.mujoco_world import MujocoWorld
+        from consensus.sims.mujoco.world import MujocoWorld
 
         cfg = self.cfg
         world = MujocoWorld(cfg, start, seed=cfg.seed)

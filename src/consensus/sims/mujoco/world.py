@@ -16,8 +16,9 @@ touches again within ``CONTACT_GAP_S`` is still the same contact). Our collision
 filter's bookkeeping plays no part in it. The positions it reports to the robots carry ``odom_noise_m`` and
 ``localization_offset_m``; ``poses()`` is the ground truth.
 
-``processes``/``prepare`` are the simulator's entry in ``consensus.control.motion``; ``render_frames`` draws the
-recorded poses of a run in the same world with MuJoCo's offscreen renderer (EGL; ``RuntimeError`` without OpenGL).
+``processes``/``prepare`` are the simulator's process factory and checks (its record: ``consensus.sims.mujoco``);
+``render_frames`` draws the recorded poses of a run in the same world with MuJoCo's offscreen renderer (EGL;
+``RuntimeError`` without OpenGL).
 """
 from __future__ import annotations
 
@@ -329,7 +330,7 @@ class MujocoWorld:
 
 # ---------------------------------------------------------------------------------------------------- the registry
 def processes(cfg, params: dict, *, use_sim_time: bool = False) -> list[ProcessSpec]:
-    """The MuJoCo simulator node (``consensus.ros.mujoco_sim``) with what the built-in ``sim`` would get. A world
+    """The MuJoCo simulator node (``consensus.sims.mujoco.ros``) with what the built-in ``sim`` would get. A world
     that does not run in real time needs sim time (the nodes follow its /clock): one ``ConfigError`` otherwise."""
     factor = float(params.get("realtime_factor", getattr(cfg, "realtime_factor", 1.0)))
     clock = bool(params.get("publish_clock", use_sim_time)) or use_sim_time

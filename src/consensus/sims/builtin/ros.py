@@ -49,7 +49,7 @@ USES = ("num_robots", "dim", "workspace", "seed", "executor", "kinematics", "kp"
 
 class Simulator:
     """The simulator's ROS wiring around a world (``consensus.control.dynamics.world.World``). Another world
-    (``consensus.ros.mujoco_sim``) keeps the wiring and replaces ``start`` (the world it makes), ``sim_ns`` (the time
+    (``consensus.sims.mujoco.ros``) keeps the wiring and replaces ``start`` (the world it makes), ``sim_ns`` (the time
     it publishes) and ``tick_period_s`` (the wall time between two steps)."""
 
     USES = USES
