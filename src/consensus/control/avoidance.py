@@ -87,6 +87,15 @@ class Avoidance:
         c = 0.5 * self.clearance_m
         return np.asarray(fence_lo, dtype=float) + c, np.asarray(fence_hi, dtype=float) - c
 
+    def batch_row(self, dim: int):
+        """This robot's share of a batched solve (``collision.filter_velocity_many``, the fleet core): its filtered
+        point's speed limit, ``gamma`` and its box ``(lo, hi)`` (``bounds``; NaN rows ``(2, dim)``: no box)."""
+        return self.point_v_max, self.gamma, self.bounds if self.bounds is not None else np.full((2, dim), np.nan)
+
+    def record(self, info) -> None:
+        """Count a solve made outside this filter (one robot's ``info`` of a batched solve) in ``counters``."""
+        self.counters.record(info)
+
     # ------------------------------------------------------------------ one robot (ROS robot base)
     def filter(self, pos, u_nom, neighbours, d_min=None) -> np.ndarray:
         """A world-frame velocity ``(d,)`` for the robot at ``pos`` from its nominal one and the positions

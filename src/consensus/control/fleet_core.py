@@ -9,9 +9,13 @@ vectorised, the remaining 2-D QPs by one batched dual active-set), instead of on
 robot.
 
 It stays **decentralised**: robot i's rows use only ``nearby[i]`` (what robot i heard, with its ages and speeds), its
-own ``d_min`` margins (``robot_core.neighbour_margins``: a fresh position's honest margin, a silent body's growing
-keep-out), speed limit and geofence; nothing of one robot's knowledge reaches another's problem. A robot that holds
-(no slot it can reach: ``RobotCore.hold``) has no rows.
+own ``d_min`` margins (``filter_adapter.neighbour_margins``: a fresh position's honest margin, a silent body's
+growing keep-out), speed limit and geofence; nothing of one robot's knowledge reaches another's problem. A robot that
+holds (no slot it can reach: ``RobotCore.hold``) has no rows.
+
+It re-derives nothing of a robot core: each robot's tick is the core's own stages (``RobotCore.rules``, ``drive``,
+``hold``, ``filter_input``, ``filtered``) and its parts' public API (``core.goals``: the goal and whether it reads
+the nearby robots; ``core.filter``: ``d_min_rows``, the filter's ``batch_row`` and ``record``).
 
 The nearby sets come as one ``NearbyBatch`` of dense arrays (a fleet process: ``consensus.ros.nearby.FleetNearby``;
 the headless loop) or as one ``Nearby`` per robot (a robot process fed by the relay), padded into one; no per-robot
@@ -29,7 +33,9 @@ from typing import Sequence
 import numpy as np
 
 from consensus.control.collision import filter_velocity_many, warm_up
-from consensus.control.robot_core import Command, Nearby, RobotCore, d_min_rows
+from consensus.control.filter_adapter import d_min_rows
+from consensus.control.robot_core import RobotCore
+from consensus.control.robot_state import Command, Nearby
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ class FleetCore:
             if core.avoid is None:
                 cmds[i] = core.drive(now, None)       # without the filter the nearby robots play no part
                 continue
-            goal = core.goal_for(nb.robot(i) if core.goal_needs_nearby() else None, now)
+            goal = core.goals.goal_for(nb.robot(i) if core.goals.needs_nearby() else None, now)
             if goal is None:
                 cmds[i] = core.hold(now)              # no slot it can reach: it holds where it is
                 continue
@@ -107,15 +113,14 @@ class FleetCore:
         if not rows:
             return cmds  # type: ignore[return-value]
         cores = [self.cores[i] for i in rows]
+        filters = [c.filter for c in cores]
         idx = np.asarray(rows)
-        d_min = d_min_rows(cores, nb.ages[idx], nb.speeds[idx])
+        d_min = d_min_rows(filters, nb.ages[idx], nb.speeds[idx])
         dim = len(points[0])
-        bounds = np.array([c.avoid.bounds if c.avoid.bounds is not None else np.full((2, dim), np.nan)
-                           for c in cores])
+        v_max, gamma, bounds = (np.array(x) for x in zip(*(f.batch_row(dim) for f in filters)))
         u, info = filter_velocity_many(np.array(points), np.array(nominals), nb.positions[idx][:, :, :dim], d_min,
-                                       np.array([c.avoid.point_v_max for c in cores]),
-                                       np.array([c.avoid.gamma for c in cores]), bounds=(bounds[:, 0], bounds[:, 1]))
+                                       v_max, gamma, bounds=(bounds[:, 0], bounds[:, 1]))
         for r, core in enumerate(cores):
-            core.avoid.counters.record(info.robot(r))
+            filters[r].record(info.robot(r))
             cmds[rows[r]] = core.filtered(now, points[r], u_noms[r], u[r], goals[r])
         return cmds  # type: ignore[return-value]

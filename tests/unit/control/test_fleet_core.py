@@ -43,7 +43,7 @@ def _setup(cores, pos, yaw, rng, now=0.0):
         else:
             core.set_target(rng.uniform(pos.min(axis=0), pos.max(axis=0)), now)
     cores[1].set_estop(True)
-    cores[-1]._escape_until = 5.0                               # escaping a deadlock: the nominal turned right
+    cores[-1].goals.escape_until = 5.0                              # escaping a deadlock: the nominal turned right
 
 
 def _nearby(pos, yaw, rng, n, kinematics, offset):

@@ -146,7 +146,7 @@ def _core(n: int, fence: list[float]) -> RobotCore:
 
 @pytest.mark.parametrize("fence", [TWO_BY_TWO, [0.0, 4.0, 0.0, 1.5], [-2.0, 2.0, -0.6, 0.6]])
 def test_fits_is_what_the_robot_core_s_packing_does(fence):
-    """``packing.fits`` agrees with ``RobotCore._inside`` (the pattern moved into the filter's box): a packing that
+    """``packing.fits`` agrees with ``GoalKeeper.inside`` (the pattern moved into the filter's box): a packing that
     fits has every slot inside the box, ``spacing`` apart, wherever the meeting point is; one more robot leaves a
     slot outside it (the core then clamps it onto the fence: the issue's 0.000 m apart)."""
     core = _core(2, fence)
@@ -157,7 +157,7 @@ def test_fits_is_what_the_robot_core_s_packing_does(fence):
     for n, ok in ((most, True), (most + 1, False)):
         assert (fits(n, spacing, lo, hi) is None) is ok
         for target in ([fence[0], fence[2]], [fence[1], fence[3]], [0.5 * (fence[0] + fence[1]), fence[3]]):
-            spots = core._inside(slots(target, n, spacing))
+            spots = core.goals.inside(slots(target, n, spacing))
             inside = bool(np.all((spots >= lo - 1e-9) & (spots <= hi + 1e-9)))
             assert inside is ok, (n, target)
             if ok and n > 1:

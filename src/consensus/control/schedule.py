@@ -1,0 +1,141 @@
+"""When a robot plans (no ROS): ``PlannerSchedule``, the planning part of
+``consensus.control.robot_core.RobotCore`` (its module docstring: ``plan``, ``wait``, ``collect``).
+
+A planning slot starts a round (a ``PlanRequest`` from what the robot heard) unless one is still running (an
+overrun), the robot has no pose yet or ``max_rounds`` are done; the round runs in the thread pool, or at once
+without one; ``collect`` applies a finished round (its target clamped into the geofence, a fallback holding the last
+target) as a ``Round``, and ``agrees`` says whether the meeting points heard for it agree with the robot's."""
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+import numpy as np
+
+from consensus.control.planner import Planner, PlanRequest, PlanResult
+from consensus.control.robot_state import Heard, RobotState
+
+
+@dataclass(frozen=True)
+class Round:
+    """A finished planning round as applied: its request and result, whether it fell back and whether its target
+    was clamped."""
+
+    request: PlanRequest
+    result: PlanResult
+    fallback: bool
+    clamped: bool
+
+    def record(self, robot: int, now: float, target: np.ndarray, agreed: bool) -> dict:
+        """Its record (``planner/reasoning``'s schema)."""
+        req, res = self.request, self.result
+        return {"robot": robot, "round": req.round, "stamp": float(now),
+                "target": [float(v) for v in target], "reasoning": res.reasoning[:500], "fallback": self.fallback,
+                "fallback_reason": res.fallback_reason, "clamped": bool(self.clamped), "llm_calls": res.llm_calls,
+                "agreed": agreed}
+
+
+class PlannerSchedule:
+    """The planning rounds of the robot whose state is ``state``: ``planner`` (None: a scenario sets the targets),
+    run in ``pool`` (None: at once); ``meeting_points``: it plans on the neighbours' meeting points, not their
+    positions."""
+
+    def __init__(self, state: RobotState, planner: Planner | None, pool: ThreadPoolExecutor | None, *,
+                 meeting_points: bool) -> None:
+        self.state, self.planner, self.pool = state, planner, pool
+        self.meeting_points = bool(meeting_points)
+        self.round = 0
+        self.pending: Future | None = None
+        self.planner_error = ""                       # the last planner exception (the node logs it)
+        self._heard_mps = np.empty((0, state.dim))    # the meeting points heard for the running round
+
+    def meeting_point(self) -> np.ndarray | None:
+        """The robot's meeting point: its target, or its position before its first round."""
+        st = self.state
+        if st.target is not None:
+            return st.target
+        return None if st.pos is None else st.pos
+
+    def plan(self, now: float, heard: Heard) -> PlanRequest | None:
+        """A planning slot; returns the request of the round it started, or None."""
+        st = self.state
+        if st.pos is None or self.planner is None:
+            return None
+        if st.cfg.max_rounds and self.round >= st.cfg.max_rounds:
+            return None
+        if self.pending is not None:
+            st.counters["overruns"] += 1          # the previous plan is still running (slow LLM): skip this slot
+            return None
+        own_mp = self.meeting_point()
+        if self.meeting_points:
+            own, neighbors = own_mp.copy(), list(np.asarray(heard.meeting_points, dtype=float))
+        else:
+            own, neighbors = st.pos.copy(), list(np.asarray(heard.positions, dtype=float))
+        req = PlanRequest(robot_id=st.id, own=own, neighbors=neighbors, round=self.round,
+                          own_position=st.pos.copy(), neighbor_positions=list(np.asarray(heard.positions, float)),
+                          own_meeting_point=own_mp.copy(),
+                          neighbor_meeting_points=list(np.asarray(heard.meeting_points, float)))
+        self.round += 1
+        self._heard_mps = np.asarray(heard.meeting_points, dtype=float).reshape(-1, st.dim)
+        if self.pool is None:
+            fut: Future = Future()
+            fut.set_result(self._safe_plan(req))
+        else:
+            fut = self.pool.submit(self._safe_plan, req)
+        self.pending = fut
+        return req
+
+    def _safe_plan(self, req: PlanRequest) -> tuple[PlanRequest, PlanResult]:
+        try:
+            return req, self.planner.plan(req)
+        except Exception as exc:  # noqa: BLE001 - any planner bug becomes a counted fallback, never a dead robot
+            self.planner_error = f"{type(exc).__name__}: {exc}"
+            return req, PlanResult(target=None, reasoning="", fallback=True,
+                                   fallback_reason=f"planner_exception: {type(exc).__name__}")
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the running round (if any) is done."""
+        if self.pending is not None:
+            try:
+                self.pending.exception(timeout=timeout)
+            except FutureTimeout:
+                pass
+
+    def collect(self, now: float) -> Round | None:
+        """Apply a finished round to the state (its target, clamped into the geofence, or the last one held; the
+        planner alive at ``now``), counted; None when none finished."""
+        st = self.state
+        fut = self.pending
+        if fut is None or not fut.done():
+            return None
+        self.pending = None
+        req, res = fut.result()
+        st.counters["llm_calls"] += res.llm_calls
+        fallback = res.fallback
+        if res.fallback:
+            st.counters["llm_fallbacks"] += 1
+            if res.fallback_reason.startswith("planner_exception"):
+                st.counters["planner_errors"] += 1
+        target, clamped = res.target, res.clamped
+        if target is not None:
+            try:
+                target, changed = st.geofence.clamp(np.asarray(target, dtype=float).reshape(st.dim))
+                clamped = clamped or changed
+            except ValueError:
+                target = None                     # NaN/inf: hold the last target
+                if not res.fallback:
+                    st.counters["llm_fallbacks"] += 1
+                    fallback = True
+        if clamped:
+            st.counters["clamped"] += 1
+        if target is None:
+            target = st.target if st.target is not None else req.own_position.copy()   # hold (round 0: stay)
+        st.target = np.asarray(target, dtype=float)
+        st.last_round_done = float(now)
+        return Round(req, res, fallback, clamped)
+
+    def agrees(self, target: np.ndarray, gap: float) -> bool:
+        """Is every meeting point heard for the last round within ``gap`` (``packing_gap_m``) of ``target``?"""
+        heard = self._heard_mps[np.isfinite(self._heard_mps).all(axis=1)]
+        return bool(np.all(np.linalg.norm(heard - target, axis=1) <= gap)) if len(heard) else False
