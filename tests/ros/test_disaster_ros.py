@@ -152,9 +152,9 @@ def test_five_drones_sharing_cells_with_the_filter_complete_every_round_within_t
     completes, each flight ends on arrival or at its deadline (a counted flight timeout), and no two drones come
     closer than the clearance."""
     from consensus.robots.map import fleet_avoidance
-    from consensus.scenarios.disaster.cell_slots import CellSlots
     from consensus.scenarios.disaster.environment import cell_centre
     from consensus.scenarios.disaster.drone_control import controller_config
+    from consensus.scenarios.disaster.metrics import CellSlots
     from consensus.scenarios.disaster.round_clock import flight_deadline_s
     from consensus.scenarios.disaster.runner import run_disaster_ros
     from consensus.scenarios.disaster.ros.grid import TICK_S
@@ -362,7 +362,8 @@ def test_policy_jobs_run_one_at_a_time_in_order_and_skip_finished_phases():
 
 def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
     """In-process: a drone answers a discussion phase exactly as its core agent does, refuses an off-grid flight
-    target and flies to the centre of a valid one at no more than v_max."""
+    target, flies to the centre of a valid one at no more than v_max, and sent to a cell with another drone takes the
+    slot a headless flight's drone takes there (tests/scenarios/disaster/test_headless_and_ros_slots.py)."""
     import time
 
     import rclpy
@@ -372,8 +373,10 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
     from rclpy.node import Node
     from std_msgs.msg import String
 
+    from consensus.control.robot_core import Nearby
     from consensus.scenarios.disaster.environment import DisasterEnv
     from consensus.scenarios.disaster.agents import make_drone
+    from consensus.scenarios.disaster.headless import KinematicFlight
     from consensus.ros.fleet import FleetClock
     from consensus.ros.qos import profile
     from consensus.scenarios.disaster.ros import protocol
@@ -437,6 +440,17 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
         spin_for(0.5)
         assert np.allclose(drone.target, [4.5, 0.5])
         assert cmds and cmds[-1][0] == pytest.approx(1.5) and cmds[-1][1] == pytest.approx(0.0)   # saturated
+        # both drones sent to one cell: the drone node packs as a headless flight's drone 0 does (drone 1 at the
+        # centre of cell (0, 5), drone 0's odometry at that of (0, 0)): the same target, group and slot
+        state(4, "flight", actions=[[2, 2], [2, 2]])
+        spin_for(0.1)
+        flight = KinematicFlight(cfg.replace(motion="kinematic", collision_avoidance="cbf", round_time_s=0.05),
+                                 [(0, 0), (0, 5)])
+        flight.fly([(2, 2), (2, 2)])
+        twin = flight.cores[0]
+        assert np.allclose(drone.core.target, twin.target) and drone.core.group == twin.group == (0, 1)
+        slot = drone.core.goal_for(Nearby.of(np.array([[0.5, 5.5]]), ids=[1]), 0.0)
+        assert slot is not None and np.allclose(slot, flight.targets[0][0]) and np.allclose(slot, twin.goal)
     finally:
         node.destroy_node()            # also after a failed assertion: no node of this test outlives it
         drv.destroy_node()

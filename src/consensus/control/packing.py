@@ -7,7 +7,8 @@ Robots that agree on one meeting point cannot all stand on it. Each drives inste
   (1-D). ``s = d_min + gap``: the distance the collision filter keeps at rest (``Avoidance.d_min_m``: the robots'
   clearance between centres, plus twice the filtered point's offset for unicycles) plus ``packing_gap_m``, which
   covers two robots whose meeting points still differ by up to that much (their slot grids are then shifted against
-  each other by less than the gap, so no two slots overlap).
+  each other by less than the gap, so no two slots overlap). A 2-D pattern starts at its point and grows to one side;
+  ``centred(place, n, s)`` is the point to send robots to whose slots must be centred on a place (a disaster cell).
 * **Assignment.** Robot i takes the slot of the assignment of every robot it knows of to the slots that minimises
   the sum of squared distances (``scipy.optimize.linear_sum_assignment``). Robots that know the same positions and
   meeting point compute the same assignment, so no two claim one slot; and the squared-distance optimum is the one
@@ -65,12 +66,22 @@ def slots(center, n: int, spacing: float) -> np.ndarray:
     return c + spacing * _unit_slots(int(n), c.size)
 
 
+def centred(point, n: int, spacing: float) -> np.ndarray:
+    """The point to send ``n`` robots to so that their slots (``slots``, ``spacing`` apart) have their bounding box
+    centred on ``point``. The pattern starts at its point and grows to one side (two robots: the point and one
+    spacing beside it); robots that must stand around a place, not beside it (the drones sent to one disaster cell),
+    are sent to ``centred(place, n, spacing)`` instead (two robots: half a spacing either side of it)."""
+    c = np.asarray(point, dtype=float).reshape(-1)
+    unit = slots(np.zeros(c.size), max(int(n), 1), 1.0)
+    return c - spacing * 0.5 * (unit.min(axis=0) + unit.max(axis=0))
+
+
 def inside(spots: np.ndarray, lo, hi, n: int | None = None) -> np.ndarray:
     """The slots ``spots (m, d)`` moved as a whole (their pattern kept) so that the first ``n`` (all) lie in the box
     ``[lo, hi]`` (the filter's box: the geofence less the body): a point at a wall (a disaster cell on the grid's
     edge) has its slots on the inner side. A pattern wider than the box is centred in it (its outer slots are then
     clamped by the caller). The one placement of the robot core (``RobotCore._inside``) and of every judge of where
-    robots stand (the disaster grid's ``cell_slots``)."""
+    robots stand (the disaster grid's ``metrics.CellSlots``)."""
     spots = np.asarray(spots, dtype=float)
     lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
     first = spots if n is None else spots[:n]

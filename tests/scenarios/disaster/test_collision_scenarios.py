@@ -1,7 +1,8 @@
 """Collision avoidance in the scenarios' robots (issue 19): the disaster drones' kinematic flight (headless) with the
 filter on and off, the cells packed drones attend, their start positions (consensus.scenarios.disaster.headless);
 the packing tolerance of arrival checks (consensus.metrics.convergence.arrival_radius); the slots of ROS drones that
-share a cell, as the drones take them and as the grid node judges them (consensus.scenarios.disaster.cell_slots)."""
+share a cell, as the drones take them (consensus.scenarios.disaster.drone_control.fly_to_cell) and as the grid node
+judges them (consensus.scenarios.disaster.metrics.CellSlots)."""
 from __future__ import annotations
 
 import json
@@ -9,12 +10,13 @@ import json
 import numpy as np
 import pytest
 
+from consensus.control.packing import centred
 from consensus.metrics.convergence import arrival_radius, min_pair_distance_series, packing_radius
 from consensus.runs.rundir import read_trajectories
 from consensus.scenarios.disaster.config import DisasterConfig
-from consensus.scenarios.disaster.cell_slots import ARRIVE_FRACTION, CellSlots, pattern_point
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import attended_cells, run_disaster_headless, start_positions
+from consensus.scenarios.disaster.metrics import ARRIVE_FRACTION, CellSlots
 
 CLEARANCE = 2 * 0.2 + 0.05          # the control group's footprints and margin
 
@@ -92,7 +94,7 @@ def _ros_slots(**kw):
 
 @pytest.mark.parametrize("cell", [(0, 0), (9, 9), (0, 5), (9, 3), (5, 0), (4, 4)])
 def test_drones_sent_to_one_cell_take_the_slots_the_grid_judges_them_by(cell):
-    """Each drone's core (``RobotCore.set_target`` with the group, sent to ``pattern_point`` as the ROS drone does)
+    """Each drone's core (``RobotCore.set_target`` with the group, sent to ``packing.centred`` as the drones are)
     takes a distinct slot, and together they take exactly ``CellSlots.slots``: at walls and corners too."""
     from consensus.control.robot_core import Nearby, RobotCore
 
@@ -105,7 +107,7 @@ def test_drones_sent_to_one_cell_take_the_slots_the_grid_judges_them_by(cell):
         for i in range(k):
             core = RobotCore(base, i, avoid=avoid)
             core.observe(0.0, pos[i])
-            core.set_target(pattern_point(cell_centre(cell, 1.0), k, avoid.d_min_m + core.gap), 0.0,
+            core.set_target(centred(cell_centre(cell, 1.0), k, avoid.d_min_m + core.gap), 0.0,
                             group=list(range(k)))
             others = [j for j in range(k) if j != i]
             goals.append(core.step(0.0, Nearby.of(pos[others], ids=others)).goal)
@@ -123,7 +125,7 @@ def test_slots_are_centred_on_the_cell_and_more_drones_than_fit_are_crowded():
     assert np.allclose(cs.slots((4, 4), 1), [centre]) and cs.radius((4, 4), 1) == 0.0
     # two drones: 0.275 m either side of the centre (the packing alone puts them at the centre and 0.55 m beside it)
     assert np.allclose(np.sort(cs.slots((4, 4), 2)[:, 0]), centre[0] + np.array([-0.275, 0.275]))
-    assert np.allclose(pattern_point(centre, 1, cs.spacing), centre)
+    assert np.allclose(centred(centre, 1, cs.spacing), centre)
     # defaults (1 m cells, 0.55 m spacing): up to 3 drones fit every cell, 4 all but the left/right edge, 5+ none
     cells = [(x, y) for x in range(10) for y in range(10)]
     assert all(cs.fits(c, k) for c in cells for k in (1, 2, 3))

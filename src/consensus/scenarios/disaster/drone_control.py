@@ -1,12 +1,20 @@
-"""The drones' controller settings: the ``RobotBaseConfig`` a drone's robot core runs with, in a ROS run (its
-``RobotAgent``, the ``sim``, the grid's nearby relay) and headless (``headless.KinematicFlight``) alike."""
+"""The drones' control: the ``RobotBaseConfig`` a drone's robot core runs with, and the one flight command that sends
+a drone's core to its chosen cell, in a ROS run (its ``RobotAgent``, the ``sim``, the grid's nearby relay) and
+headless (``headless.KinematicFlight``) alike, so headless and ROS drones sent to one cell stand in the same slots."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
+import numpy as np
+
+from consensus.control.packing import centred
 from consensus.runs.processes import robot_base_overrides
 from consensus.scenarios.disaster.config import DisasterConfig
+from consensus.scenarios.disaster.world import Cell, cell_centre
 from consensus.settings import RobotBaseConfig
+
+if TYPE_CHECKING:
+    from consensus.control.robot_core import RobotCore
 
 SIM_RATE_HZ = 20.0
 STATUS_PERIOD_S = 1.0      # planner/status of every drone
@@ -25,3 +33,26 @@ def controller_config(cfg: DisasterConfig, **settings: Any) -> tuple[RobotBaseCo
                   sim_rate_hz=SIM_RATE_HZ)
     return robot_base_overrides(cfg, {**wanted, **settings}, values=cfg.resolved(),
                                 source="disaster run (controller/sim settings)")
+
+
+def fly_to_cell(core: RobotCore, cell: Cell, actions: Sequence | None, cell_size_m: float,
+                now: float | None = None) -> tuple[np.ndarray, bool]:
+    """Send the drone whose robot core is ``core`` to ``cell``: to its centre, ``((x + 0.5) s, (y + 0.5) s)`` with
+    s = ``cell_size_m``. With the collision filter (``core.avoid``) the k drones whose action is ``cell``
+    (``actions``: every drone's chosen cell, in drone order, as they travelled; None: unknown) pack there as one
+    group (``RobotCore.set_target``'s ``group``, the slots of ``consensus.control.packing``), sent to
+    ``packing.centred`` so that their k slots are centred on the cell (``metrics.CellSlots``: where they stand,
+    whether they fit the cell). Returns ``set_target``'s target and whether it was clamped into the geofence."""
+    group = [j for j, a in enumerate(actions or ()) if same_cell(a, cell)] or None
+    point = cell_centre(cell, cell_size_m)
+    if group is not None and core.avoid is not None:
+        point = centred(point, len(group), core.avoid.d_min_m + core.gap)
+    return core.set_target(point, now, group=group)
+
+
+def same_cell(action: Any, cell: Cell) -> bool:
+    """Is ``action`` (a drone's flight action: a tuple, or a list as it travelled) the cell ``cell``?"""
+    try:
+        return isinstance(action, (list, tuple)) and len(action) == 2 and (int(action[0]), int(action[1])) == cell
+    except (TypeError, ValueError):
+        return False

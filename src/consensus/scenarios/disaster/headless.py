@@ -25,10 +25,11 @@ Motion:
   ``trajectories.csv`` (with each drone's goal). Collision avoidance (``collision_avoidance``; ``auto`` is ``none``
   here, as in the paper): with ``cbf`` every drone filters its command (``consensus.control.avoidance``), knowing
   every position of the same instant; drones that start on one cell stand on a circle around its centre
-  (``start_positions``). The k drones sent to one cell are sent to ``cell_slots.pattern_point`` and take k slots
-  there, as the ROS drones do (the same core: they pack into the same slots), and a drone attends its chosen cell
-  within the grid node's radius of its centre (``cell_slots.CellSlots.attend_radius``; ``attended_cells``), even
-  over a neighbouring cell. The summary then holds ``collision_avoidance``, ``clearance_m``, ``collision`` (the
+  (``start_positions``). Each drone is sent to its cell by the ROS drones' own flight command
+  (``drone_control.fly_to_cell``): the k drones sent to one cell take the k slots centred on it, as the ROS drones
+  do (the same core and command: they pack into the same slots), and a drone attends its chosen cell within the
+  grid node's radius of its centre (``metrics.CellSlots.attend_radius``; ``attended_cells``), even over a
+  neighbouring cell. The summary then holds ``collision_avoidance``, ``clearance_m``, ``collision`` (the
   drones' filter counters summed) and ``min_pair_distance_m`` (the closest two drones came, from the
   trajectories).
 
@@ -66,8 +67,7 @@ from consensus.control.robot_core import RobotCore
 from consensus.control.dynamics.world import KinematicWorld
 from consensus.metrics.convergence import arrival_radius, min_pair_distance_series
 from consensus.scenarios.disaster import metrics
-from consensus.scenarios.disaster.cell_slots import CellSlots, pattern_point
-from consensus.scenarios.disaster.drone_control import controller_config
+from consensus.scenarios.disaster.drone_control import controller_config, fly_to_cell
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.scenarios.disaster.environment import DisasterEnv
@@ -118,7 +118,7 @@ def attended_cells(positions: np.ndarray, goals: list[Cell] | None, cfg: Disaste
     filter's) a drone within ``arrival_radius(s / 2, k, d_min)`` of its goal cell's centre, k the drones sent to
     that cell, attends its goal (drones kept ``d_min`` apart pack around a shared cell's centre and may stand over
     a neighbouring cell). ``radii`` (one per drone) replaces that radius: through ROS the drones fly to slots, and
-    drone i attends its goal within ``radii[i]`` of its centre (``cell_slots.CellSlots.attend_radius``)."""
+    drone i attends its goal within ``radii[i]`` of its centre (``metrics.CellSlots.attend_radius``)."""
     under = cells_under(positions, cfg)
     if d_min is None or goals is None:
         return under
@@ -141,10 +141,10 @@ def flight_avoidance(cfg: DisasterConfig, base: RobotBaseConfig) -> Avoidance | 
 class KinematicFlight:
     """The drones' flight on their own robot cores (module docstring): each drone is the ``RobotCore`` a ROS drone
     runs (``drone_control.controller_config``), all stepped together by the fleet core, their bodies moved in the
-    kinematic world; every drone knows every position of the same instant. Sent to a cell, the k drones that chose
-    it are sent to ``cell_slots.pattern_point`` and take their slots there (``RobotCore.set_target``'s group), as the
-    ROS drones do, so headless and ROS drones pack into the same slots; with the filter a drone attends its chosen
-    cell within the grid node's radius (``CellSlots.attend_radius``). Keeps every sample."""
+    kinematic world; every drone knows every position of the same instant. Each drone is sent to its chosen cell by
+    the ROS drones' flight command (``drone_control.fly_to_cell``: the k drones that chose one cell take the k slots
+    centred on it), so headless and ROS drones pack into the same slots; with the filter a drone attends its chosen
+    cell within the grid node's radius (``metrics.CellSlots.attend_radius``). Keeps every sample."""
 
     def __init__(self, cfg: DisasterConfig, cells: list[Cell]) -> None:
         self.cfg = cfg
@@ -152,8 +152,8 @@ class KinematicFlight:
         self.avoid = flight_avoidance(cfg, base)
         self.cores = [RobotCore(base, i, None, avoid=flight_avoidance(cfg, base)) for i in range(cfg.num_robots)]
         self.fleet = FleetCore(self.cores)
-        self.slots = None if self.avoid is None else CellSlots(cfg.cell_size_m, self.avoid, base.packing_gap_m,
-                                                               base.workspace)
+        self.slots = (None if self.avoid is None
+                      else metrics.CellSlots(cfg.cell_size_m, self.avoid, base.packing_gap_m, base.workspace))
         self.goals: list[Cell] | None = None
         self.attend_radii: list[float] | None = None
         self.steps = max(1, int(round(cfg.round_time_s / cfg.control_period_s)))
@@ -179,13 +179,8 @@ class KinematicFlight:
         if self.slots is not None:
             _, self.attend_radii = self.slots.radii(self.goals)
         t = self.times[-1]
-        s = self.cfg.cell_size_m
-        for i, core in enumerate(self.cores):
-            group = [j for j, g in enumerate(self.goals) if g == self.goals[i]]
-            point = cell_centre(self.goals[i], s)
-            if core.avoid is not None:
-                point = pattern_point(point, len(group), core.avoid.d_min_m + core.gap)
-            core.set_target(point, t, group=group)
+        for core, goal in zip(self.cores, self.goals):
+            fly_to_cell(core, goal, self.goals, self.cfg.cell_size_m, t)
         n, dt = len(self.cores), self.cfg.control_period_s
         ids = np.arange(n)
         for _ in range(self.steps):

@@ -36,7 +36,8 @@ Classical policies (no pool) answer inline. Every reply's LLM calls and fallback
 a policy that raises gives a counted ``planner_exception`` fallback reply, never a dead drone.
 
 Flight: in the ``flight`` phase the drone flies to the centre of its cell; with the collision filter the k drones
-sent to one cell fly to k slots centred on it (``consensus.scenarios.disaster.cell_slots``). With ``motion:
+sent to one cell fly to k slots centred on it (``drone_control.fly_to_cell``, which the headless flight calls too:
+headless and ROS drones sent to one cell stand in the same slots; ``metrics.CellSlots``). With ``motion:
 kinematic`` it hovers where it is from the next phase on, so it flies exactly the flight phase's ``round_time_s`` per
 round however long the deliberation takes (the headless kinematic model freezes time between flights too); with
 ``motion: teleport`` it goes on to its cell's centre or slot (it is near it when the flight phase ends: arrived, or
@@ -71,10 +72,8 @@ from consensus.ros.health import guarded_record
 from consensus.ros.params import declare_config
 from consensus.ros.records import Record
 from consensus.ros.robot import RobotAgent
-from consensus.scenarios.disaster.cell_slots import pattern_point
-from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.round_clock import cell_list
-from consensus.scenarios.disaster.drone_control import controller_config
+from consensus.scenarios.disaster.drone_control import controller_config, fly_to_cell
 from consensus.scenarios.disaster.ros import protocol
 from consensus.scenarios.disaster.ros.protocol import (DecisionRecord, DiscussionRecord, StateRecord, VoteRecord,
                                                        VoteRequestRecord)
@@ -363,9 +362,8 @@ class RosDrone(RobotAgent):
 
     def _fly_to(self, action: Any, actions: list | None = None) -> None:
         """Fly to the centre of the cell ``action``; with the collision filter the drones sent to the same cell
-        (``actions``: every drone's) take slots around its centre (``RobotCore.set_target``'s group;
-        ``consensus.control.packing``), sent to ``cell_slots.pattern_point`` so that the slots are centred on the
-        cell (``consensus.scenarios.disaster.cell_slots``: where they stand, whether they fit the cell)."""
+        (``actions``: every drone's) take slots centred on it (``drone_control.fly_to_cell``, the headless flight's
+        command too)."""
         cfg = self.dcfg
         try:
             cell = cell_or_none(action, cfg.width, cfg.height)
@@ -375,11 +373,7 @@ class RosDrone(RobotAgent):
             self.counters["bad_actions"] += 1          # hold the current target
             self.health.count_bad_message(f"drone_{self.id}.flight_action")
             return
-        group = [j for j, a in enumerate(actions or []) if _same_cell(a, cell)] or None
-        point = cell_centre(cell, cfg.cell_size_m)
-        if group is not None and self.core.avoid is not None:
-            point = pattern_point(point, len(group), self.core.avoid.d_min_m + self.core.gap)
-        target, _ = self.core.set_target(point, self._now(), group=group)
+        target, _ = fly_to_cell(self.core, cell, actions, cfg.cell_size_m, self._now())
         self._publish_point(self.pub_target, target)
 
     # ------------------------------------------------------------------ RobotAgent hooks
@@ -397,11 +391,3 @@ class RosDrone(RobotAgent):
         out.update(drone=self.id, phase=p.phase, turn=p.turn, cell=cell_list(own), jobs_pending=self.jobs.pending(),
                    position=None if self.pos is None else [float(v) for v in self.pos])
         return out
-
-
-def _same_cell(action: Any, cell: tuple[int, int]) -> bool:
-    """Is ``action`` (another drone's flight action as it travelled) the cell ``cell``?"""
-    try:
-        return isinstance(action, (list, tuple)) and len(action) == 2 and (int(action[0]), int(action[1])) == cell
-    except (TypeError, ValueError):
-        return False

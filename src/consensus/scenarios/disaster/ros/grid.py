@@ -20,15 +20,15 @@ round, write the results).
 
 Flight: the drones always fly (P controller, ``v_max``); nobody is teleported. With ``motion: teleport`` — the
 paper's "on its chosen cell at the round's end" — the node tells the clock the drones have arrived when every drone
-is within ``ARRIVE_FRACTION`` of a cell of its chosen cell's centre; the clock ends the flight then, or at its
-deadline (``round_clock.flight_deadline_s``: a counted flight timeout, and the round goes on with the drones scored
-where they are).
+is within ``metrics.ARRIVE_FRACTION`` of a cell of its chosen cell's centre; the clock ends the flight then, or at
+its deadline (``round_clock.flight_deadline_s``: a counted flight timeout, and the round goes on with the drones
+scored where they are).
 
 Collision avoidance (``collision_avoidance``: ``auto`` is ``cbf`` in a ROS run, whatever the ``motion``: the ROS
 drones always fly): every drone filters its command (``consensus.ros.robot``) with the positions of the ``nearby``
 relay (``consensus.ros.nearby.NearbyRelay``), which this node hosts. The k drones sent to the same cell then take
-k slots centred on its centre (``consensus.scenarios.disaster.cell_slots``; spacing d_min + ``packing_gap_m``,
-d_min the fleet's). The node judges them by the radius of the cell's slots (it does not know which slot each drone
+k slots centred on its centre (``drone_control.fly_to_cell``; spacing d_min + ``packing_gap_m``, d_min the fleet's).
+The node judges them by the radius of the cell's slots (``metrics.CellSlots``; it does not know which slot each drone
 took): a drone within ``ARRIVE_FRACTION`` of a cell beyond its cell's farthest slot has arrived (teleport), and
 within half a cell beyond it (at least ``arrival_radius(s / 2, k, d_min)``) it attends its chosen cell even when it
 stands over a neighbour (``consensus.scenarios.disaster.headless.attended_cells``). When the k slots do not fit the
@@ -96,7 +96,6 @@ from consensus.ros.health import HEALTH, Health, guarded, publish_health
 from consensus.ros.supervisor import RunEnd, fleet_figures
 from consensus.ros.inputs import read_xy
 from consensus.ros.process import node_main
-from consensus.scenarios.disaster.cell_slots import ARRIVE_FRACTION, CellSlots
 from consensus.scenarios.disaster.environment import cell_centre
 from consensus.scenarios.disaster.headless import attended_cells, start_cells
 from consensus.scenarios.disaster.drone_control import controller_config
@@ -178,8 +177,8 @@ class DisasterGrid:
         base, _ = controller_config(raw)
         self.avoid = fleet_avoidance(base, ros=True)
         self.d_min = None if self.avoid is None else self.avoid.d_min_m
-        self.slots = None if self.avoid is None else CellSlots(cfg.cell_size_m, self.avoid, base.packing_gap_m,
-                                                               base.workspace)
+        self.slots = (None if self.avoid is None
+                      else metrics.CellSlots(cfg.cell_size_m, self.avoid, base.packing_gap_m, base.workspace))
         self._set_goals(start_cells(cfg))
         self.nearby = NearbyRelay(node, base, self.health) if self.avoid is not None else None
         self.pub_state = node.create_publisher(String, protocol.DISASTER_STATE.in_run(ns),
@@ -271,7 +270,7 @@ class DisasterGrid:
             return False
         dist = np.linalg.norm(self.pos - self.targets, axis=1)
         if self.arrive_radii is None:
-            return bool((dist <= ARRIVE_FRACTION * self.cfg.cell_size_m).all())
+            return bool((dist <= metrics.ARRIVE_FRACTION * self.cfg.cell_size_m).all())
         return bool((dist <= np.asarray(self.arrive_radii)).all())
 
     def _cells(self) -> list[tuple[int, int]]:
