@@ -61,7 +61,7 @@ def need(cond: bool, msg: str) -> None:
 
 
 def param(default: Any = dataclasses.MISSING, doc: str = "", *, bounds: tuple[float, float] | None = None,
-          unit: str = "", runtime: bool = False, nonfinite: bool = False) -> Any:
+          unit: str = "", runtime: bool = False, nonfinite: bool = False, group: str = "", leaf: str = "") -> Any:
     """A config field with its metadata, the one place its meaning is written down::
 
         v_max: float = param(1.0, "speed limit", bounds=(1e-6, 1e2), unit="m/s", runtime=True)
@@ -72,9 +72,11 @@ def param(default: Any = dataclasses.MISSING, doc: str = "", *, bounds: tuple[fl
     changes (every other parameter is read-only once a node has started); ``nonfinite`` a float field whose
     meaning includes .inf or .nan (every other float must be finite). A list default is copied per instance. A
     group or scenario that redeclares a field to change its default writes ``param(new_default)`` and keeps the
-    rest of the field's metadata; what it does give (a doc of its own) wins (``field_meta``)."""
+    rest of the field's metadata; what it does give (a doc of its own) wins (``field_meta``). ``group`` and ``leaf``
+    name its ROS parameter ``<group>.<leaf>`` when they differ from the rule of ``ros_names`` (the class's ``GROUP``;
+    the field's name without the group's prefix)."""
     meta = {k: v for k, v in (("doc", doc), ("bounds", bounds), ("unit", unit), ("runtime", runtime),
-                              ("nonfinite", nonfinite)) if v}
+                              ("nonfinite", nonfinite), ("group", group), ("leaf", leaf)) if v}
     if isinstance(default, list):
         items = list(default)
         return field(default_factory=lambda: list(items), metadata=meta)
@@ -96,6 +98,76 @@ def field_meta(cls: type) -> dict[str, dict[str, Any]]:
         names = {f.name for f in fields(cls)}
         meta = _FIELD_META[cls] = {k: v for k, v in meta.items() if k in names}
     return meta
+
+
+_ROS_NAMES: dict[type, dict[str, str]] = {}     # ros_names, per class
+
+
+def field_group(cls: type, name: str) -> str:
+    """The group of field ``name`` of the config class ``cls``: its ``param(group=...)``, else the ``GROUP`` of the
+    class that declares it first (a scenario that redeclares a group's field to change its default keeps it in the
+    group). A class that declares fields without a ``GROUP`` of its own is a programming error."""
+    meta = field_meta(cls)[name]
+    if meta.get("group"):
+        return meta["group"]
+    for klass in reversed(cls.__mro__):
+        if name in vars(klass).get("__annotations__", {}):
+            return vars(klass).get("GROUP") or _group_of_class(klass)
+    raise KeyError(name)
+
+
+def _group_of_class(klass: type) -> str:
+    """The group of a class without a ``GROUP``: its name in snake case without ``Params``/``Config``
+    (``SpacingParams`` -> ``spacing``)."""
+    stem = re.sub(r"(Params|Config)$", "", klass.__name__) or klass.__name__
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", stem).lower()
+
+
+def ros_names(cls: type) -> dict[str, str]:
+    """Each field of the config class ``cls`` -> its ROS parameter name, nested by group: ``<group>.<leaf>``
+    (``kp`` -> ``control.kp``, ``llm_backend`` -> ``llm.backend``: the leaf is the field's name without the group's
+    ``<group>_`` prefix unless that leaves a bare unit, or what ``param(leaf=...)`` names). The CLI's ``--set`` and
+    the launch arguments keep the fields' own names; the parameters files and the nodes' parameters use these
+    (docs/parameters.md)."""
+    out = _ROS_NAMES.get(cls)
+    if out is None:
+        out = {}
+        for name, meta in field_meta(cls).items():
+            group = field_group(cls, name)
+            rest = name[len(group) + 1:] if name.startswith(group + "_") else ""
+            leaf = meta.get("leaf") or (rest if len(rest) > 2 else name)     # spacing_m stays spacing.spacing_m
+            out[name] = f"{group}.{leaf}"
+        if len(set(out.values())) != len(out):
+            raise TypeError(f"{cls.__name__}: two fields share one ROS parameter name")
+        _ROS_NAMES[cls] = out
+    return dict(out)
+
+
+def fields_of_ros(cls: type) -> dict[str, str]:
+    """``ros_names`` the other way: ROS parameter name -> field."""
+    return {ros: name for name, ros in ros_names(cls).items()}
+
+
+def flat_names_in(cls: type, keys) -> list[str]:
+    """The keys of a parameters file or a node's parameters that are fields' own (flat) names where the ROS name is
+    nested: still read for one release, with a warning naming the new names (``renamed_hint``)."""
+    names = ros_names(cls)
+    return [k for k in keys if k in names and names[k] != k]
+
+
+def renamed_hint(cls: type, flat: list[str]) -> str:
+    """The one warning for ``flat`` parameter names (``flat_names_in``)."""
+    names = ros_names(cls)
+    pairs = ", ".join(f"{k} -> {names[k]}" for k in flat[:8]) + (", ..." if len(flat) > 8 else "")
+    return (f"flat parameter names are deprecated and will be refused in the next release; the parameters are "
+            f"nested by group ({pairs}; docs/parameters.md)")
+
+
+def ros_parameters(cls: type, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` keyed by ROS parameter names: each field of ``cls`` under its nested name, any other key (a node's
+    own parameter, e.g. ``robot_id``) as it is."""
+    names = ros_names(cls)
+    return {names.get(k, k): v for k, v in params.items()}
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -127,7 +199,9 @@ def parameter_table(cls: type) -> str:
     tests/unit/settings/test_param_meta.py."""
     meta = field_meta(cls)
     own = [f for f in fields(cls) if f.name in vars(cls).get("__annotations__", {})]
-    lines = ["| parameter | type | default | range | unit | meaning |", "|---|---|---|---|---|---|"]
+    ros = ros_names(cls)
+    lines = ["| parameter (`--set`) | ROS parameter | type | default | range | unit | meaning |",
+             "|---|---|---|---|---|---|---|"]
     for f in own:
         m = meta[f.name]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
@@ -136,8 +210,8 @@ def parameter_table(cls: type) -> str:
         bounds = m.get("bounds")
         shown = f"[{_bound(bounds[0])}, {_bound(bounds[1])}]" if bounds else ""
         doc = m.get("doc", "") + (" (changeable at run time)" if m.get("runtime") else "")
-        lines.append(f"| `{f.name}` | {kind} | `{json.dumps(default)}` | {shown} | {m.get('unit', '')} | "
-                     f"{doc.replace('|', '&#124;')} |")
+        lines.append(f"| `{f.name}` | `{ros[f.name]}` | {kind} | `{json.dumps(default)}` | {shown} | "
+                     f"{m.get('unit', '')} | {doc.replace('|', '&#124;')} |")
     return "\n".join(lines)
 
 
@@ -251,10 +325,18 @@ class FlatParams:
         known = {f.name for f in fields(cls)}
         types = cls.field_types()
         renamed = cls.renamed_fields()
+        nested = fields_of_ros(cls)
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key == "use_sim_time":       # ROS's own parameter, accepted everywhere
                 continue
+            if key in nested and key not in known:      # a ROS name (control.kp) -> its field
+                if nested[key] in kwargs:
+                    raise ConfigError(f"{source}: '{nested[key]}' is given twice (also as '{key}'); keep '{key}'")
+                key = nested[key]
+            elif key in known and key in kwargs:
+                raise ConfigError(f"{source}: '{key}' is given twice (also as '{ros_names(cls)[key]}'); keep "
+                                  f"'{ros_names(cls)[key]}'")
             if key not in known and key in renamed:
                 raise ConfigError(f"{source}: parameter '{key}' is now called '{renamed[key]}' (one meaning per "
                                   f"word across scenarios)")
@@ -288,7 +370,14 @@ class FlatParams:
         params = {k: v for k, v in self.to_dict().items() if v != []}
         if extra:
             params.update(extra)
-        return yaml.safe_dump({"/**": {"ros__parameters": params}}, sort_keys=True)
+        tree: dict[str, Any] = {}
+        for key, value in ros_parameters(type(self), params).items():   # control.kp -> control: {kp: ...}
+            *groups, leaf = key.split(".")
+            node = tree
+            for g in groups:
+                node = node.setdefault(g, {})
+            node[leaf] = value
+        return yaml.safe_dump({"/**": {"ros__parameters": tree}}, sort_keys=True)
 
     def uses_llm(self) -> bool:
         """Does a run with this config call an LLM? (Scenarios with a ``planner`` field: planner == "llm".)"""
@@ -318,6 +407,8 @@ class FlatParams:
 class RunParams:
     """What every run has: a seed and a run directory."""
 
+    GROUP: ClassVar[str] = "run"     # its fields' ROS parameters: run.<name> (settings.ros_names)
+
     seed: int = param(0,
         "the run's seed (initial positions, roles, the LLM's seed where it takes one)",
         bounds=(0, INT64[1]))
@@ -328,6 +419,8 @@ class RunParams:
 @dataclass
 class LLMParams:
     """How agents reach their LLM (the same names and bounds in every scenario)."""
+
+    GROUP: ClassVar[str] = "llm"     # its fields' ROS parameters: llm.<name> (settings.ros_names)
 
     llm_backend: str = param("embedded", "who answers the LLM requests (consensus.llm.backends)")
     llm_model: str = param("", "model name (openai) or .gguf path (embedded; default: the pinned model)")
@@ -371,6 +464,8 @@ class LLMParams:
 @dataclass
 class ControlParams:
     """The fast loop and its safety layer (``consensus.control``)."""
+
+    GROUP: ClassVar[str] = "control"     # its fields' ROS parameters: control.<name> (settings.ros_names)
 
     control_period_s: float = param(0.1, "ΔTc: the controller's period", bounds=(1e-3, 10.0), unit="s")
     kinematics: str = param("single_integrator", "single_integrator | unicycle | point_mass_pid (paper 1's 2-D code)")
@@ -446,8 +541,11 @@ class ControlParams:
 class FleetParams:
     """How many robots and how their ROS processes are laid out. One robot is a valid fleet."""
 
+    GROUP: ClassVar[str] = "fleet"     # its fields' ROS parameters: fleet.<name> (settings.ros_names)
+
     num_robots: int = param(4, "N robots (drones) of the fleet", bounds=(1, 1000))
-    fleet: bool = param(True, "all robots in one process (scales to ~100); False = one process per robot")
+    fleet: bool = param(True, "all robots in one process (scales to ~100); False = one process per robot",
+                        leaf="single_process")
     executor: str = param("events", "\"events\" (rclpy EventsExecutor) or \"single\"")
     robots_per_step: int = param(10,
         "a robot process's clock steps this many robots at once: a larger fleet is stepped in groups whose control "
@@ -469,6 +567,8 @@ class AgentsParams:
     """A team of agents that are not robots (paper 2's defenders and contributors, paper 4's population):
     ``num_agents`` (N). Robots count with ``FleetParams.num_robots``."""
 
+    GROUP: ClassVar[str] = "agents"     # its fields' ROS parameters: agents.<name> (settings.ros_names)
+
     num_agents: int = param(5, "N agents of the team", bounds=(1, 10 ** 6))
 
 
@@ -476,7 +576,9 @@ class AgentsParams:
 class BagParams:
     """The run's MCAP bag (``consensus.ros.bag_recorder``)."""
 
-    bag: bool = param(True, "record the run's topics into an MCAP bag in the run directory")
+    GROUP: ClassVar[str] = "bag"     # its fields' ROS parameters: bag.<name> (settings.ros_names)
+
+    bag: bool = param(True, "record the run's topics into an MCAP bag in the run directory", leaf="record")
     bag_exclude: str = param(r"/nearby$",
         "topics (regular expression, searched in the full name) left out of the bag; the default leaves out the "
         "`nearby` relay: each robot's copy of the others' states in its reach (up to n x (n-1) poses every control "
@@ -494,6 +596,8 @@ class LiveViewParams:
     """The live Foxglove view of a ROS run (``consensus.runs.foxglove_live``): a WebSocket server in the node that
     records the run. 0 = off."""
 
+    GROUP: ClassVar[str] = "view"     # its fields' ROS parameters: view.<name> (settings.ros_names)
+
     foxglove: int = param(0, "port of the Foxglove WebSocket server (--foxglove [PORT]); 0 = off", bounds=(0, 65535))
     foxglove_host: str = param("127.0.0.1", "address it listens on (0.0.0.0: every interface)")
 
@@ -508,8 +612,10 @@ class SimParams:
     """Who moves the robots of a ROS run, for a scenario config that is not a ``RobotBaseConfig`` (which has the same
     field and check): a simulator of ``consensus.control.motion`` (``consensus.sims.sim_processes``)."""
 
+    GROUP: ClassVar[str] = "sim"     # its fields' ROS parameters: sim.<name> (settings.ros_names)
+
     sim: str = param("builtin", "who moves the robots (consensus.control.motion; none: real robots or another "
-                                "driver)")
+                                "driver)", leaf="backend")
 
     def _check_sim(self) -> None:
         sims = _sim_names()               # the registry as it is now (a simulator may be registered late)
@@ -521,6 +627,8 @@ class PhysicsParams:
     """The physics world of ``sim: mujoco`` (``consensus.sims.mujoco_world``): its fixed physics rate, how fast it runs,
     and the realism knobs (each recorded in the manifest with the rest of the config; docs/real-robots.md measures
     what they do). The other simulators ignore them."""
+
+    GROUP: ClassVar[str] = "physics"     # its fields' ROS parameters: physics.<name> (settings.ros_names)
 
     physics_rate_hz: float = param(500.0, "MuJoCo's fixed physics rate (its timestep is the inverse)",
                                    bounds=(50.0, 10000.0), unit="Hz")
@@ -553,25 +661,31 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs
     of mobile robots extend it."""
 
-    dim: int = param(2, "1 (a line, paper 1's number game in motion) or 2 (the plane)", bounds=(1, 2))
-    workspace: list[float] = param([-10.0, 10.0, -10.0, 10.0], "geofence: [min, max] per axis", unit="m")
+    GROUP: ClassVar[str] = "robot"     # its fields' ROS parameters: robot.<name> (settings.ros_names)
+
+    dim: int = param(2, "1 (a line, paper 1's number game in motion) or 2 (the plane)", bounds=(1, 2), group="world")
+    workspace: list[float] = param([-10.0, 10.0, -10.0, 10.0], "geofence: [min, max] per axis", unit="m", group="world")
     planner_period_s: float = param(2.0, "ΔTp: the planner's period (one planning round)", bounds=(1e-3, 3600.0),
-                                    unit="s")
+                                    unit="s", group="planner", leaf="period_s")
     meeting_point_step_m: float = param(0.0,
         "how far a meeting point heard from a robot may move from that robot's previous one in one round; 0: no "
         "limit beyond the hull check (within reach of what it heard)",
-        bounds=(0.0, 100.0), unit="m")
-    max_rounds: int = param(0, "planning rounds at most; 0 = unlimited", bounds=(0, INT64[1]))
-    initial_positions: list[float] = param([], "flat [x0, y0, x1, y1, ...]; empty = seeded random", unit="m")
-    init_radius: float = param(5.0, "random initial positions uniform in [-r, r]^dim", bounds=(1e-6, 1e6), unit="m")
-    sim_rate_hz: float = param(20.0, "odometry publication and integration rate", bounds=(1e-3, 1000.0), unit="Hz")
+        bounds=(0.0, 100.0), unit="m", group="planner")
+    max_rounds: int = param(0, "planning rounds at most; 0 = unlimited", bounds=(0, INT64[1]), group="planner")
+    initial_positions: list[float] = param([], "flat [x0, y0, x1, y1, ...]; empty = seeded random", unit="m",
+                                           group="sim")
+    init_radius: float = param(5.0, "random initial positions uniform in [-r, r]^dim", bounds=(1e-6, 1e6), unit="m",
+                                group="sim")
+    sim_rate_hz: float = param(20.0, "odometry publication and integration rate", bounds=(1e-3, 1000.0), unit="Hz",
+                                group="sim")
     state_rate_hz: float = param(5.0, "rate at which robots broadcast their state", bounds=(1e-3, 1000.0), unit="Hz")
-    publish_clock: bool = param(False, "the simulator publishes /clock (use with use_sim_time)")
+    publish_clock: bool = param(False, "the simulator publishes /clock (use with use_sim_time)", group="sim")
     cmd_vel_best_effort: bool = param(False, "best-effort cmd_vel (faster; only if every robot driver accepts it)")
     sim: str = param("builtin", "who moves the robots (consensus.control.motion; none: real robots or another "
-                                "driver)")
+                                "driver)", group="sim", leaf="backend")
     robots_file: str = param("", "YAML `robots:` map (real robots: name, namespace, preset, pose, enabled)")
-    markers: bool = param(True, "publish visualization_msgs/MarkerArray (+ TF where tf2_msgs is installed)")
+    markers: bool = param(True, "publish visualization_msgs/MarkerArray (+ TF where tf2_msgs is installed)",
+                          group="view")
     robot_timeout_s: float = param(2.0,
         "a robot whose state is older than this is dropped (lost robot, stale link)",
         bounds=(1e-3, 86400.0), unit="s")
@@ -714,8 +828,21 @@ def read_yaml(path: str | Path, what: str) -> Any:
         raise ConfigError(f"{p}: cannot be read: {exc.strerror or exc}") from None
 
 
+def _dotted(tree: dict, prefix: str = "") -> dict[str, Any]:
+    """A parameters mapping with nested groups (``control: {kp: 1.0}``) as ROS reads it: ``control.kp``."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_dotted(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
 def load_params_file(path: str | Path) -> dict[str, Any]:
-    """Read a ROS 2 parameters YAML (``/**: ros__parameters: ...``) or a plain mapping into a flat dict."""
+    """Read a ROS 2 parameters YAML (``/**: ros__parameters: ...``) or a plain mapping into one mapping of parameter
+    names, the nested groups dotted as ROS reads them (``control: {kp: 1.0}`` -> ``control.kp``)."""
     p = Path(path)
     data = read_yaml(p, "config file") or {}
     if not isinstance(data, dict):
@@ -724,17 +851,35 @@ def load_params_file(path: str | Path) -> dict[str, Any]:
         section = data["/**"]
         if not isinstance(section, dict) or not isinstance(section.get("ros__parameters"), dict):
             raise ConfigError(f"{p}: '/**' must hold a 'ros__parameters' mapping")
-        return dict(section["ros__parameters"])
+        return _dotted(section["ros__parameters"])
     if "ros__parameters" in data:
-        return dict(data["ros__parameters"])
-    return dict(data)
+        return _dotted(data["ros__parameters"])
+    return _dotted(data)
+
+
+def params_file_fields(path: str | Path, cls: type | None) -> dict[str, Any]:
+    """A parameters file's values by the fields of the config class ``cls`` (``control.kp`` -> ``kp``; a flat name as
+    it is); without a class, the ROS names as they are. Not validated: what a run's ``params.yaml`` holds."""
+    data = load_params_file(path)
+    nested = fields_of_ros(cls) if cls is not None else {}
+    return {nested.get(k, k): v for k, v in data.items()}
 
 
 def load_flat(cls, path: str | Path | None = None, **overrides: Any):
     """Load and validate a parameters file for the config class ``cls`` (or its defaults), then apply the
-    non-None overrides."""
+    non-None overrides (by the fields' own names, as ``--set`` gives them). A file's flat names of nested parameters
+    are read with one warning (``renamed_hint``)."""
     data = load_params_file(path) if path else {}
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    flat = flat_names_in(cls, data)
+    if flat:
+        import logging
+
+        logging.getLogger("consensus.settings").warning("%s: %s", path, renamed_hint(cls, flat))
+    names = ros_names(cls)
+    for k, v in overrides.items():
+        if v is not None:
+            data.pop(names.get(k, ""), None)          # a flag wins over the file's nested name
+            data[k] = v
     return cls.from_dict(data, source=str(path) if path else "config")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import types
 
 import pytest
 
@@ -132,16 +133,53 @@ def test_a_node_declares_only_what_it_uses_and_still_takes_the_run_s_other_value
     from consensus.ros.params import declare_config
     from consensus.scenarios.aggregation.config import AggregationConfig
     from consensus.scenarios.aggregation.ros import recorder
+    from consensus.settings import ros_names
 
     node = _node("recorder", num_robots=3, link_delay_s=0.2, llm_model="m.gguf")
     try:
         cfg = declare_config(node, AggregationConfig, uses=recorder.USES)
         declared = {p for p in node._parameters if p not in ("use_sim_time", "start_type_description_service")}
-        assert declared == set(recorder.USES)
+        assert declared == {ros_names(AggregationConfig)[n] for n in recorder.USES}     # nested: fleet.num_robots
         assert len(node._parameters) <= 30                     # issue 30: `ros2 param list /recorder` shows <= 30
         assert cfg.num_robots == 3                              # declared, from the parameters file
         assert cfg.link_delay_s == 0.2 and cfg.llm_model == "m.gguf"      # not declared, still the run's values
-        assert not node.has_parameter("link_delay_s")
+        assert not node.has_parameter("aggregation.link_delay_s") and not node.has_parameter("link_delay_s")
+    finally:
+        node.destroy_node()
+
+
+@pytest.mark.ros
+def test_a_robot_node_declares_its_groups_nested_and_reads_a_flat_name_with_one_warning(ros, monkeypatch):
+    """Issue 42: ``ros2 param list /robot_0/agent`` shows the groups the node reads (``control.kp``, ...), and
+    nothing flat; an old flat name (``v_max``) is still read for one release, with one warning naming the nested
+    one; a parameter given both ways is one clear error."""
+    from consensus.ros.params import declare_config
+    from consensus.scenarios.aggregation.config import AggregationConfig
+    from consensus.scenarios.aggregation.ros import robot
+    from consensus.settings import ControlParams, runtime_fields
+
+    def read(node):
+        return declare_config(node, AggregationConfig, runtime=runtime_fields(ControlParams), groups=robot.GROUPS,
+                              uses=robot.USES)
+
+    node = _node("agent", **{"control.kp": 2.0, "v_max": 0.5, "planner.period_s": 3.0})
+    said: list[str] = []
+    monkeypatch.setattr(node, "get_logger", lambda: types.SimpleNamespace(warning=said.append))
+    try:
+        cfg = read(node)
+        names = set(node._parameters) - {"use_sim_time", "start_type_description_service"}
+        assert all("." in n for n in names), sorted(names)
+        assert {n.split(".")[0] for n in names} == {*robot.GROUPS, "aggregation"}
+        assert len(names) < len(AggregationConfig.field_names())
+        assert (cfg.kp, cfg.v_max, cfg.planner_period_s) == (2.0, 0.5, 3.0)
+        assert node.get_parameter("control.v_max").value == 0.5 and not node.has_parameter("v_max")
+        assert len(said) == 1 and "v_max -> control.v_max" in said[0] and "kp ->" not in said[0], said
+    finally:
+        node.destroy_node()
+    node = _node("agent2", **{"control.v_max": 0.4, "v_max": 0.5})
+    try:
+        with pytest.raises(ConfigError, match="'v_max' is given twice"):
+            read(node)
     finally:
         node.destroy_node()
 
@@ -216,8 +254,16 @@ RUN_WAIT_S = 60.0           # a tiny run ends in a few seconds; the bound only k
 
 
 def _declared(node) -> set[str]:
-    """The config fields ``node`` declared (what ``ros2 param list`` shows of the run's config)."""
-    return set(node._parameters) - NOT_CONFIG
+    """The config fields ``node`` declared (what ``ros2 param list`` shows of the run's config, by their nested ROS
+    names: ``control.kp`` -> ``kp``)."""
+    from consensus.scenarios.disaster.config import DisasterConfig
+    from consensus.scenarios.naming_game.fleet_game import RobotsGameConfig
+    from consensus.settings import fields_of_ros
+
+    field_of = {**fields_of_ros(DisasterConfig), **fields_of_ros(RobotsGameConfig)}
+    names = set(node._parameters) - NOT_CONFIG
+    assert all("." in n for n in names), f"flat parameter names declared: {sorted(n for n in names if '.' not in n)}"
+    return {field_of[n] for n in names}
 
 
 def _spin_until(nodes, seconds: float, done=lambda: False) -> None:
@@ -368,14 +414,18 @@ LLM_DRONE = {"llm_backend", "llm_model", "llm_base_url", "llm_api_key_env", "llm
 
 
 def _check(runs: dict, log, cls, modules: dict, elsewhere: dict) -> None:
-    """Every node declares its module's ``USES``, fewer than its whole config; every field it read is declared, and
-    every declared field it did not read is one read on a path this run does not take (``elsewhere``)."""
+    """Every node declares its module's ``GROUPS`` and ``USES``, fewer than its whole config; every field it read is
+    declared, and every declared field it did not read is one read on a path this run does not take
+    (``elsewhere``)."""
+    from consensus.ros.params import declared_fields
+
     whole = len(cls.field_names())
     for name, (declared, cfg, done) in runs.items():
         assert done, f"the run did not end: {name}'s later paths were not taken"
         read = log.of(cfg)
         assert read, "nothing was read: the log is not recording"
-        assert declared == set(modules[name].USES), name
+        module = modules[name]
+        assert declared == declared_fields(cls, getattr(module, "GROUPS", None), module.USES), name
         assert read <= declared, f"{name} reads undeclared fields: {sorted(read - declared)}"
         assert declared - read <= elsewhere[name], f"{name} declares unread fields: {sorted(declared - read)}"
         assert len(declared) < whole, name

@@ -172,12 +172,12 @@ def test_topology_enforced_on_the_wire_and_switchable_at_run_time(tmp_path):
         # switch to complete at run time
         cli = node.create_client(SetParameters, "/topology/set_parameters")
         assert cli.wait_for_service(timeout_sec=10)
-        req = SetParameters.Request(parameters=[ParamMsg(name="topology", value=ParameterValue(
+        req = SetParameters.Request(parameters=[ParamMsg(name="aggregation.topology", value=ParameterValue(
             type=ParameterType.PARAMETER_STRING, string_value="complete"))])
         fut = cli.call_async(req)
         ex.spin_until_future_complete(fut, timeout_sec=10)
         assert fut.result().results[0].successful
-        bad = SetParameters.Request(parameters=[ParamMsg(name="topology", value=ParameterValue(
+        bad = SetParameters.Request(parameters=[ParamMsg(name="aggregation.topology", value=ParameterValue(
             type=ParameterType.PARAMETER_STRING, string_value="hypercube"))])
         fut = cli.call_async(bad)
         ex.spin_until_future_complete(fut, timeout_sec=10)
@@ -360,15 +360,15 @@ def test_speed_limit_changes_live_and_read_only_parameters_are_refused_with_thei
         while time.monotonic() < deadline and not any(v > 0.5 for _, v in speeds):
             ex.spin_once(timeout_sec=0.1)
         assert any(v > 0.5 for _, v in speeds), speeds[-5:]            # on its way at up to v_max = 1
-        ok = call(SetParameters, "/robot_0/agent/set_parameters", param("v_max", 0.3)).results[0]
+        ok = call(SetParameters, "/robot_0/agent/set_parameters", param("control.v_max", 0.3)).results[0]
         assert ok.successful, ok.reason
         t_set = time.monotonic()
-        ro = call(SetParameters, "/robot_0/agent/set_parameters", param("num_robots", 5)).results[0]
+        ro = call(SetParameters, "/robot_0/agent/set_parameters", param("fleet.num_robots", 5)).results[0]
         assert not ro.successful and "read-only" in ro.reason, ro.reason
-        bad = call(SetParameters, "/robot_0/agent/set_parameters", param("v_max", -1.0)).results[0]
+        bad = call(SetParameters, "/robot_0/agent/set_parameters", param("control.v_max", -1.0)).results[0]
         assert not bad.successful, bad.reason
         described = call(DescribeParameters, "/robot_0/agent/describe_parameters",
-                         DescribeParameters.Request(names=["v_max", "num_robots"])).descriptors
+                         DescribeParameters.Request(names=["control.v_max", "fleet.num_robots"])).descriptors
         assert "speed limit" in described[0].description and not described[0].read_only
         assert described[0].floating_point_range and described[0].floating_point_range[0].to_value == 100.0
         assert described[1].read_only and "read-only" in described[1].description

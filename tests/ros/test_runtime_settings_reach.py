@@ -45,12 +45,12 @@ def test_no_run_time_change_may_outrun_the_checks_and_the_reach_made_at_launch(r
     node = Node("agent_under_test")
     try:
         on_set = _runtime_settings(node, cfg, [])
-        faster = on_set([Parameter("v_max", value=2.0)])
+        faster = on_set([Parameter("control.v_max", value=2.0)])
         assert not faster.successful and "launch value 1" in faster.reason
-        slower_turns = on_set([Parameter("w_max", value=1.0)])
+        slower_turns = on_set([Parameter("control.w_max", value=1.0)])
         assert slower_turns.successful is (fleet or not unicycle)
         if not slower_turns.successful:
             assert "reach" in slower_turns.reason
-        assert on_set([Parameter("v_max", value=0.5)]).successful
+        assert on_set([Parameter("control.v_max", value=0.5)]).successful
     finally:
         node.destroy_node()

@@ -44,6 +44,8 @@ def explicit_strategies() -> tuple[str, ...]:
 class DiscussionParams(LLMParams):
     """How a team discusses and decides (paper 2), and how its LLM agents are asked."""
 
+    GROUP: ClassVar[str] = "discussion"     # its fields' ROS parameters: discussion.<name> (settings.ros_names)
+
     COUNT_FIELD: ClassVar[str] = "num_agents"      # the composing config's team-size field
 
     planner: str = param("heuristic", "heuristic | llm | random")

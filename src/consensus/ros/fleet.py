@@ -54,6 +54,7 @@ from consensus.llm.endpoint import is_local_url, models_url, wait_for_models
 from consensus.llm.from_config import client_from_config
 from consensus.ros import diagnostics, qos
 from consensus.ros.nearby import FleetNearby
+from consensus.ros.params import changed_fields
 from consensus.ros.health import HEALTH, Health, guarded
 from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, control_thread_priority,
                                    destroy_nodes, freeze_startup_objects, make_executor, on_stop, run_node, spin)
@@ -120,7 +121,7 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
     launch_reach = fleet_reach(cfg) if not cfg.fleet and cfg.nearby_horizon_s > 0 else None
 
     def on_set(params) -> SetParametersResult:
-        changes = {p.name: p.value for p in params if p.name in runtime_fields(ControlParams)}
+        changes = changed_fields(type(cfg), params, runtime_fields(ControlParams))
         if not changes:
             return SetParametersResult(successful=True)
         try:

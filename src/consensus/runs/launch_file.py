@@ -99,7 +99,7 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
     for spec in specs:
         node = Node(package=spec.package, executable=spec.executable, name=spec.name,
                     namespace=spec.namespace or None,
-                    parameters=[str(params_file), spec.params] if spec.ours else [spec.params],
+                    parameters=[str(params_file), spec.ros_params] if spec.ours else [spec.ros_params],
                     ros_arguments=security.enclave_args(spec) or None,     # security:=true: its enclave
                     output="screen", emulate_tty=True,
                     **({"sigterm_timeout": str(FINISH_GRACE_S)} if writes_record(spec) else {}))

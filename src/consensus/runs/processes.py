@@ -64,6 +64,16 @@ class ProcessSpec:
         return self.package == "consensus"
 
     @property
+    def ros_params(self) -> dict:
+        """``params`` as the node's parameters: a config field under its nested ROS name (``publish_clock`` ->
+        ``sim.publish_clock``: ``consensus.settings.ros_names``), a node's own parameter (``robot_id``) and another
+        package's node's parameters as they are."""
+        if not self.ours:
+            return dict(self.params)
+        names = _kernel_ros_names()
+        return {names.get(k, k): v for k, v in self.params.items()}
+
+    @property
     def death_rule(self) -> str:
         """What this process's death does to the run (``DEATH_RULES``)."""
         if self.ends_run:
@@ -76,6 +86,13 @@ class ProcessSpec:
     def path(self) -> str:
         """``namespace/name`` (``name`` in the root namespace): how a run's messages and records name the process."""
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+def _kernel_ros_names() -> dict[str, str]:
+    """The ROS names of the fields a run gives a process on top of its params file (the kernel's groups)."""
+    from consensus.settings import AgentsParams, LiveViewParams, ros_names
+
+    return {**ros_names(AgentsParams), **ros_names(LiveViewParams), **ros_names(RobotBaseConfig)}
 
 
 def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None = None):

@@ -73,7 +73,7 @@ def ros_args(spec: ProcessSpec, params_file: Path) -> list[str]:
     if spec.ours:
         args += ["--params-file", str(params_file)]
     args += security.enclave_args(spec)       # ROS_SECURITY_ENABLE=true: the process's SROS2 enclave
-    for key, value in spec.params.items():
+    for key, value in spec.ros_params.items():
         val = str(value).lower() if isinstance(value, bool) else str(value)
         args += ["-p", f"{key}:={val}"]
     return args
@@ -279,10 +279,10 @@ def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[
     elif dead:
         workspace = None
         try:
-            import yaml
+            from consensus.settings import load_params_file
 
-            workspace = yaml.safe_load(params_file.read_text())["/**"]["ros__parameters"].get("workspace")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
+            workspace = load_params_file(params_file).get("world.workspace")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, ConsensusError):
             pass
         summary = salvage_summary(out, dead, workspace=workspace)
         if echo:

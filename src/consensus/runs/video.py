@@ -90,9 +90,9 @@ class RunRecord:
                 params.update(data.get("config") or {})
                 scenario = str(data.get("scenario") or "")
         if (self.dir / "params.yaml").is_file():          # what the nodes were started with wins
-            from consensus.settings import load_params_file
+            from consensus.settings import params_file_fields
 
-            params.update(load_params_file(self.dir / "params.yaml"))
+            params.update(params_file_fields(self.dir / "params.yaml", _config_class(scenario)))
         return params, scenario
 
     def _targets_from_plans(self) -> None:
@@ -444,3 +444,11 @@ def run_dir_of(path: str | Path) -> Path:
             ((path / "metadata.yaml").is_file() or any(path.glob("*.mcap"))):
         return path.parent
     return path
+
+
+def _config_class(scenario: str):
+    """The config class of the run's scenario (its params.yaml's nested names -> fields), or None."""
+    from consensus import registry
+
+    sc = registry.scenarios().get(scenario)
+    return getattr(sc, "config_cls", None)

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from consensus.errors import ConfigError
 from consensus.scenarios.disaster.headless import start_cells
 from consensus.scenarios.disaster.config import load_disaster_config
 from support.ros2_tools import launch_actions, node_info
+from consensus.scenarios.disaster.config import DisasterConfig
+from consensus.settings import params_file_fields
 
 pytestmark = pytest.mark.needs("ros2_launch")
 
@@ -24,7 +25,7 @@ def _launch(monkeypatch, **args):
 
 
 def _params(path) -> dict:
-    return yaml.safe_load(Path(path).read_text())["/**"]["ros__parameters"]
+    return params_file_fields(path, DisasterConfig)
 
 
 def test_launch_arguments_reach_the_one_params_file_and_the_sim_starts_on_the_start_cells(monkeypatch, tmp_path):
@@ -45,8 +46,8 @@ def test_launch_arguments_reach_the_one_params_file_and_the_sim_starts_on_the_st
     sim = nodes[0]["params"]
     cfg = load_disaster_config(params_file)
     centres = [(c + 0.5) * cfg.cell_size_m for cell in start_cells(cfg) for c in cell]
-    assert sim["initial_positions"] == centres and sim["num_robots"] == 4
-    assert sim["workspace"] == [0.0, 10.0, 0.0, 10.0]
+    assert sim["sim.initial_positions"] == centres and sim["fleet"]["num_robots"] == 4    # (the file's groups)
+    assert sim["world.workspace"] == [0.0, 10.0, 0.0, 10.0]
     handlers = [a for a in actions if isinstance(a, RegisterEventHandler)]
     # the grid ends the run; the sim's death ends it with an error; a drone may die, the last one's death ends it
     assert len(handlers) == 2 + 4
@@ -69,7 +70,7 @@ def test_single_llm_baseline_flies_one_drone_and_the_sim_one_robot(monkeypatch, 
                        output_dir=tmp_path / "run")
     assert [n["executable"] for n in nodes] == ["sim", "drone", "disaster_grid", "bag_recorder"]   # no LLM server
     sim = nodes[0]["params"]
-    assert sim["num_robots"] == 1 and len(sim["initial_positions"]) == 2      # one drone is a valid fleet
+    assert sim["fleet.num_robots"] == 1 and len(sim["sim.initial_positions"]) == 2      # one drone is a valid fleet
 
 
 @pytest.mark.parametrize("args, message", [

@@ -6,7 +6,6 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 
 from consensus import cli as main_cli
 from consensus.scenarios.disaster.config import DisasterConfig, load_disaster_config
@@ -15,6 +14,7 @@ from consensus.experiments.study import LLM_FALLBACKS_KEY, Trial, TrialContext, 
 from consensus.scenarios.disaster.headless import run_disaster_headless, start_cells
 from consensus.scenarios.disaster import study
 from support.fake_openai_server import FakeOpenAIServer, Status
+from consensus.settings import load_params_file, ros_names
 
 ROOT = Path(__file__).resolve().parents[3]
 REQUIRED = ("coverage_rate", "misallocation_penalty", "response_delay", "net_reward", "mean_deviation", "llm_calls",
@@ -27,12 +27,13 @@ def rounds_of(out: Path) -> list[dict]:
 
 # --- config -----------------------------------------------------------------------------------------------------------
 def test_params_file_holds_every_parameter_with_the_defaults():
-    raw = yaml.safe_load((ROOT / "config" / "disaster.yaml").read_text())["/**"]["ros__parameters"]
-    assert set(raw) == set(DisasterConfig.field_names())
+    raw = load_params_file(ROOT / "config" / "disaster.yaml")
+    assert set(raw) == set(ros_names(DisasterConfig).values())          # every field, by its nested ROS name
     assert load_disaster_config(ROOT / "config" / "disaster.yaml") == DisasterConfig()
     text = (ROOT / "config" / "disaster.yaml").read_text()
-    for name in DisasterConfig.field_names():       # every parameter is commented (same line or section header)
-        line = next(ln for ln in text.splitlines() if ln.strip().startswith(f"{name}:"))
+    for name, ros in ros_names(DisasterConfig).items():   # every parameter is commented (same line or section header)
+        leaf = ros.split(".")[-1]
+        line = next(ln for ln in text.splitlines() if ln.strip().startswith(f"{leaf}:"))
         assert "#" in line or name in ("seed", "llm_temperature", "llm_max_tokens"), name
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from consensus.errors import ConfigError
 from support.ros2_tools import launch_actions, node_info
+from consensus.scenarios.aggregation.config import AggregationConfig
+from consensus.scenarios.naming_game.fleet_game import RobotsGameConfig
+from consensus.settings import params_file_fields
 
 pytestmark = pytest.mark.needs("ros2_launch")
 
@@ -31,7 +33,7 @@ def test_launch_starts_the_runner_nodes_with_one_merged_params_file(monkeypatch,
     assert [n["name"] for n in nodes if n["executable"] == "robot"] == \
         ["/robot_0/agent", "/robot_1/agent", "/robot_2/agent"]
     params_file = Path(nodes[0]["params_file"])
-    params = yaml.safe_load(params_file.read_text())["/**"]["ros__parameters"]
+    params = params_file_fields(params_file, AggregationConfig)
     assert params["num_robots"] == 3 and params["topology"] == "ring" and params["planner"] == "average"
     assert all(Path(n["params_file"]) == params_file for n in nodes)
     assert [n["params"]["robot_id"] for n in nodes if n["executable"] == "robot"] == [0, 1, 2]
@@ -47,7 +49,7 @@ def test_launch_embedded_backend_adds_the_llm_server(monkeypatch, tmp_path):
     _, nodes = _launch(monkeypatch, planner="llm", llm_backend="embedded", output_dir=tmp_path / "run")
     exes = [n["executable"] for n in nodes]
     assert exes == ["llm_server", "sim", "topology", "robot", "recorder", "bag_recorder"]
-    params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
+    params = params_file_fields((tmp_path / "run" / "params.yaml"), AggregationConfig)
     assert params["llm_base_url"] == "http://127.0.0.1:18080/v1"
 
 
@@ -63,7 +65,7 @@ def test_launch_with_a_robots_map_drives_the_mapped_robots_without_the_builtin_s
                        dry_run="true", output_dir=tmp_path / "run")
     exes = [n["executable"] for n in nodes]
     assert "sim" not in exes and exes[0] == "topology"
-    params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
+    params = params_file_fields((tmp_path / "run" / "params.yaml"), AggregationConfig)
     assert params["sim"] == "none" and params["dry_run"] is True and params["num_robots"] == 4
     assert Path(params["robots_file"]).is_absolute()
 
@@ -72,11 +74,11 @@ def test_launch_argument_foxglove_reaches_the_recorder_and_the_manifest(monkeypa
     import json
 
     _, nodes = _launch(monkeypatch, planner="average", foxglove=18765, output_dir=tmp_path / "run")
-    params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
+    params = params_file_fields((tmp_path / "run" / "params.yaml"), AggregationConfig)
     assert params["foxglove"] == 18765 and params["foxglove_host"] == "127.0.0.1"
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["config"]["foxglove"] == 18765
     _, nodes = _launch(monkeypatch, planner="average", foxglove="", output_dir=tmp_path / "off")
-    assert yaml.safe_load((tmp_path / "off" / "params.yaml").read_text())["/**"]["ros__parameters"]["foxglove"] == 0
+    assert params_file_fields((tmp_path / "off" / "params.yaml"), AggregationConfig)["foxglove"] == 0
 
 
 def test_the_naming_game_robots_launch_counts_robots_and_caps_population_rounds(monkeypatch, tmp_path):
@@ -94,6 +96,6 @@ def test_the_naming_game_robots_launch_counts_robots_and_caps_population_rounds(
                              max_population_rounds=3, fleet="false", output_dir=tmp_path / "run")
     nodes = [node_info(a) for a in actions if isinstance(a, Node)]
     assert [n["name"] for n in nodes if n["executable"] == "naming_robot"] == [f"/robot_{i}/agent" for i in range(3)]
-    params = yaml.safe_load((tmp_path / "run" / "params.yaml").read_text())["/**"]["ros__parameters"]
+    params = params_file_fields((tmp_path / "run" / "params.yaml"), RobotsGameConfig)
     assert (params["num_robots"], params["max_population_rounds"]) == (3, 3)
     assert not {"max_rounds", "num_agents"} & set(params)

@@ -387,7 +387,8 @@ STRANGER = textwrap.dedent("""
         pub.publish(msg)
         if not switched and gate.exists() and client.service_is_ready():
             value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value="ring")
-            future = client.call_async(SetParameters.Request(parameters=[Parameter(name="topology", value=value)]))
+            switch = Parameter(name="aggregation.topology", value=value)
+            future = client.call_async(SetParameters.Request(parameters=[switch]))
             rclpy.spin_until_future_complete(node, future, timeout_sec=10)
             print("switched", future.result().results[0].successful, flush=True)
             switched = True

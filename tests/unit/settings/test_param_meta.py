@@ -124,7 +124,7 @@ def test_param_copies_a_list_default_and_a_new_group_s_field_is_documented_check
     assert Demo.field_ranges() == {"spacing_m": (0.01, 100.0)}
     with pytest.raises(ConfigError, match=r"spacing_m must be in \[0.01, 100\]"):
         Demo.from_dict({"spacing_m": 0.0})
-    assert "| `spacing_m` | float | `1.0` | [0.01, 100] | m | distance between neighbours |" in \
+    assert "| `spacing_m` | `spacing.spacing_m` | float | `1.0` | [0.01, 100] | m | distance between neighbours |" in \
         parameter_table(SpacingParams)
 
 

@@ -18,6 +18,8 @@ from consensus.scenarios.aggregation.processes import aggregation_processes
 from consensus.scenarios.disaster.config import load_disaster_config
 from consensus.scenarios.disaster.processes import disaster_processes
 from consensus.sims.gazebo import world as gazebo
+from consensus.scenarios.aggregation.config import AggregationConfig
+from consensus.settings import params_file_fields
 
 ROOT = Path(__file__).resolve().parents[3]
 REQUIRE_ALL = os.environ.get("CONSENSUS_REQUIRE_ALL") == "1"
@@ -163,7 +165,7 @@ def test_launch_starts_gz_the_bridge_and_the_run_without_the_builtin_sim(monkeyp
     bridge = yaml.safe_load((run / "bridge.yaml").read_text())
     assert {e["ros_topic_name"] for e in bridge} == {"/clock"} | {f"/robot_{i}/{t}" for i in range(3)
                                                                   for t in ("cmd_vel", "odom")}
-    params = yaml.safe_load((run / "params.yaml").read_text())["/**"]["ros__parameters"]
+    params = params_file_fields(run / "params.yaml", AggregationConfig)
     assert params["sim"] == "gazebo" and params["kinematics"] == "unicycle" and params["num_robots"] == 3
     assert len(robot_models(ET.parse(run / "world.sdf").getroot())) == 3
     assert (run / "manifest.json").is_file()

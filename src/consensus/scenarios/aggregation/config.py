@@ -32,6 +32,8 @@ class AggregationConfig(RobotBaseConfig, LiveViewParams):
     safety, fleet, workspace and simulator) are ``consensus.settings.RobotBaseConfig``'s, the live Foxglove view
     (``foxglove``, ``foxglove_host``) ``consensus.settings.LiveViewParams``'; these are the aggregation's own."""
 
+    GROUP: ClassVar[str] = "aggregation"     # its fields' ROS parameters: aggregation.<name> (settings.ros_names)
+
     # graph
     topology: str = param("complete", "who hears whom: complete|ring|star|line|leader_follower|random|custom")
     directed: bool = param(False, "directed edges (ring, line, random, custom)")
@@ -187,6 +189,8 @@ class NegotiationConfig(RunParams, LLMParams, AgentsParams, FlatParams):
     ``consensus-2d``, ``personalities`` and ``topologies`` studies. The shared groups keep their names and checks
     (``num_agents``; the LLM's ``llm_temperature``, ``prompt_style``, ``parse_retries``; the trial's ``seed``), and
     ``planner``, ``keep_history``, ``converge_tol_m`` mean what they mean in ``AggregationConfig``."""
+
+    GROUP: ClassVar[str] = "negotiation"     # its fields' ROS parameters: negotiation.<name> (settings.ros_names)
 
     num_agents: int | None = param(4, "N agents; null = as many as `personalities` lists", bounds=(2, MAX_AGENTS))
     planner: str = param("average", "llm | average | average_no_self | stubborn | suggestible")

@@ -46,6 +46,8 @@ class DisasterConfig(RunParams, DiscussionParams, ControlParams, FleetParams, Si
     discussion group (``consensus.discussion.config.DiscussionParams``: protocol, roles, baselines, paper 2's LLM
     defaults; ``fallback_policy`` idle = the drone stays on its cell) and the scenario's own fields."""
 
+    GROUP: ClassVar[str] = "disaster"     # its fields' ROS parameters: disaster.<name> (settings.ros_names)
+
     COUNT_FIELD: ClassVar[str] = "num_robots"
 
     num_robots: int = param(3, "N drones")

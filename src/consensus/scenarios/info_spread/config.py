@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from consensus.discussion.config import DiscussionParams
 from consensus.settings import AgentsParams, FlatParams, RunParams, need, param
@@ -12,6 +13,7 @@ VOLATILITY = {"low": 0.1, "moderate": 0.2, "high": 0.3}
 
 @dataclass
 class InfoSpreadConfig(RunParams, AgentsParams, DiscussionParams, FlatParams):
+    GROUP: ClassVar[str] = "info_spread"     # its fields' ROS parameters: info_spread.<name> (settings.ros_names)
     num_agents: int = param(3, "N defenders (paper: 3-10)")
     nodes: int = param(50, "scale-free network size")
     attach: int = param(3, "Barabási-Albert m (edges of each new node)")

@@ -39,6 +39,8 @@ class NamingGameParams:
     """The naming game's rules (paper 4, Methods), whoever plays it: a population of agents (``NamingGameConfig``)
     or a fleet of robots (``fleet_game.RobotsGameConfig``)."""
 
+    GROUP: ClassVar[str] = "game"     # its fields' ROS parameters: game.<name> (settings.ros_names)
+
     memory: int = param(5, "H: interactions an agent remembers")
     words: str = param("word_a,word_b", "the two words (with policy: llm); a table brings its own")
     policy: str = param("memory_invariant:0.5", "memory_invariant:P | fixed_bias:P | table:PATH[#MODEL/W0,W1] | llm")
@@ -92,6 +94,8 @@ class NamingGameParams:
 class NamingGameConfig(RunParams, AgentsParams, NamingGameParams, LLMParams, FlatParams):
     """Parameters of a naming-game run (paper 4): the game's rules played by ``num_agents`` agents (the run, agents
     and LLM groups are ``consensus.settings``')."""
+
+    GROUP: ClassVar[str] = "game"     # its fields' ROS parameters: game.<name> (settings.ros_names)
 
     num_agents: int = param(24, "N: agents in the population (paper: 2 to 10^4)")
     runs: int = param(100, "independent populations")

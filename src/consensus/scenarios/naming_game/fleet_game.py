@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -67,6 +67,8 @@ SEQUENCE_KEYS = ("round", "interaction", "i", "j", "state_i", "state_j", "word_i
 @dataclass
 class RobotsParams(ControlParams):
     """The fleet demo's settings: the control group (``consensus.settings.ControlParams``) plus these."""
+
+    GROUP: ClassVar[str] = "game"     # its fields' ROS parameters: game.<name> (settings.ros_names)
 
     interaction_period_s: float = param(1.0,
         "the matchmaker announces one pair this often",
@@ -109,6 +111,8 @@ class RobotsGameConfig(RunParams, FleetParams, NamingGameParams, RobotsParams, L
                        FlatParams):
     """The fleet demo's config (``config/naming_game_robots.yaml``): the naming game's rules played by a fleet of
     ``num_robots`` robots (the run, fleet, control, LLM and simulator groups are ``consensus.settings``')."""
+
+    GROUP: ClassVar[str] = "game"     # its fields' ROS parameters: game.<name> (settings.ros_names)
 
     num_robots: int = param(4, "a short demo: 4 robots, ...")
     max_population_rounds: int = param(10, "... at most 10 population rounds")

@@ -14,6 +14,7 @@ many further turns (the decentralized architectures and spoke & wheel with feedb
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from consensus.settings import AgentsParams, FlatParams, LLMParams, RunParams, need, param
 
@@ -32,6 +33,7 @@ TASK_ARCHITECTURES = {
 
 @dataclass
 class NLPTaskConfig(FlatParams, RunParams, LLMParams, AgentsParams):
+    GROUP: ClassVar[str] = "nlp"     # its fields' ROS parameters: nlp.<name> (settings.ros_names)
     task: str = param("classification", "qa | classification | summarization")
     dataset: str = param("", "path: SQuAD 2.0 JSON (qa), AG News CSV (classification), XSum JSONL")
     items: int = param(0, "items per trial (0 = the paper's 30 / 100 / 50)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from consensus.discussion.config import DiscussionParams
 from consensus.settings import AgentsParams, FlatParams, RunParams, need, param
@@ -13,6 +14,7 @@ SHIFT_P = {"low": 0.1, "moderate": 0.25, "high": 0.5}
 
 @dataclass
 class PublicGoodsConfig(RunParams, AgentsParams, DiscussionParams, FlatParams):
+    GROUP: ClassVar[str] = "public_goods"     # its fields' ROS parameters: public_goods.<name> (settings.ros_names)
     num_agents: int = param(5, "N contributors (paper: 3-30; θ(1) = 30 is given for N = 5)")
     max_contribution: float = param(20.0, "C_max")
     threshold_per_agent: float = param(6.0, "θ(1) = this * N (30 for N = 5)")

@@ -7,23 +7,22 @@ from consensus.ros.fleet import run_robots
 from consensus.ros.params import declare_config
 from consensus.ros.robot import RobotAgent
 from consensus.scenarios.aggregation.config import AggregationConfig
-from consensus.settings import PHYSICS, ControlParams, runtime_fields
+from consensus.settings import ControlParams, runtime_fields
 from consensus.scenarios.aggregation.planners.factory import planners_from_config
 
 
-#: what the robots do not read (the sim's, the recorder's, the topology node's, the bag's and the live view's
-#: fields): every other field is a parameter of ``/fleet`` (``/robot_<i>/agent``)
-NOT_USED = frozenset({"sim", "sim_rate_hz", "publish_clock", "init_radius", "initial_positions", "duration_s",
-                      "converge_tol_m", "settle_s", "markers", "neighbor_rate_hz", "adjacency", "directed",
-                      "topology_p", "leader", "bag", "bag_exclude", "foxglove", "foxglove_host",
-                      *PHYSICS})      # the physics world's (sim: mujoco), read by its simulator node
-USES = tuple(name for name in AggregationConfig.field_names() if name not in NOT_USED)
+#: the groups a robot reads whole (``consensus.settings.field_group``: its parameters ``control.kp``, ``llm.backend``,
+#: ...), and the single fields it reads of the scenario's group; the sim's, the recorder's, the topology node's, the
+#: bag's, the live view's and the physics world's stay theirs (``ros2 param list /robot_0/agent``)
+GROUPS = ("run", "llm", "control", "fleet", "planner", "world", "robot")
+USES = ("planner", "personalities", "keep_history", "meeting_points", "topology", "link_delay_s", "link_drop_prob")
 
 
 def main() -> int:
     return run_robots(
         "robot",
-        lambda node: declare_config(node, AggregationConfig, runtime=runtime_fields(ControlParams), uses=USES),
+        lambda node: declare_config(node, AggregationConfig, runtime=runtime_fields(ControlParams),
+                                    groups=GROUPS, uses=USES),
         lambda cfg, ids, client: [planners_from_config(cfg, client)[i] for i in ids],
         lambda node, cfg, i, planner, pool, status: RobotAgent(
             node, cfg, i, planner, pool, status,

@@ -73,7 +73,7 @@ from consensus.graphs.links import LinkModel
 from consensus.ros.nearby import NearbyRelay, checked_state
 from consensus.ros.health import HEALTH, Health, guarded, publish_health
 from consensus.ros.inputs import read_xy
-from consensus.ros.params import declare_config
+from consensus.ros.params import changed_fields, declare_config
 from consensus.ros.process import node_main
 from consensus.ros.records import GraphRecord
 from consensus import names
@@ -340,7 +340,7 @@ class TopologyRelay:
         self.graph_pub.publish(String(data=GraphRecord.from_dict(self.graph.to_dict()).encode()))
 
     def _on_params(self, params) -> SetParametersResult:
-        changes = {p.name: p.value for p in params if p.name in GRAPH_PARAMS}
+        changes = changed_fields(type(self.cfg), params, GRAPH_PARAMS)
         if not changes:
             return SetParametersResult(successful=True)
         try:

@@ -82,11 +82,12 @@ GAME_DEPTH = NAMING_GAME_PAIRS.depth     # interactions kept for an endpoint mat
 STATUS_PERIOD_S = 1.0
 
 
-def declare_game_config(node: Node, runtime: Iterable[str] = (), *, uses: Iterable[str]) -> RobotsGameConfig:
-    """The fields of the demo's config (``fleet_game.RobotsGameConfig``) that ``node`` reads (``uses``: its module's
-    ``USES``) declared on it (``runtime``: the ones the node applies when they change; the rest read-only; the other
-    fields still take the run's values: ``consensus.ros.params.declare_config``); the validated config."""
-    return declare_config(node, RobotsGameConfig, runtime, uses=uses)
+def declare_game_config(node: Node, runtime: Iterable[str] = (), *, uses: Iterable[str],
+                        groups: Iterable[str] = ()) -> RobotsGameConfig:
+    """The fields of the demo's config (``fleet_game.RobotsGameConfig``) that ``node`` reads (its module's ``GROUPS``
+    and ``USES``) declared on it (``runtime``: the ones the node applies when they change; the rest read-only; the
+    other fields still take the run's values: ``consensus.ros.params.declare_config``); the validated config."""
+    return declare_config(node, RobotsGameConfig, runtime, uses=uses, groups=groups)
 
 
 # ---------------------------------------------------------------------------------------------------------- records

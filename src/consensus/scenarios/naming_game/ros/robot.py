@@ -12,7 +12,6 @@ Runs one robot per process (namespace ``robot_<i>``, node ``/robot_<i>/agent``) 
 """
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Callable
 
 from rclpy.node import Node
@@ -26,20 +25,16 @@ from consensus.scenarios.naming_game.fleet_game import Player, RobotsGameConfig,
 from consensus.scenarios.naming_game.ros import protocol
 from consensus.scenarios.naming_game.ros.protocol import (WordRecord, declare_game_config, message, parse_outcome,
                                                           parse_pair)
-from consensus.settings import PHYSICS, ControlParams, LLMParams, RobotBaseConfig, runtime_fields
+from consensus.settings import ControlParams, RobotBaseConfig, runtime_fields
 
-#: what the robots do not read: the simulator's choice, the LLM group (a fleet plays a fixed table:
-#: ``RobotsGameConfig.check`` refuses an LLM policy) and the matchmaker's fields (the schedule's timing, the tally,
-#: the arrival). Every other field is a parameter of ``/fleet`` (``/robot_<i>/agent``): the robot process's
+#: the groups a robot reads whole (``consensus.settings.field_group``: ``control.kp``, ...): the robot process's
 #: (``consensus.ros.fleet.run_robots``: layout, output directory) and ``RobotAgent``'s through
-#: ``fleet_game.controller_config`` (control, safety, collision filter), and the players' (memory, policy, words,
-#: rendezvous points)
-#: the physics knobs the robot core reads (its odometry's creep tolerance: the noise and the drive's lag)
-CORE_READS_NOT = tuple(p for p in PHYSICS if p not in ("actuator_lag_s", "odom_noise_m"))
-NOT_USED = frozenset({"sim", *(f.name for f in fields(LLMParams)), "interaction_period_s", "answer_timeout_s",
-                      "max_population_rounds", "threshold", "window_factor", "arrival_tolerance_m",
-                      "arrival_timeout_s", *CORE_READS_NOT})
-USES = tuple(name for name in RobotsGameConfig.field_names() if name not in NOT_USED)
+#: ``fleet_game.controller_config`` (control, safety, collision filter); and the single fields it reads of the others:
+#: the players' (memory, policy, words, rendezvous points) and the physics knobs the robot core reads (its odometry's
+#: creep tolerance: the noise and the drive's lag). A fleet plays a fixed table (no LLM group); the simulator's and
+#: the matchmaker's fields (the schedule's timing, the tally, the arrival) stay theirs
+GROUPS = ("run", "control", "fleet")
+USES = ("rendezvous", "memory", "words", "policy", "actuator_lag_s", "odom_noise_m")
 
 
 class RosPlayer(RobotAgent):
@@ -152,7 +147,7 @@ def main() -> int:
     game: dict = {}
 
     def read_config(node: Node) -> RobotBaseConfig:
-        cfg: RobotsGameConfig = declare_game_config(node, runtime_fields(ControlParams), uses=USES)
+        cfg: RobotsGameConfig = declare_game_config(node, runtime_fields(ControlParams), groups=GROUPS, uses=USES)
         game.update(cfg=cfg, policy=fleet_policy(cfg))
         return controller_config(cfg)[0]
 
