@@ -10,7 +10,7 @@ timer callbacks' start as before (``start``), the lowest control rate, CPU (stea
 convergence. Under each row: CPU per process (sim, fleet, topology with its relay, recorder, bag_recorder; from
 /proc/<pid>/stat) and per robot-second, where the fleet clock's tick went (prepare, step, publish, after: mean and
 largest wall time, ``FleetClock.stats``) and the messages the recorder and the bag lost (``_common.lost_messages``);
-with one process per robot (``--set fleet=false``) the nearby relay's messages and the positions in each (every
+with one process per robot (``--set single_process=false``) the nearby relay's messages and the positions in each (every
 other robot with ``--set nearby_horizon_s=0``, those in reach otherwise).
 """
 from __future__ import annotations

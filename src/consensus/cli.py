@@ -167,7 +167,7 @@ def config_from_args(sc, args: argparse.Namespace):
     if args.replay:
         flags.update(llm_backend="replay", replay_path=str(Path(args.replay).expanduser().resolve()))
     if args.per_robot_processes:
-        flags["fleet"] = False
+        flags["single_process"] = False
     sets.update(flags)
     path = args.config or _default_config(sc.config_file)
     cfg = load_flat(sc.config_cls, path, **sets)
@@ -261,7 +261,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.headless or not args.security:
             raise ConfigError("--security secures a ROS run's DDS traffic: not with --headless; --keystore needs "
                               "--security")
-        security.enable(args.keystore, num_robots=getattr(cfg, "num_robots", 1), fleet=getattr(cfg, "fleet", False),
+        security.enable(args.keystore, num_robots=getattr(cfg, "num_robots", 1),
+                        single_process=getattr(cfg, "single_process", False),
                         robots_file=getattr(cfg, "robots_file", ""), say=say)
     try:
         summary = sc.runner(cfg, out, headless=args.headless, use_sim_time=args.use_sim_time, echo=say)

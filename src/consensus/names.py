@@ -94,9 +94,9 @@ CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", "stream")          # sim time
 # ground_truth): the run's record; a robot's own odometry may carry the sim's noise and offset knobs
 GROUND_TRUTH = Topic("ground_truth", "geometry_msgs/msg/PoseArray", "stream")
 TF = Topic("/tf", "tf2_msgs/msg/TFMessage", "events")                 # world -> robot_<i>/base_link
-# every robot's newest position from the nearby relay of robots in separate processes (fleet: false), once a planning
-# period, the same message for all (layout of NEARBY): the packing slots' assignment when `nearby` holds only the
-# robots in reach (consensus.ros.nearby); a channel the robots and the run's root share
+# every robot's newest position from the nearby relay of robots in separate processes (single_process: false), once a
+# planning period, the same message for all (layout of NEARBY): the packing slots' assignment when `nearby` holds only
+# the robots in reach (consensus.ros.nearby); a channel the robots and the run's root share
 CENSUS = Topic("/census", "sensor_msgs/msg/PointCloud2", "latched")
 # an operator's word that robot <data>'s silent body is gone (lifted away, switched off): the nearby relay stops sending
 # its last position until it speaks again (consensus.ros.nearby); shared by the robots' namespaces and the run's root

@@ -14,7 +14,7 @@ A scenario may offer any of:
   writes the run directory's params file and manifest first (default ``consensus.runs.processes.prepare_run``);
 * ``launch_args`` - its own config fields offered as launch arguments (their help is the field's doc; the common
   ones are the same in every launch file: ``config``, ``use_sim_time``, ``output_dir``, ``seed``, ``num_robots``,
-  ``fleet``, ``llm_*``);
+  ``single_process``, ``llm_*``);
 * ``executables`` - ROS executable -> module with ``main()`` (installed under ``lib/consensus/``);
 * ``studies`` - modules that define ``STUDIES: list[consensus.experiments.study.Study]``.
 """

@@ -499,7 +499,7 @@ class ControlParams:
     deadlock_s: float = param(3.0,
         "kept from its slot this long: a counted deadlock (right-hand escape)",
         bounds=(0.1, 600.0), unit="s")
-    # one process per robot (fleet: false): the nearby relay's reach (consensus.ros.nearby)
+    # one process per robot (single_process: false): the nearby relay's reach (consensus.ros.nearby)
     nearby_horizon_s: float = param(0.5,
         "one process per robot: how long a robot drives on one nearby message. The relay sends each robot only the "
         "robots it can meet within it and one control period (consensus.control.avoidance.within_reach), and a "
@@ -543,9 +543,12 @@ class FleetParams:
 
     GROUP: ClassVar[str] = "fleet"     # its fields' ROS parameters: fleet.<name> (settings.ros_names)
 
+    #: ``fleet`` named the process layout and the group of robots alike; the layout is ``single_process``
+    RENAMED: ClassVar[dict[str, str]] = {"fleet": "single_process"}
+
     num_robots: int = param(4, "N robots (drones) of the fleet", bounds=(1, 1000))
-    fleet: bool = param(True, "all robots in one process (scales to ~100); False = one process per robot",
-                        leaf="single_process")
+    single_process: bool = param(True,
+        "all robots in one process, the /fleet node (scales to ~100); False = one process per robot")
     executor: str = param("events", "\"events\" (rclpy EventsExecutor) or \"single\"")
     robots_per_step: int = param(10,
         "a robot process's clock steps this many robots at once: a larger fleet is stepped in groups whose control "

@@ -1,6 +1,6 @@
-"""Safe where it is deployed (issue 41): one process per robot (``fleet: false``, each robot knows the others only
-from what it hears on the wire), the collision filter on (``collision_avoidance: auto`` is ``cbf`` in a ROS run),
-and strangers, dead robots, a forged odometry and a localisation fault. Every verdict is judged on the simulator's
+"""Safe where it is deployed (issue 41): one process per robot (``single_process: false``, each robot knows the
+others only from what it hears on the wire), the collision filter on (``collision_avoidance: auto`` is ``cbf`` in a ROS
+run), and strangers, dead robots, a forged odometry and a localisation fault. Every verdict is judged on the simulator's
 ``/ground_truth`` in the run's bag (tests/support/ground_truth.py), never on what a robot says or believes.
 
 * strangers on four robots' topics at once (tests/support/strangers.py): a first state at (-8, 8) on the wire before the
@@ -85,8 +85,8 @@ def _run(cfg, out: Path, strangers: Strangers, *, lead_s: float = 0.0) -> dict:
 
 
 def _deployed(**overrides):
-    cfg = load_config(None, planner="average", settle_s=0.0, fleet=False, **overrides)
-    assert not cfg.fleet and cfg.resolved_collision_avoidance(ros=True) == "cbf"
+    cfg = load_config(None, planner="average", settle_s=0.0, single_process=False, **overrides)
+    assert not cfg.single_process and cfg.resolved_collision_avoidance(ros=True) == "cbf"
     return cfg
 
 

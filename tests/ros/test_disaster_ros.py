@@ -210,7 +210,7 @@ def test_ros_rounds_equal_headless_rounds(tmp_path, mode, strategy, fleet):
     # a counted flight timeout would change a round's cells, and this test compares the rounds, not the deadline
     # rule (test_five_drones_sharing_cells_... and tests/scenarios/disaster/test_disaster_round_clock.py check that)
     cfg = _cfg(num_robots=4, rounds=4, volatility="moderate", initial_disasters=2, p_new=0.2, discussion_turns=2,
-               mode=mode, strategy=strategy, v_max=3.0, seed=2, fleet=fleet, flight_slack_s=300.0)
+               mode=mode, strategy=strategy, v_max=3.0, seed=2, single_process=fleet, flight_slack_s=300.0)
     summary = run_disaster_ros(cfg, tmp_path / "ros")
     headless = run_disaster_headless(cfg, out_dir=tmp_path / "headless")
     assert not _processes_of(tmp_path / "ros")

@@ -397,13 +397,14 @@ def _drone_reply(_body: dict) -> str:
     return '{"analysis": "the centre", "action": [1, 1], "message": "to [1, 1]"}'
 
 
-#: the declared fields these runs do not read, by node, and where they are read: ``fleet`` by a robot process that
-#: runs only some robots (``run_robots``) and by the client of a local llama.cpp server (``client_from_config``),
-#: ``control_priority`` by ``run_robots`` as it starts the clock (these runs build their robots without it),
-#: these runs' robots all being in one process and their LLM remote; ``round_time_s`` with ``motion: kinematic`` (the
-#: round clock's flight time)
-ELSEWHERE = {"drone": {"fleet", "control_priority"}, "aggregator": {"fleet"}, "grid": {"round_time_s"},
-             "naming_robot": {"fleet", "control_priority"},
+#: the declared fields these runs do not read, by node, and where they are read: ``single_process`` by a robot
+#: process that runs only some robots (``run_robots``) and by the client of a local llama.cpp server
+#: (``client_from_config``), ``control_priority`` by ``run_robots`` as it starts the clock (these runs build their
+#: robots without it), these runs' robots all being in one process and their LLM remote; ``round_time_s`` with
+#: ``motion: kinematic`` (the round clock's flight time)
+ELSEWHERE = {"drone": {"single_process", "control_priority"}, "aggregator": {"single_process"},
+             "grid": {"round_time_s"},
+             "naming_robot": {"single_process", "control_priority"},
              "matchmaker": set()}
 #: read by heuristic drones only (an LLM drone: with ``fallback_policy: heuristic``)
 HEURISTIC_DRONE = {"containment_per_drone", "misallocation_threshold"}

@@ -26,7 +26,7 @@ def _pids(pattern: str) -> list[int]:
 
 
 #: one case for both launch paths: 4 robots, one process each, robot_3 killed in the second planning round
-CASE = dict(num_robots=4, planner="average", duration_s=20.0, seed=4, fleet=False, robot_timeout_s=1.5,
+CASE = dict(num_robots=4, planner="average", duration_s=20.0, seed=4, single_process=False, robot_timeout_s=1.5,
             init_radius=6.0, collision_avoidance="none")
 
 

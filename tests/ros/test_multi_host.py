@@ -1,8 +1,8 @@
 """docs/multi-host.md's check: one fleet whose processes run as if on separate hosts.
 
 The aggregation run's processes (sim, topology, recorder: the "base host"; and one process per robot,
-``fleet: false``: one "host" each) are started by this test one by one, each in its own session (process group),
-not as children of one launcher, with the environment a host of a multi-host fleet has: the same ROS_DOMAIN_ID
+``single_process: false``: one "host" each) are started by this test one by one, each in its own session (process
+group), not as children of one launcher, with the environment a host of a multi-host fleet has: the same ROS_DOMAIN_ID
 (this test's own), automatic discovery kept to the host (``LOCALHOST``) and the other hosts listed as static peers
 (``ROS_STATIC_PEERS=127.0.0.1``: the loopback stands in for their addresses; nothing leaves this machine). The
 robots find the sim and each other and converge: nothing in the code assumes one process tree. (On one machine
@@ -50,8 +50,8 @@ def test_a_fleet_split_over_hosts_with_static_peers_converges(tmp_path):
     from consensus.settings import load_flat
 
     sc = scenario("aggregation")
-    cfg = load_flat(sc.config_cls, _default_config(sc.config_file), num_robots=3, planner="average", fleet=False,
-                    seed=4, init_radius=4.0, duration_s=25.0, settle_s=2.0)
+    cfg = load_flat(sc.config_cls, _default_config(sc.config_file), num_robots=3, planner="average",
+                    single_process=False, seed=4, init_radius=4.0, duration_s=25.0, settle_s=2.0)
     cfg, params = sc.prepare(cfg, tmp_path / "run")
     out = tmp_path / "run"
     specs = sc.processes(cfg, use_sim_time=False)

@@ -76,7 +76,7 @@ def test_silent_and_never_heard_robots_are_bodies_until_an_operator_clears_them(
     from consensus.ros.health import Health
     from consensus.ros.nearby import NearbyRelay
 
-    cfg = load_config(None, num_robots=3, collision_avoidance="cbf", planner="average", seed=5, fleet=False,
+    cfg = load_config(None, num_robots=3, collision_avoidance="cbf", planner="average", seed=5, single_process=False,
                       nearby_horizon_s=0.0, robot_timeout_s=1.0)
     starts = np.array([[0.0, 0.0], [1.0, 0.0], [-2.0, 1.0]])
     node = Node("relay_fail_closed")

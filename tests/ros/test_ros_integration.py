@@ -80,7 +80,7 @@ def test_run_ends_once_the_robots_held_consensus_for_settle_s(tmp_path):
 def test_directed_leader_follower_ends_at_the_leader(tmp_path):
     from consensus.scenarios.aggregation.runner import run_ros
 
-    cfg = _cfg(num_robots=4, topology="leader_follower", leader=2, duration_s=22.0, fleet=False)
+    cfg = _cfg(num_robots=4, topology="leader_follower", leader=2, duration_s=22.0, single_process=False)
     summary = run_ros(cfg, tmp_path / "run", echo=None)
     leader_start = initial_positions(cfg)[2]
     assert summary["converged"] is True
@@ -330,7 +330,7 @@ def test_speed_limit_changes_live_and_read_only_parameters_are_refused_with_thei
 
     from consensus.scenarios.aggregation.runner import run_ros
 
-    cfg = _cfg(num_robots=2, fleet=False, duration_s=300.0, init_radius=9.0, kp=2.0, seed=11)
+    cfg = _cfg(num_robots=2, single_process=False, duration_s=300.0, init_radius=9.0, kp=2.0, seed=11)
     result: dict = {}
     runner = threading.Thread(target=lambda: result.update(run_ros(cfg, tmp_path / "run", echo=None)))
     runner.start()

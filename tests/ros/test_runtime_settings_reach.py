@@ -40,7 +40,7 @@ def test_no_run_time_change_may_outrun_the_checks_and_the_reach_made_at_launch(r
     from consensus.ros.fleet import _runtime_settings
 
     unicycle = scenario != "disaster"            # a disaster run's drones fly as single integrators
-    cfg = _scenario_cfg(scenario, fleet=fleet, v_max=1.0, w_max=2.0,
+    cfg = _scenario_cfg(scenario, single_process=fleet, v_max=1.0, w_max=2.0,
                         kinematics="unicycle" if unicycle else "single_integrator")
     node = Node("agent_under_test")
     try:

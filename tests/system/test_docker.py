@@ -65,7 +65,7 @@ def test_dockerfile_targets_the_distribution_and_pins_what_requirements_pin():
 def test_one_container_per_robot_on_one_domain_with_the_runs_settings():
     params = load_params_file(DOCKER / "params.yaml")
     cfg = load_flat(AggregationConfig, ROOT / "config" / "aggregation.yaml", **params)    # validated
-    assert cfg.fleet is False and cfg.llm_backend == "openai"
+    assert cfg.single_process is False and cfg.llm_backend == "openai"
     assert sorted(ROBOTS) == [f"robot_{i}" for i in range(cfg.num_robots)]
     for name, service in ROBOTS.items():
         assert f"__ns:=/{name}" in service["command"]

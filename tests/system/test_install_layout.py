@@ -25,10 +25,10 @@ needs_install = pytest.mark.skipif(not installed and os.environ.get("CONSENSUS_R
 def launch_executables() -> set[str]:
     """Executables the launch files can start: every process spec the scenarios expand."""
     names: set[str] = set()
-    for kw in (dict(planner="llm", llm_backend="embedded"), dict(planner="average", fleet=False)):
+    for kw in (dict(planner="llm", llm_backend="embedded"), dict(planner="average", single_process=False)):
         names |= {spec.executable for spec in aggregation_processes(load_config(None, **kw))}
     for kw in (dict(planner="llm", llm_backend="embedded", mode="explicit"), dict(planner="heuristic"),
-               dict(planner="heuristic", fleet=False)):
+               dict(planner="heuristic", single_process=False)):
         names |= {spec.executable for spec in disaster_processes(load_disaster_config(None, **kw))}
     return names
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.ros
 CLI_TIMEOUT_S = 60.0
 
 LAUNCH_RUNS = {
-    "aggregation": dict(planner="average", num_robots=3, topology="ring", duration_s=6, fleet="false", seed=3),
+    "aggregation": dict(planner="average", num_robots=3, topology="ring", duration_s=6, single_process="false", seed=3),
     "disaster": dict(planner="heuristic", num_robots=3, rounds=3, volatility="high", seed=2),
     "naming_game_robots": dict(num_robots=4, max_population_rounds=3, policy="fixed_bias:0.9",
                                interaction_period_s=0.2, seed=1),
@@ -52,7 +52,7 @@ def test_ros2_launch_runs_each_launch_file_to_completion(name, tmp_path):
 def test_two_fleets_in_their_own_namespaces_share_a_domain_and_each_converges(tmp_path):
     """namespace:= (issue 30): every node and relative topic of a run under /<ns>; two runs at once, one per process
     layout, each on its own robots."""
-    runs = {"fleet_a": dict(fleet="true", seed=3), "fleet_b": dict(fleet="false", seed=4)}
+    runs = {"fleet_a": dict(single_process="true", seed=3), "fleet_b": dict(single_process="false", seed=4)}
     launches = {ns: start_ros2("launch", "consensus", "aggregation.launch.py",
                                *launch_args(namespace=ns, planner="average", num_robots=3, duration_s=25,
                                             output_dir=tmp_path / ns, **extra), log=tmp_path / f"{ns}.log")
@@ -79,7 +79,7 @@ def test_two_fleets_in_their_own_namespaces_share_a_domain_and_each_converges(tm
 def test_two_disaster_runs_in_their_own_namespaces_keep_their_protocols_apart(tmp_path):
     """The disaster protocol's shared channels (/disaster/state, votes, ...) go under the run's namespace too: two
     runs at once on one domain each play their own rounds (a drone hearing the other grid would break its rounds)."""
-    runs = {"team_a": dict(fleet="true", seed=2), "team_b": dict(fleet="false", seed=5)}
+    runs = {"team_a": dict(single_process="true", seed=2), "team_b": dict(single_process="false", seed=5)}
     launches = {ns: start_ros2("launch", "consensus", "disaster.launch.py",
                                *launch_args(namespace=ns, **{**LAUNCH_RUNS["disaster"], **extra},
                                             output_dir=tmp_path / ns), log=tmp_path / f"{ns}.log")
@@ -202,7 +202,8 @@ def test_ros2_launch_fails_when_a_process_the_run_needs_dies(exe, message, tmp_p
 def test_ros2_param_set_changes_the_speed_limit_live_and_refuses_read_only_parameters(tmp_path):
     out = tmp_path / "run"
     launch = start_ros2("launch", "consensus", "aggregation.launch.py",
-                        *launch_args(planner="average", num_robots=2, fleet="false", duration_s=120, output_dir=out),
+                        *launch_args(planner="average", num_robots=2, single_process="false", duration_s=120,
+                                    output_dir=out),
                         log=tmp_path / "launch.log")
     try:
         up = wait_until(lambda: "/robot_0/agent" in ros2("node", "list", timeout=20).stdout.split() or None, 40)

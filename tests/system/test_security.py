@@ -180,7 +180,7 @@ def test_the_root_enclave_cannot_write_a_robots_own_outputs(tmp_path):
 
 
 def test_fleet_is_one_enclave_for_all_its_robots_and_publish_adds_shared_topics(tmp_path):
-    made = security.create_keystore(tmp_path, 3, fleet=True, publish=("/disaster/votes",))
+    made = security.create_keystore(tmp_path, 3, single_process=True, publish=("/disaster/votes",))
     assert made.enclaves == ["/consensus/root", "/consensus/fleet"]
     assert not security.enclave_dir(tmp_path, "/consensus/robot_0").exists()
     grant = _grant(tmp_path, "/consensus/fleet")
@@ -439,7 +439,7 @@ def test_launch_argument_security_puts_every_node_in_its_enclave(no_security_env
         assert not (tmp_path / "ks0").exists() and not (tmp_path / "refused").exists()
     # the wiring, as on a DDS with the plugins
     monkeypatch.setattr(security, "security_plugins", lambda rmw=None: security.PluginCheck(True, None, "here"))
-    context, actions = launch_run("aggregation.launch.py", monkeypatch, num_robots=2, fleet="false",
+    context, actions = launch_run("aggregation.launch.py", monkeypatch, num_robots=2, single_process="false",
                                   planner="average", security="true", keystore=tmp_path / "ks",
                                   output_dir=tmp_path / "run")
     assert os.environ["ROS_SECURITY_ENABLE"] == "true" and os.environ["ROS_SECURITY_STRATEGY"] == "Enforce"

@@ -23,7 +23,7 @@ the headless loop) or as one ``Nearby`` per robot (a robot process fed by the re
 margin is computed at once (tested equal to the per-robot lists).
 
 Users: the headless aggregation loop, and the fleet process's one clock (``consensus.ros.fleet.FleetClock``), where
-a process of one robot (``fleet:=false``, real robots) is the same core with N = 1.
+a process of one robot (``single_process:=false``, real robots) is the same core with N = 1.
 """
 from __future__ import annotations
 

@@ -391,8 +391,15 @@ def trial_key(point: Mapping[str, Any], axes: list[str], index: int) -> str:
     return f"{point_label(point, axes)}#{index}"
 
 
+#: a field renamed after trial seeds were published -> the name its seed hashes (``canonical_params``): a rename of
+#: a word is no change of behaviour, so every trial keeps its seed and every study its figures
+HASHED_AS = {"single_process": "fleet"}
+
+
 def canonical_params(params: Mapping[str, Any]) -> str:
-    """Compact JSON of ``params`` with sorted keys (what the trial seed hashes)."""
+    """Compact JSON of ``params`` with sorted keys (what the trial seed hashes), a renamed field under the name it
+    had when the seeds were fixed (``HASHED_AS``)."""
+    params = {HASHED_AS.get(k, k): v for k, v in params.items()}
     return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 

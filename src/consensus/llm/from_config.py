@@ -39,7 +39,7 @@ def client_from_config(cfg, transcripts_path: str | Path | None = None
         llama_cpp=llama_cpp,
         # the run's own llm_server (consensus.ros.llm_server) saves and restores slots: the robots of one fleet
         # process start from one prompt prefix (consensus.llm.slots); one process per robot: each has one slot
-        share_prefix=llama_cpp and bool(cfg.llm_base_url) and getattr(cfg, "fleet", False),
+        share_prefix=llama_cpp and bool(cfg.llm_base_url) and getattr(cfg, "single_process", False),
     )
 
 

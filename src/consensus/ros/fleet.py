@@ -118,7 +118,7 @@ def _runtime_settings(node: Node, cfg: Any, robots: list):
 
     current = [cfg]
     # the nearby relay's reach, as the relay computed it at launch (one process per robot)
-    launch_reach = fleet_reach(cfg) if not cfg.fleet and cfg.nearby_horizon_s > 0 else None
+    launch_reach = fleet_reach(cfg) if not cfg.single_process and cfg.nearby_horizon_s > 0 else None
 
     def on_set(params) -> SetParametersResult:
         changes = changed_fields(type(cfg), params, runtime_fields(ControlParams))
@@ -414,10 +414,11 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
         # executor thread for the clock makes its ticks start later, the GIL, not the executor, being the queue
         # (measured: docs/benchmarks.md, 'Why the code is as it is')
         in_process = fleet and len(robots) == cfg.num_robots
-        if not in_process and getattr(cfg, "fleet", False) and any(r.core.avoid is not None for r in robots):
+        if not in_process and getattr(cfg, "single_process", False) and any(r.core.avoid is not None for r in robots):
             main_node.get_logger().error(
-                "fleet: true, but this process runs only some robots: no nearby relay runs with fleet: true, so its "
-                "robots will wait for the others' positions; start one robot per process with fleet: false")
+                "single_process: true, but this process runs only some robots: no nearby relay runs with "
+                "single_process: true, so its robots will wait for the others' positions; start one robot per process "
+                "with single_process: false")
         base_url = ((status() or {}).get("base_url") or "") if status is not None else ""
         ready = EndpointReady(base_url, main_node.get_logger()) if EndpointReady.local(base_url) else None
         clock = FleetClock(main_node, cfg, robots, nearby_in_process=in_process, start=False, ready=ready)

@@ -52,11 +52,11 @@ times the pair's closing speed (``consensus.control.robot_core``), instead of a 
 PointCloud2 is the standard message for points that carry named fields; RViz and Foxglove draw it.
 
 Hosted by a node that runs in every run whose robots move (the aggregation's ``topology``, the disaster grid, the
-naming game's matchmaker) when the robots run one process each (``fleet: false``); vectorised over the n × n links.
-A fleet process (``fleet: true``) holds every robot's odometry already: it computes each robot's set itself through
-the same link model (``FleetNearby``), and no relay runs (a relay's n × (n − 1) positions ten times a second would be
-a large fleet's largest traffic: docs/benchmarks.md, 'Why the code is as it is'). A state with a non-finite or absurd
-position, or undecodable, is dropped and counted in the host's ``Health``.
+naming game's matchmaker) when the robots run one process each (``single_process: false``); vectorised over the n × n
+links. A fleet process (``single_process: true``) holds every robot's odometry already: it computes each robot's set
+itself through the same link model (``FleetNearby``), and no relay runs (a relay's n × (n − 1) positions ten times a
+second would be a large fleet's largest traffic: docs/benchmarks.md, 'Why the code is as it is'). A state with a
+non-finite or absurd position, or undecodable, is dropped and counted in the host's ``Health``.
 """
 from __future__ import annotations
 
@@ -156,8 +156,8 @@ def checked_state(raw, j: int, plausible: Plausibility, health: Health, now: flo
 
 class NearbyRelay:
     """The relay on ``node``. ``subscribe=False``: the host subscribes the states itself and hands each one to
-    ``accept`` (the topology node, which relays the same states for planning). With ``cfg.fleet`` it relays nothing
-    (``relaying`` False): the fleet process computes the sets (``FleetNearby``)."""
+    ``accept`` (the topology node, which relays the same states for planning). With ``cfg.single_process`` it relays
+    nothing (``relaying`` False): the fleet process computes the sets (``FleetNearby``)."""
 
     def __init__(self, node: Node, cfg, health: Health, *, seed_offset: int = 104729, subscribe: bool = True,
                  starts: np.ndarray | None = None) -> None:
@@ -187,7 +187,7 @@ class NearbyRelay:
         self.sent_points = 0                          # positions sent in nearby messages (the relay's traffic)
         # a fleet process computes every robot's set from the odometry it holds (FleetNearby): nothing to relay; the
         # host's own use of ``accept`` (the topology node's state checks) stays
-        self.relaying = not bool(getattr(cfg, "fleet", False))
+        self.relaying = not bool(getattr(cfg, "single_process", False))
         if not self.relaying:
             self.pubs = []
             return
@@ -330,7 +330,7 @@ class FleetNearby:
     the relays (``consensus.graphs.links``: ``link_delay_s``, ``link_drop_prob``, and a position older than
     ``robot_timeout_s + link_delay_s`` left out), with their ages: what the ``nearby`` relay would have delivered,
     without n × (n − 1) positions on the wire ten times a second. The relay stays for robots in separate processes
-    (``fleet:=false``).
+    (``single_process:=false``).
     """
 
     def __init__(self, cores: Sequence[RobotCore], cfg, *, seed_offset: int = 104729) -> None:

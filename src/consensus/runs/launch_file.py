@@ -8,8 +8,8 @@
 ``launch_description("aggregation", sim="turtlesim")``.)
 
 The launch arguments are the same in every launch file for the same ideas (``COMMON_ARGS``: ``config``,
-``use_sim_time``, ``output_dir``, ``seed``, ``num_robots``, ``fleet``, ``llm_backend``, ``llm_model``,
-``llm_base_url``), plus the scenario's own (``Scenario.launch_args``); every argument but ``config`` and
+``use_sim_time``, ``output_dir``, ``seed``, ``num_robots``, ``single_process``, ``llm_backend``,
+``llm_model``, ``llm_base_url``), plus the scenario's own (``Scenario.launch_args``); every argument but ``config`` and
 ``use_sim_time`` is the config field of the same name. An empty value keeps the config file's value. The config is
 validated before any process starts, and an argument the launch file does not declare is refused with one clear
 message (``ros2 launch`` itself would ignore it silently). The processes are the scenario's ``processes(cfg)`` -
@@ -35,7 +35,8 @@ from consensus.runs import security
 from consensus.runs.processes import (EXPENDABLE, FINISH_GRACE_S, FINISHES, NEEDED, ProcessSpec,
                                       writes_record)
 
-COMMON_ARGS = ("num_robots", "seed", "fleet", "llm_backend", "llm_model", "llm_base_url", "output_dir")
+COMMON_ARGS = ("num_robots", "seed", "single_process", "llm_backend", "llm_model", "llm_base_url",
+               "output_dir")
 
 
 #: not a config field: the ROS namespace of the whole run, so that two fleets can share a domain
@@ -75,8 +76,8 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
 
     def lost(event, context, name):
         # as under `consensus run`: a process the run needs (the sim, the fleet, the topology node...) that dies ends
-        # the run with an error; a robot's own process (fleet:=false) or the bag recorder may die, the run goes on
-        # (the recorder lists a lost robot)
+        # the run with an error; a robot's own process (single_process:=false) or the bag recorder may die, the run
+        # goes on (the recorder lists a lost robot)
         if not died(event, context):
             return None
         raise ConsensusError(f"process '{name}' exited with code {event.returncode}; the run ended (its error is "
@@ -215,7 +216,8 @@ def _setup(context, name: str, declared: set[str], variant: LaunchVariant):
         raise ConfigError(f"{name}.launch.py: security:={secured}: expected true or false")
     if secured in ("true", "1"):        # exported to this process: every node started after inherits it
         security.enable(given.get("keystore", "") or None, num_robots=getattr(cfg, "num_robots", 1),
-                        fleet=getattr(cfg, "fleet", False), robots_file=getattr(cfg, "robots_file", ""))
+                        single_process=getattr(cfg, "single_process", False),
+                        robots_file=getattr(cfg, "robots_file", ""))
     out = cfg.output_dir or default_run_dir(name)
     if sc.prepare is not None:
         cfg, params_file = sc.prepare(cfg, out)

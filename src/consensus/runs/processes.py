@@ -123,11 +123,11 @@ def prepare_run(cfg, out_dir: str | Path, *, scenario: str, extra: dict | None =
 
 
 def robot_specs(executable: str, cfg, params: dict, num_robots: int | None = None) -> list[ProcessSpec]:
-    """The robots' processes of a run: one ``/fleet`` process running them all (``cfg.fleet``), or one
+    """The robots' processes of a run: one ``/fleet`` process running them all (``cfg.single_process``), or one
     ``/robot_<i>/agent`` process per robot (``robot_id`` i), each with ``params`` (``consensus.ros.fleet``); a
     robot's own process is expendable: the run goes on if it dies."""
     n = cfg.num_robots if num_robots is None else num_robots
-    if cfg.fleet:
+    if cfg.single_process:
         return [ProcessSpec(executable, FLEET_NODE, params=params)]
     return [ProcessSpec(executable, ROBOT_NODE, namespace=names.namespace(i), params={**params, "robot_id": i},
                         expendable=n > 1) for i in range(n)]

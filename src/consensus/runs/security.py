@@ -16,7 +16,7 @@ The keystore has sros2's layout, so ``ros2 security`` and rcl read it as they re
   topics (DDS ``rt/robot_<i>/*`` and its nodes' service replies ``rr/robot_<i>/*``), plus what every ROS node
   publishes (``rt/rosout``, ``rt/parameter_events``, ``ros_discovery_info``) and the scenario-wide topics given with
   ``--publish``; it may read every topic.
-- ``/consensus/fleet``: the ``/fleet`` process (``fleet:=true``): the same rule for all its robots' namespaces.
+- ``/consensus/fleet``: the ``/fleet`` process (``single_process:=true``): the same rule for all its robots' namespaces.
 - ``/consensus/root``: every other process (sim, topology, recorder, nearby relay, bag recorder, llm_server, a
   scenario's root nodes, turtlesim): any topic except the robots' own outputs (state, target, planner records,
   cmd_vel), which only the robot's enclave may write.
@@ -131,10 +131,10 @@ def _robot_subscribe(robot_ids, drivers: dict[int, str]) -> tuple[str, ...]:
             "ros_discovery_info")
 
 
-def grants(num_robots: int, *, fleet: bool = False, publish: tuple[str, ...] = (),
+def grants(num_robots: int, *, single_process: bool = False, publish: tuple[str, ...] = (),
            drivers: dict[int, str] | None = None) -> list[Grant]:
-    """The enclaves of a run of ``num_robots`` robots: the root enclave and one per robot (``fleet``: one
-    ``/fleet`` enclave for all); ``publish``: absolute ROS topics every robot may publish besides its own namespace
+    """The enclaves of a run of ``num_robots`` robots: the root enclave and one per robot (``single_process``:
+    one ``/fleet`` enclave for all); ``publish``: absolute ROS topics every robot may publish besides its own namespace
     (a scenario's shared protocol topics, e.g. ``/disaster/votes``); ``drivers``: robot -> its driver's namespace
     (a robots map), which its enclave may publish in too."""
     drivers = drivers or {}
@@ -143,7 +143,7 @@ def grants(num_robots: int, *, fleet: bool = False, publish: tuple[str, ...] = (
     out = [Grant(ROOT_ENCLAVE, publish=("rt/*", "rq/*", "rr/*", "ros_discovery_info"),
                  subscribe=("rt/*", "rq/*", "rr/*", "ros_discovery_info"),
                  deny_publish=tuple(f"rt/{names.ROBOT_PREFIX}*/{t}" for t in ROBOT_OUTPUTS))]
-    if fleet:
+    if single_process:
         ids = range(num_robots)
         fleet_node = names.FLEET_NODE
         out.append(Grant(FLEET_ENCLAVE, publish=_robot_publish(ids, publish, drivers) + (f"rr/{fleet_node}/*",),
@@ -290,7 +290,7 @@ def map_drivers(robots_file: str | Path | None) -> dict[int, str]:
     return {i: e.namespace for i, e in enumerate(load_robots(Path(robots_file).expanduser()).enabled)}
 
 
-def create_keystore(path: str | Path, num_robots: int | None = None, *, fleet: bool = False,
+def create_keystore(path: str | Path, num_robots: int | None = None, *, single_process: bool = False,
                     publish: tuple[str, ...] = (), robots_file: str | Path | None = None) -> Keystore:
     """Make (or extend) the keystore at ``path`` for a run of ``num_robots`` robots (``grants``; with a
     ``robots_file``, its enabled robots, each enclave also holding its driver's namespace). An existing CA, and an
@@ -303,7 +303,7 @@ def create_keystore(path: str | Path, num_robots: int | None = None, *, fleet: b
         num_robots = len(drivers)
     elif drivers and num_robots != len(drivers):
         raise ConfigError(f"--robots {num_robots}: the robots map {robots_file} has {len(drivers)} enabled robot(s)")
-    enclave_grants = grants(num_robots, fleet=fleet, publish=tuple(publish), drivers=drivers)
+    enclave_grants = grants(num_robots, single_process=single_process, publish=tuple(publish), drivers=drivers)
     now = _dt.datetime.now(_dt.timezone.utc)
     public, private = path / "public", path / "private"
     ca_cert_path, ca_key_path = public / "ca.cert.pem", private / "ca.key.pem"
@@ -371,7 +371,7 @@ def check_keystore(keystore: str | Path, specs) -> None:
     if missing:
         what = "; ".join(f"{e} ({', '.join(files)})" for e, files in missing.items())
         raise ConfigError(f"security: the keystore {keystore} lacks {what}: make it for this run with "
-                          f"`consensus security keystore {keystore} --robots N [--fleet]`")
+                          f"`consensus security keystore {keystore} --robots N [--single-process]`")
 
 
 # --- does the middleware have the plugins? -----------------------------------------------------------------------
@@ -435,7 +435,7 @@ def security_env(keystore: str | Path) -> dict[str, str]:
             "ROS_SECURITY_KEYSTORE": str(Path(keystore).expanduser().resolve())}
 
 
-def enable(keystore: str | Path | None, *, num_robots: int, fleet: bool, robots_file: str = "",
+def enable(keystore: str | Path | None, *, num_robots: int, single_process: bool, robots_file: str = "",
            say=print) -> dict[str, str]:
     """``consensus run --security`` / ``security:=true``: refuse (ConfigError) where the middleware lacks the
     plugins; use ``keystore`` (default: ``$ROS_SECURITY_KEYSTORE``), making it for ``num_robots`` robots if it does
@@ -452,14 +452,15 @@ def enable(keystore: str | Path | None, *, num_robots: int, fleet: bool, robots_
                           "ROS_SECURITY_KEYSTORE; make one with `consensus security keystore DIR --robots N`")
     keystore = Path(keystore).expanduser()
     if not keystore.exists():
-        made = create_keystore(keystore, None if robots_file else num_robots, fleet=fleet, robots_file=robots_file)
+        made = create_keystore(keystore, None if robots_file else num_robots, single_process=single_process,
+                               robots_file=robots_file)
         say(f"security: made the keystore {keystore} ({', '.join(made.enclaves)})")
     env = security_env(keystore)
     os.environ.update(env)
     return env
 
 
-# --- `consensus security keystore DIR --robots N [--fleet]` --------------------------------------------------
+# --- `consensus security keystore DIR --robots N [--single-process]` -----------------------------------------
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -467,14 +468,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="security_action", required=True)
     ks = sub.add_parser("keystore", help="make (or extend) a run's SROS2 keystore",
                         description="Make the SROS2 keystore of a run: one CA, the signed governance, and one "
-                                    "enclave per robot process (/consensus/robot_<i>; --fleet: /consensus/fleet) "
+                                    "enclave per robot process (/consensus/robot_<i>; --single-process: "
+                                    "/consensus/fleet) "
                                     "plus /consensus/root, each with its certificate, key and signed permissions "
                                     "(a robot publishes only in its own namespace).")
     ks.add_argument("dir", type=Path, help="keystore directory (ROS_SECURITY_KEYSTORE)")
     ks.add_argument("--robots", type=int, metavar="N", help="number of robots (default: a --robots-file's)")
     ks.add_argument("--robots-file", type=Path, metavar="MAP",
                     help="a robots: map: its enabled robots, each enclave also publishing in its driver's namespace")
-    ks.add_argument("--fleet", action="store_true", help="one /fleet process runs all robots (fleet:=true)")
+    ks.add_argument("--single-process", action="store_true",
+                    help="one /fleet process runs all robots (single_process:=true)")
+    ks.add_argument("--fleet", action="store_true", help=argparse.SUPPRESS)     # the old name: refused in command
     ks.add_argument("--publish", action="append", default=[], metavar="TOPIC",
                     help="an absolute topic every robot may publish too (a scenario's shared protocol topic, e.g. "
                          "/disaster/votes); repeatable")
@@ -488,7 +492,10 @@ def command(args: argparse.Namespace) -> int:
         return 0 if check.available is not False else 1
     if args.robots is None and args.robots_file is None:
         raise ConfigError("consensus security keystore: give --robots N or --robots-file MAP")
-    made = create_keystore(args.dir, args.robots, fleet=args.fleet, publish=tuple(args.publish),
+    if args.fleet:
+        raise ConfigError("consensus security keystore: --fleet is now --single-process (the process layout; "
+                          "'fleet' names the group of robots)")
+    made = create_keystore(args.dir, args.robots, single_process=args.single_process, publish=tuple(args.publish),
                            robots_file=args.robots_file)
     print(f"keystore: {made.path.resolve()} ({'new CA' if made.created_ca else 'its CA kept'})")
     for enclave in made.enclaves:

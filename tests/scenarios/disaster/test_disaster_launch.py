@@ -32,7 +32,7 @@ def test_launch_arguments_reach_the_one_params_file_and_the_sim_starts_on_the_st
     from launch.actions import RegisterEventHandler
 
     actions, nodes = _launch(monkeypatch, num_robots=4, planner="random", volatility="high", rounds=7, seed=5,
-                             fleet="false", output_dir=tmp_path / "run")
+                             single_process="false", output_dir=tmp_path / "run")
     assert [n["executable"] for n in nodes] == ["sim", "drone", "drone", "drone", "drone", "disaster_grid",
                                                 "bag_recorder"]
     assert [n["name"] for n in nodes if n["executable"] == "drone"] == [f"/robot_{i}/agent" for i in range(4)]

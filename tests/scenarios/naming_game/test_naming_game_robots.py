@@ -133,7 +133,7 @@ def test_settings_and_processes():
         ("bag_recorder", "bag_recorder", "")]
     assert specs[0].params["publish_clock"] is True and specs[0].params["use_sim_time"] is False
     assert [s.ends_run for s in specs] == [False, False, True, False]
-    per_robot = robot_processes(_cfg(fleet=False))
+    per_robot = robot_processes(_cfg(single_process=False))
     assert [(s.name, s.namespace, s.params.get("robot_id")) for s in per_robot[1:-2]] == [
         ("agent", f"robot_{i}", i) for i in range(4)]
     with pytest.raises(ConfigError, match="num_robots must be in"):       # the fleet group's bound
@@ -155,11 +155,11 @@ def test_the_robots_game_counts_robots_with_the_fleet_group_and_composes_the_rul
     assert not issubclass(RobotsGameConfig, NamingGameConfig) and not issubclass(RobotsGameConfig, AgentsParams)
     assert issubclass(NamingGameConfig, AgentsParams) and not issubclass(NamingGameConfig, FleetParams)
     names = set(RobotsGameConfig.field_names())
-    assert {"num_robots", "fleet", "executor", "max_population_rounds", "memory", "threshold"} <= names
+    assert {"num_robots", "single_process", "executor", "max_population_rounds", "memory", "threshold"} <= names
     assert not names & {"num_agents", "max_rounds", "runs", "trajectory"}
     cfg = _cfg(num_robots=3)
     assert len(play_headless(cfg, fixed_bias(1.0, 2)).summary["final_words"]) == 3      # three robots play
-    assert len(robot_processes(_cfg(num_robots=3, fleet=False))) == 1 + 3 + 1 + 1      # sim, 3 robots, mm, bag
+    assert len(robot_processes(_cfg(num_robots=3, single_process=False))) == 1 + 3 + 1 + 1      # sim, 3 robots, mm, bag
     with pytest.raises(ConfigError, match="num_robots must be at least 2"):
         _cfg(num_robots=1)
     with pytest.raises(ConfigError, match="parameter 'max_rounds' is now called 'max_population_rounds'"):
@@ -284,7 +284,7 @@ def test_ros_fleet_says_the_reference_words_and_gathers_at_both_points(tmp_path,
 @pytest.mark.ros
 def test_ros_robots_in_their_own_processes_converge_like_the_reference(tmp_path, monkeypatch):
     # seed 9: converges on word 1 (point B) at round 5
-    summary, out, cfg = _run_ros(tmp_path, monkeypatch, seed=9, fleet=False)
+    summary, out, cfg = _run_ros(tmp_path, monkeypatch, seed=9, single_process=False)
     assert summary["converged"] is True and summary["word"] == 1 and summary["consensus_time"] == 5
     _check_against_reference(summary, out, cfg)
 
@@ -309,7 +309,8 @@ def test_ros_a_robot_that_never_answers_is_timed_out_and_bad_records_are_counted
 
     result: dict = {}
     runner = threading.Thread(target=lambda: result.update(zip(("summary", "out", "cfg"), _run_ros(
-        tmp_path, monkeypatch, drop=("robot_3",), seed=2, fleet=False, max_population_rounds=2, answer_timeout_s=0.5))))
+        tmp_path, monkeypatch, drop=("robot_3",), seed=2, single_process=False, max_population_rounds=2,
+        answer_timeout_s=0.5))))
     rclpy.init()
     node = Node("naming_probe")
     status = node.create_publisher(String, "/robot_3/planner/status", EVENTS)

@@ -169,8 +169,8 @@ def test_the_dense_batch_path_equals_the_per_robot_lists(kinematics, seed, n):
 
 
 def test_a_robot_that_heard_the_relay_but_no_other_robot_yet_is_a_row_not_an_error():
-    """fleet:=false at start-up: robot 0's relay message lists no other robot yet (an empty ``Nearby``); the batch
-    keeps it as heard-but-empty (a CI run logged 'fleet.step failed: cannot reshape array of size 0')."""
+    """single_process:=false at start-up: robot 0's relay message lists no other robot yet (an empty ``Nearby``); the
+    batch keeps it as heard-but-empty (a CI run logged 'fleet.step failed: cannot reshape array of size 0')."""
     from consensus.control.fleet_core import NearbyBatch
     from consensus.control.robot_core import Nearby
 

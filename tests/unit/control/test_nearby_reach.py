@@ -1,5 +1,5 @@
-"""The nearby relay of robots in separate processes (``fleet: false``) sends each robot only the robots in reach
-(issue 29, item 3), and a census of every robot once a planning period for the packing slots.
+"""The nearby relay of robots in separate processes (``single_process: false``) sends each robot only the robots in
+reach (issue 29, item 3), and a census of every robot once a planning period for the packing slots.
 
 ROS-free first: the reach (``consensus.control.avoidance.within_reach``), the robot's stop on a ``nearby`` message
 older than the horizon, the slots from the census, and a fleet of cores driven through an emulated reach-limited relay
@@ -212,7 +212,7 @@ def test_the_relay_sends_each_robot_the_robots_in_reach_and_everyone_in_its_cens
     from consensus.ros.health import Health
     from consensus.ros.nearby import NearbyRelay, read_nearby
 
-    cfg = _cfg(num_robots=4, fleet=False, nearby_horizon_s=0.5)
+    cfg = _cfg(num_robots=4, single_process=False, nearby_horizon_s=0.5)
     node = Node("relay_under_test")
     try:
         relay = NearbyRelay(node, cfg, Health(), subscribe=False)
@@ -243,7 +243,8 @@ def test_the_relay_sends_each_robot_the_robots_in_reach_and_everyone_in_its_cens
         assert relay.accept(1, serialize_message(msg)) is not None
         assert relay.speed[1] == 0.4 and relay.last[1, 1] == 1.0
         # the relay of every robot: all three others to each, no census
-        every = NearbyRelay(node, _cfg(num_robots=4, fleet=False, nearby_horizon_s=0.0), Health(), subscribe=False)
+        every = NearbyRelay(node, _cfg(num_robots=4, single_process=False, nearby_horizon_s=0.0), Health(),
+                            subscribe=False)
         assert every.census_pub is None
         every.pubs = [_Capture() for _ in range(4)]
         for j, xy in enumerate([(0.0, 0.0), (1.0, 0.0), (6.0, 0.0), (6.5, 0.5)]):

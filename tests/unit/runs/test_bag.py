@@ -183,7 +183,7 @@ def test_the_bag_leaves_out_what_bag_exclude_matches(tmp_path):
     from consensus.scenarios.aggregation.runner import run_ros
 
     cfg = load_config(None, num_robots=2, planner="average", duration_s=6.0, collision_avoidance="cbf",
-                      bag_exclude="^/robot_0/nearby$", seed=3, fleet=False)
+                      bag_exclude="^/robot_0/nearby$", seed=3, single_process=False)
     run_ros(cfg, tmp_path / "run", echo=None)
     info = yaml.safe_load((tmp_path / "run" / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     counts = {t["topic_metadata"]["name"]: t["message_count"] for t in info["topics_with_message_count"]}

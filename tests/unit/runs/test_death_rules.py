@@ -16,10 +16,10 @@ def test_each_process_has_one_death_rule():
 
 
 def test_a_robot_s_own_process_is_expendable_unless_it_is_the_only_robot():
-    per_robot = robot_specs("robot", RobotBaseConfig(num_robots=3, fleet=False), {})
+    per_robot = robot_specs("robot", RobotBaseConfig(num_robots=3, single_process=False), {})
     assert [s.death_rule for s in per_robot] == [EXPENDABLE] * 3
-    assert robot_specs("robot", RobotBaseConfig(num_robots=1, fleet=False), {})[0].death_rule == NEEDED
-    assert robot_specs("robot", RobotBaseConfig(num_robots=3, fleet=True), {})[0].death_rule == NEEDED
+    assert robot_specs("robot", RobotBaseConfig(num_robots=1, single_process=False), {})[0].death_rule == NEEDED
+    assert robot_specs("robot", RobotBaseConfig(num_robots=3, single_process=True), {})[0].death_rule == NEEDED
 
 
 def test_the_processes_that_write_the_record_get_the_grace_to_write_it():

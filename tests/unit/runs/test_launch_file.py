@@ -26,7 +26,7 @@ def _launch(monkeypatch, **args):
 def test_launch_starts_the_runner_nodes_with_one_merged_params_file(monkeypatch, tmp_path):
     from launch.actions import RegisterEventHandler
 
-    actions, nodes = _launch(monkeypatch, num_robots=3, planner="average", topology="ring", fleet="false",
+    actions, nodes = _launch(monkeypatch, num_robots=3, planner="average", topology="ring", single_process="false",
                              output_dir=tmp_path / "run")
     assert [n["executable"] for n in nodes] == ["sim", "topology", "robot", "robot", "robot", "recorder",
                                                 "bag_recorder"]
@@ -39,8 +39,8 @@ def test_launch_starts_the_runner_nodes_with_one_merged_params_file(monkeypatch,
     assert [n["params"]["robot_id"] for n in nodes if n["executable"] == "robot"] == [0, 1, 2]
     handlers = [a for a in actions if isinstance(a, RegisterEventHandler)]
     # the recorder ends the run; the sim's or the topology node's death ends it with an error (as consensus run);
-    # a robot's own process (fleet:=false) may die, but the last one's death ends the run (one handler each: the
-    # behaviour under the real ros2 launch is tests/ros/test_lost_robot.py's); the bag recorder may die
+    # a robot's own process (single_process:=false) may die, but the last one's death ends the run (one handler each:
+    # the behaviour under the real ros2 launch is tests/ros/test_lost_robot.py's); the bag recorder may die
     assert len(handlers) == 3 + 3
     assert (tmp_path / "run" / "manifest.json").is_file()
 
@@ -92,8 +92,12 @@ def test_the_naming_game_robots_launch_counts_robots_and_caps_population_rounds(
         launch_actions("naming_game_robots.launch.py", monkeypatch, config=config, max_rounds=3,
                        output_dir=tmp_path / "old")
     assert not (tmp_path / "old").exists()
+    with pytest.raises(ConfigError, match="launch argument fleet is now called single_process"):
+        launch_actions("naming_game_robots.launch.py", monkeypatch, config=config, fleet="false",
+                       output_dir=tmp_path / "old")
+    assert not (tmp_path / "old").exists()
     actions = launch_actions("naming_game_robots.launch.py", monkeypatch, config=config, num_robots=3,
-                             max_population_rounds=3, fleet="false", output_dir=tmp_path / "run")
+                             max_population_rounds=3, single_process="false", output_dir=tmp_path / "run")
     nodes = [node_info(a) for a in actions if isinstance(a, Node)]
     assert [n["name"] for n in nodes if n["executable"] == "naming_robot"] == [f"/robot_{i}/agent" for i in range(3)]
     params = params_file_fields((tmp_path / "run" / "params.yaml"), RobotsGameConfig)

@@ -18,7 +18,7 @@ def test_a_field_s_ros_name_is_its_group_and_its_name_without_the_group_s_prefix
     names = ros_names(AggregationConfig)
     assert names["kp"] == "control.kp" and names["control_period_s"] == "control.period_s"
     assert names["llm_backend"] == "llm.backend" and names["planner_period_s"] == "planner.period_s"
-    assert names["sim"] == "sim.backend" and names["fleet"] == "fleet.single_process"
+    assert names["sim"] == "sim.backend" and names["single_process"] == "fleet.single_process"
     assert names["topology"] == "aggregation.topology"
     # a scenario that redeclares a group's field keeps it in the group: the same name in every scenario
     assert ros_names(DisasterConfig)["num_robots"] == names["num_robots"] == "fleet.num_robots"

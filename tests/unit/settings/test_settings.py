@@ -100,6 +100,24 @@ def test_a_renamed_parameter_is_refused_with_its_new_name():
     assert load_config(None, keep_history=True).keep_history is True
 
 
+def test_the_old_process_layout_word_fleet_is_refused_naming_single_process(tmp_path):
+    """``fleet`` (all robots in one process) is now ``single_process``; ``fleet`` is the group of robots only. The old
+    name is refused naming the new one in a params file (flat) and through ``--set``; the nested name is the same."""
+    from consensus.scenarios.aggregation.config import AggregationConfig, load_config
+    from consensus.settings import load_flat, ros_names
+
+    assert ros_names(AggregationConfig)["single_process"] == "fleet.single_process"
+    with pytest.raises(ConfigError, match="parameter 'fleet' is now called 'single_process'"):
+        load_config(None, fleet=False)
+    old = tmp_path / "old.yaml"
+    old.write_text("/**:\n  ros__parameters:\n    fleet: false\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="parameter 'fleet' is now called 'single_process'"):
+        load_flat(AggregationConfig, old)
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("/**:\n  ros__parameters:\n    fleet:\n      single_process: false\n", encoding="utf-8")
+    assert load_flat(AggregationConfig, nested).single_process is False
+
+
 def test_renamed_words_are_gathered_from_every_group_and_a_field_of_another_group_stays():
     """``RENAMED`` may sit on any group (``renamed_fields`` gathers the MRO's); an old name that is a field of the
     composing config (a fleet's ``num_robots``) is not refused."""

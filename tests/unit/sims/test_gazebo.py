@@ -150,8 +150,8 @@ def test_launch_starts_gz_the_bridge_and_the_run_without_the_builtin_sim(monkeyp
     from launch_ros.actions import Node
 
     monkeypatch.setattr(gazebo, "require", lambda: None)
-    context, actions = _visit(monkeypatch, output_dir=tmp_path / "run", num_robots=3, planner="average", fleet="false",
-                              gz_args="-r -s")
+    context, actions = _visit(monkeypatch, output_dir=tmp_path / "run", num_robots=3, planner="average",
+                              single_process="false", gz_args="-r -s")
     assert context.launch_configurations["use_sim_time"] == "true"
     processes = [a for a in actions if isinstance(a, ExecuteProcess)]
     gz = processes[0]

@@ -9,7 +9,7 @@ Processes (every one reads the run's ``/**:`` parameters file, ``DisasterConfig`
   their start cells (``start_cells``, as headless) and the grid as its workspace; it publishes ``/clock`` with
   ``use_sim_time``. Its ``RobotBaseConfig`` parameters come from ``controller_config`` and are validated here,
   before anything starts; ``sim: turtlesim`` gives the same parameters to the turtlesim bridge (holonomic turtles);
-* ``drone``: all drones in one process (node ``/fleet``, ``fleet: true``) or one process per drone (node
+* ``drone``: all drones in one process (node ``/fleet``, ``single_process: true``) or one process per drone (node
   ``/robot_<i>/agent``);
 * ``aggregator`` (explicit mode only);
 * ``disaster_grid``: owns the environment and the round clock, writes the run directory; the run ends when it

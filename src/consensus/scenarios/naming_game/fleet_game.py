@@ -143,8 +143,8 @@ def controller_config(cfg: RobotsGameConfig, **settings: Any) -> tuple[RobotBase
 def robot_processes(cfg: RobotsGameConfig, *, use_sim_time: bool = False) -> list:
     """The ROS processes of a fleet run of ``cfg``: the simulator (``sim``: ``consensus.sims.sim_processes``; the
     kernel's ``sim`` by default, turtlesim's turtles holonomic), the robots (executable ``naming_robot``: one process
-    ``/fleet``, or one ``/robot_<i>/agent`` per robot with ``fleet: false``) and ``naming_matchmaker``, which ends
-    the run. Validates the controller settings first (ConfigError)."""
+    ``/fleet``, or one ``/robot_<i>/agent`` per robot with ``single_process: false``) and ``naming_matchmaker``, which
+    ends the run. Validates the controller settings first (ConfigError)."""
     from consensus.runs.processes import ProcessSpec, bag_specs, robot_specs
     from consensus.sims import sim_processes
 

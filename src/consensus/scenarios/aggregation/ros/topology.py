@@ -101,7 +101,7 @@ def known_starts(cfg) -> np.ndarray | None:
                 starts[j] = np.nan
     return starts
 #: the fields the topology node reads besides ``GRAPH_PARAMS`` (its parameters: ``declare_config(uses=...)``)
-USES = ("num_robots", "dim", "workspace", "seed", "executor", "fleet", "link_delay_s", "link_drop_prob",
+USES = ("num_robots", "dim", "workspace", "seed", "executor", "single_process", "link_delay_s", "link_drop_prob",
         "neighbor_rate_hz", "state_rate_hz", "robot_timeout_s", "control_period_s", "v_max", "collision_avoidance",
         "robots_file", "nearby_horizon_s", "planner_period_s", "kinematics", "w_max", "footprint_radius_m",
         "safety_margin_m", "cbf_gamma", "init_radius", "initial_positions")

@@ -74,7 +74,8 @@ class RemoteDrone:
 
 #: the fields the aggregator reads (its parameters, ``declare_config(uses=...)``): the team's and the vote's, the grid's
 #: size (cells on the wire), and for a spoke-and-wheel coordinator the LLM client's and its requests'
-USES = ("num_robots", "seed", "output_dir", "executor", "fleet", "planner", "baseline", "mode", "strategy", "roles",
+USES = ("num_robots", "seed", "output_dir", "executor", "single_process", "planner", "baseline", "mode", "strategy",
+        "roles",
         "max_agreement_turns", "round_timeout_s", "sensor_readings", "message_max_chars", "width", "height",
         "llm_backend", "llm_model", "llm_base_url", "llm_api_key_env", "llm_timeout_s", "llm_max_retries",
         "llm_concurrency", "replay_path", "llm_temperature", "llm_max_tokens", "llm_structured", "parse_retries")

@@ -116,7 +116,8 @@ def severity_colour(severity: int) -> ColorRGBA:
 #: strategy and the rest its round clock and summary read), the environment's, the flights' (cells, motion, deadlines)
 #: and those of the controller settings its nearby relay and cell slots need (``drone_control.controller_config``); the
 #: others reach its manifest from the parameters file without being its parameters
-USES = ("num_robots", "seed", "output_dir", "executor", "fleet", "planner", "baseline", "mode", "strategy", "roles",
+USES = ("num_robots", "seed", "output_dir", "executor", "single_process", "planner", "baseline", "mode", "strategy",
+        "roles",
         "volatility", "discussion_turns", "max_agreement_turns", "rounds", "round_timeout_s", "width", "height",
         "max_active", "p_new", "initial_disasters", "containment_per_drone", "alpha", "beta",
         "misallocation_threshold", "misallocation_cost", "misallocation", "high_severity", "report_noise", "motion",

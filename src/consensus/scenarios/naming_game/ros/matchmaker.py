@@ -62,7 +62,7 @@ READY_TIMEOUT_S = 60.0
 #: the fields the matchmaker reads (its parameters, ``declare_config(uses=...)``): the game's rules and timing, the
 #: policy (the reference game it compares with) and those of the controller settings its nearby relay and arrival
 #: radii need (``fleet_game.controller_config``); the others reach its manifest from the parameters file
-USES = ("num_robots", "seed", "output_dir", "executor", "fleet", "memory", "words", "policy", "rendezvous",
+USES = ("num_robots", "seed", "output_dir", "executor", "single_process", "memory", "words", "policy", "rendezvous",
         "max_population_rounds", "threshold", "window_factor", "interaction_period_s", "answer_timeout_s",
         "arrival_tolerance_m", "arrival_timeout_s", "control_period_s", "kinematics", "v_max", "w_max",
         "collision_avoidance", "footprint_radius_m", "safety_margin_m", "cbf_gamma")
