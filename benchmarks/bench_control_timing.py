@@ -1,4 +1,4 @@
-"""Control timing under LLM load: 20 robots in fleet mode, LLM planner against a local OpenAI-protocol server
+"""Control timing under LLM load: 20 robots in one process, LLM planner against a local OpenAI-protocol server
 answering after 1.5 s, so planning calls are in flight most of the time. Target: >= 99.9 % of commands published
 within 10 ms of their control slot (the step included) and none more than 50 ms late.
 

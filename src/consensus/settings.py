@@ -660,7 +660,7 @@ PHYSICS = tuple(f.name for f in fields(PhysicsParams))
 
 @dataclass
 class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams, BagParams, PhysicsParams):
-    """What the kernel's robot nodes read (``sim``, the robot base ``consensus.ros.robot.RobotAgent``,
+    """What the kernel's robot nodes read (``sim``, the robot base ``consensus.ros.robot.RobotNode``,
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs
     of mobile robots extend it."""
 

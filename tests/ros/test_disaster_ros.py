@@ -332,12 +332,12 @@ def test_policy_jobs_run_one_at_a_time_in_order_and_skip_finished_phases():
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from consensus.scenarios.disaster.ros.agent import PolicyJobs
+    from consensus.scenarios.disaster.ros.agent import PlannerJobs
 
     gate = threading.Event()
     running = []
     with ThreadPoolExecutor(4) as pool:
-        jobs = PolicyJobs(pool)
+        jobs = PlannerJobs(pool)
 
         def job(name):
             def run():
@@ -380,7 +380,7 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
     from consensus.ros.fleet import FleetClock
     from consensus.ros.qos import profile
     from consensus.scenarios.disaster.ros import protocol
-    from consensus.scenarios.disaster.ros.agent import RosDrone
+    from consensus.scenarios.disaster.ros.agent import DisasterRobot
 
     STATE, DISCUSSION, STATE_QOS = protocol.DISASTER_STATE.name, protocol.DISASTER_DISCUSSION.name, \
         profile(protocol.DISASTER_STATE)
@@ -391,7 +391,7 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
     rclpy.init()
     node, drv = Node("drone", namespace="robot_0"), Node("driver")
     try:
-        drone = RosDrone(node, cfg, 0, make_drone(cfg, 0), None)
+        drone = DisasterRobot(node, cfg, 0, make_drone(cfg, 0), None)
         FleetClock(node, cfg, [drone], nearby_in_process=False)          # as in a drone's own process: a fleet of one
         odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
         # the grid's nearby relay: drone 1 hovers at (0.5, 5.5), far from drone 0's flights (a drone with a body

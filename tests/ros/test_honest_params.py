@@ -288,11 +288,11 @@ def _node_main_end(obj) -> None:
 def _robot_process(module, params: dict, monkeypatch):
     """The process of a robot executable (``module.main``'s ``read_config``, ``build`` and ``attach``) as
     ``consensus.ros.fleet.run_robots`` makes it, in-process: the main node ``/fleet``, one node per robot, their
-    policies (and LLM client), the parameter callback, the one clock and the robots' diagnostics."""
+    planners (and LLM client), the parameter callback, the one clock and the robots' diagnostics."""
     from rclpy.node import Node
 
     from consensus.ros import diagnostics
-    from consensus.ros.fleet import FleetClock, _runtime_settings, policies_with_llm, robot_ids
+    from consensus.ros.fleet import FleetClock, _runtime_settings, planners_with_llm, robot_ids
 
     parts: list = []
     monkeypatch.setattr(module, "run_robots", lambda _name, *fns: parts.extend(fns) or 0)
@@ -301,12 +301,12 @@ def _robot_process(module, params: dict, monkeypatch):
     main = _node("fleet", **params)
     cfg = read_config(main)
     ids = robot_ids(main, cfg.num_robots)
-    policies, pool, status, close = policies_with_llm(cfg, lambda client: build(cfg, ids, client))
+    planners, pool, status, close = planners_with_llm(cfg, lambda client: build(cfg, ids, client))
     _ = cfg.executor                                     # run_robots: make_executor(cfg.executor)
     nodes, robots = [main], []
-    for i, policy in zip(ids, policies):
+    for i, planner in zip(ids, planners):
         nodes.append(Node("agent", namespace=f"/robot_{i}", start_parameter_services=False))
-        robots.append(attach(nodes[-1], cfg, i, policy, pool, status))
+        robots.append(attach(nodes[-1], cfg, i, planner, pool, status))
     main.add_on_set_parameters_callback(_runtime_settings(main, cfg, robots))
     clock = FleetClock(main, cfg, robots, nearby_in_process=True)
     diag = diagnostics.RobotsDiagnostics(main, robots, clock.health)

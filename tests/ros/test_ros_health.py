@@ -169,7 +169,7 @@ def test_guarded_counts_every_exception_but_logs_only_the_first_five(ros, caplog
     assert HEALTH.counts()["callback_errors"] == before + 1
 
 
-# ------------------------------------------------------------------------------------------------ robot agent
+# ------------------------------------------------------------------------------------------------ robot node
 def test_robot_uses_the_good_neighbour_and_counts_forged_ones(ros):
     """A forged PoseArray on `neighbors`: NaN and +-1e308 entries (1e308 is finite: only the bound catches it)
     plus one good pose. The robot plans from the good one only and counts the three others in its status."""
@@ -180,13 +180,13 @@ def test_robot_uses_the_good_neighbour_and_counts_forged_ones(ros):
     from std_msgs.msg import String
 
     from consensus.ros.fleet import FleetClock
-    from consensus.ros.robot import RobotAgent
+    from consensus.ros.robot import RobotNode
     from consensus.scenarios.aggregation.planners.classical import AveragePlanner
 
     cfg = _cfg()
     robot = Node("agent", namespace="robot_0")
-    agent = RobotAgent(robot, cfg, 0, AveragePlanner(dim=2), None)
-    FleetClock(robot, cfg, [agent], nearby_in_process=False)          # as in a robot's own process: a fleet of one
+    robot_node = RobotNode(robot, cfg, 0, AveragePlanner(dim=2), None)
+    FleetClock(robot, cfg, [robot_node], nearby_in_process=False)     # as in a robot's own process: a fleet of one
     drv = Node("forger")
     odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
     nb_pub = drv.create_publisher(PoseArray, "/robot_0/neighbors", 10)
@@ -207,12 +207,12 @@ def test_robot_uses_the_good_neighbour_and_counts_forged_ones(ros):
     try:
         _spin(ex, 1.5, publish)
         _spin(ex, 0.8)                                    # the last planning round and its status go out
-        assert len(agent.neighbors.positions) == 1 and np.allclose(agent.neighbors.positions[0], [4.0, 0.0])
+        assert len(robot_node.neighbors.positions) == 1 and np.allclose(robot_node.neighbors.positions[0], [4.0, 0.0])
         assert plans and np.allclose(plans[-1]["target"], [2.0, 0.0])       # average of (0, 0) and (4, 0)
-        assert np.allclose(agent.target, [2.0, 0.0])
-        bad = agent.health.bad_messages
+        assert np.allclose(robot_node.target, [2.0, 0.0])
+        bad = robot_node.health.bad_messages
         assert bad >= 3 and bad % 3 == 0                  # three bad poses per forged message decoded
-        assert agent.health.bad_by_input == {"neighbors": bad}
+        assert robot_node.health.bad_by_input == {"neighbors": bad}
         assert status[-1]["bad_messages"] == bad and status[-1]["callback_errors"] == 0
         for key in ("robot", "round", "state", "llm_calls", "llm_fallbacks", "clamped", "overruns",
                     "planner_errors", "stale_stops", "control"):
@@ -222,9 +222,9 @@ def test_robot_uses_the_good_neighbour_and_counts_forged_ones(ros):
         nan_odom = Odometry()
         nan_odom.pose.pose.position.x = math.nan
         _spin(ex, 0.5, lambda: odom_pub.publish(nan_odom))
-        assert np.allclose(agent.pos, [0.0, 0.0])
-        assert agent.health.bad_by_input.get("odom", 0) >= 1
-        assert agent.status()["bad_messages"] == agent.health.bad_messages > bad
+        assert np.allclose(robot_node.pos, [0.0, 0.0])
+        assert robot_node.health.bad_by_input.get("odom", 0) >= 1
+        assert robot_node.status()["bad_messages"] == robot_node.health.bad_messages > bad
     finally:
         robot.destroy_node()
         drv.destroy_node()
@@ -238,18 +238,18 @@ def test_a_raising_tick_is_counted_in_status_and_the_robot_goes_on(ros):
     from std_msgs.msg import String
 
     from consensus.ros.fleet import FleetClock
-    from consensus.ros.robot import RobotAgent
+    from consensus.ros.robot import RobotNode
     from consensus.scenarios.aggregation.planners.classical import AveragePlanner
 
-    class BrokenRobot(RobotAgent):
+    class BrokenRobot(RobotNode):
         def after_control(self) -> None:
             super().after_control()
             raise RuntimeError("bug in every control tick")
 
     cfg = _cfg()
     robot = Node("agent", namespace="robot_0")
-    agent = BrokenRobot(robot, cfg, 0, AveragePlanner(dim=2), None)
-    FleetClock(robot, cfg, [agent], nearby_in_process=False)          # as in a robot's own process: a fleet of one
+    robot_node = BrokenRobot(robot, cfg, 0, AveragePlanner(dim=2), None)
+    FleetClock(robot, cfg, [robot_node], nearby_in_process=False)     # as in a robot's own process: a fleet of one
     drv = Node("watcher")
     odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
     status: list[dict] = []
@@ -261,8 +261,8 @@ def test_a_raising_tick_is_counted_in_status_and_the_robot_goes_on(ros):
     ex.add_node(drv)
     try:
         _spin(ex, 1.5, lambda: odom_pub.publish(Odometry()))
-        errors = agent.health.callback_errors
-        assert errors >= 10 and agent.health.errors_by_callback == {"robot_0.control": errors}
+        errors = robot_node.health.callback_errors
+        assert errors >= 10 and robot_node.health.errors_by_callback == {"robot_0.control": errors}
         assert status and status[-1]["callback_errors"] >= 10 and status[-1]["round"] >= 2   # planning goes on
         assert len(cmds) >= 10                            # and so do the control ticks' commands
     finally:

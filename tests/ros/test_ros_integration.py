@@ -262,7 +262,7 @@ def test_endpoint_errors_are_counted_robots_stay_safe_and_recover(tmp_path):
 
 
 def test_stale_odometry_gives_zero_velocity():
-    """In-process: a robot agent commands motion while odometry is fresh and stops when it goes stale."""
+    """In-process: a robot node commands motion while odometry is fresh and stops when it goes stale."""
     import rclpy
     from geometry_msgs.msg import Pose, PoseArray, Twist
     from nav_msgs.msg import Odometry
@@ -271,14 +271,14 @@ def test_stale_odometry_gives_zero_velocity():
 
     from consensus.scenarios.aggregation.planners.classical import AveragePlanner
     from consensus.ros.fleet import FleetClock
-    from consensus.ros.robot import RobotAgent
+    from consensus.ros.robot import RobotNode
 
     cfg = _cfg(num_robots=2, planner_period_s=0.3, control_period_s=0.05, odom_timeout_s=0.4)
     rclpy.init()
     try:
         robot = Node("robot", namespace="robot_0")
-        agent = RobotAgent(robot, cfg, 0, AveragePlanner(dim=2), None)
-        FleetClock(robot, cfg, [agent], nearby_in_process=False)      # as in a robot's own process: a fleet of one
+        robot_node = RobotNode(robot, cfg, 0, AveragePlanner(dim=2), None)
+        FleetClock(robot, cfg, [robot_node], nearby_in_process=False)  # as in a robot's own process: a fleet of one
         drv = Node("driver")
         odom_pub = drv.create_publisher(Odometry, "/robot_0/odom", 10)
         nb_pub = drv.create_publisher(PoseArray, "/robot_0/neighbors", 10)
@@ -304,13 +304,13 @@ def test_stale_odometry_gives_zero_velocity():
         spin_for(1.5, publish=True)
         moving = [c for c in cmds if abs(c[1]) > 0.5]
         assert moving, "fresh odometry and a far target must give a velocity command"
-        assert agent.target is not None and abs(agent.target[0] - 2.0) < 1e-6   # average of (0,0) and (4,0)
+        assert robot_node.target is not None and abs(robot_node.target[0] - 2.0) < 1e-6   # average of (0,0) and (4,0)
         t_stop = time.monotonic()
         spin_for(1.0, publish=False)
         late = [c for c in cmds if c[0] > t_stop + cfg.odom_timeout_s + 0.1]
         assert late and all(c[1] == 0.0 and c[2] == 0.0 for c in late)
-        assert agent.counters["stale_stops"] > 0
-        assert agent.status()["callback_errors"] == 0 and agent.status()["bad_messages"] == 0
+        assert robot_node.counters["stale_stops"] > 0
+        assert robot_node.status()["callback_errors"] == 0 and robot_node.status()["bad_messages"] == 0
         robot.destroy_node()
         drv.destroy_node()
     finally:

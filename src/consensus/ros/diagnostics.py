@@ -166,7 +166,7 @@ def merged(record: Mapping[str, Any], other: Mapping[str, Any]) -> dict:
 
 
 def robot_entry(robot) -> Entry:
-    """A robot's (``consensus.ros.robot.RobotAgent``) entry: its last published ``planner/status`` record (``robot``
+    """A robot's (``consensus.ros.robot.RobotNode``) entry: its last published ``planner/status`` record (``robot``
     and ``state`` only before the first) with its health's current counts."""
     name = robot.node.get_fully_qualified_name()
     last = getattr(robot, "last_status", None) or {"robot": robot.id, "state": "starting"}

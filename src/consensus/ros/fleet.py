@@ -25,8 +25,9 @@ still loading its model), the robots start planning once it answers (``EndpointR
 fleet process each robot's ``nearby`` set comes from the odometry the process already receives
 (``consensus.ros.nearby.FleetNearby``), not from a relay.
 
-A scenario supplies how to read its config from the node, how to build the robots' policies (planners, drone
-agents, ...) from one LLM client, and how to attach a robot (a ``consensus.ros.robot.RobotAgent``) to a node.
+A scenario supplies how to read its config from the node, how to build the robots' planners (a ``Planner``, a
+drone's planner, a naming-game player, ...) from one LLM client, and how to attach a robot (a
+``consensus.ros.robot.RobotNode``) to a node.
 """
 from __future__ import annotations
 
@@ -85,30 +86,30 @@ def robot_ids(node: Node, num_robots: int) -> list[int]:
     return [rid]
 
 
-def policies_with_llm(cfg: Any, build: Callable[[Any], list], prefix: str = "planner"):
+def planners_with_llm(cfg: Any, build: Callable[[Any], list], prefix: str = "planner"):
     """``build(client)`` with the run's LLM client (None when the scenario needs no LLM; exchanges recorded to
-    ``<output_dir>/transcripts.jsonl``). Returns the policies, the thread pool for LLM calls (None without an
+    ``<output_dir>/transcripts.jsonl``). Returns the planners, the thread pool for LLM calls (None without an
     LLM), the client's status function and a close function."""
     transcripts = Path(cfg.output_dir) / "transcripts.jsonl" if cfg.output_dir else None
     if transcripts is not None:
         os.makedirs(transcripts.parent, exist_ok=True)
     client, close_client = client_from_config(cfg, transcripts)
-    policies = build(client)
+    planners = build(client)
     if client is None:
-        return policies, None, None, close_client
+        return planners, None, None, close_client
     pool = ThreadPoolExecutor(max_workers=cfg.llm_concurrency, thread_name_prefix=prefix)
 
     def close() -> None:
         pool.shutdown(wait=False, cancel_futures=True)
         close_client()
 
-    return policies, pool, client.status, close
+    return planners, pool, client.status, close
 
 
 def _runtime_settings(node: Node, cfg: Any, robots: list):
     """The parameter callback of a robot process's main node (``/robot_<i>/agent``, or ``/fleet`` for all its
     robots): a change of a runtime field of ``ControlParams`` (``runtime_fields``: kp, v_max, w_max, deadband) is
-    validated like the config and applied to every robot from its next control tick on (``RobotAgent.set_limits``); a
+    validated like the config and applied to every robot from its next control tick on (``RobotNode.set_limits``); a
     bad value is refused with the config's reason. ``v_max`` may not rise above its launch value (the robots' and the
     relays' plausibility checks and the nearby sets' speeds use that one), and with one process per robot no change
     may widen the nearby relay's reach (``consensus.robots.map.fleet_reach``: a lower ``w_max`` moves a unicycle's
@@ -203,8 +204,8 @@ def slot_groups(n: int, per_step: int, period_s: float) -> list[list[int]]:
 
 
 class FleetClock:
-    """The one control timer of a robot process (module docstring): ``robots`` are its ``RobotAgent``s, which hand
-    their ticks to it (``RobotAgent.join_clock``).
+    """The one control timer of a robot process (module docstring): ``robots`` are its ``RobotNode``s, which hand
+    their ticks to it (``RobotNode.join_clock``).
 
     A fleet of more than ``robots_per_step`` robots is stepped in groups (contiguous, of nearly equal size; at most
     one per ``MIN_SLOT_S`` of the period, so groups may be larger), each with its own control slot: the timer fires
@@ -383,7 +384,7 @@ FleetClock._on_timer.__annotations__["info"] = TimerInfo
 def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[Any, list[int], Any], list],
                attach: Callable[..., Any]) -> int:
     """The main of a robot executable. ``read_config(node)`` declares and validates the parameters,
-    ``build(cfg, ids, client)`` makes the robots' policies, ``attach(node, cfg, robot_id, policy, pool, status)``
+    ``build(cfg, ids, client)`` makes the robots' planners, ``attach(node, cfg, robot_id, planner, pool, status)``
     returns the robot (with ``stop()``)."""
 
     def body(_args: list[str]) -> None:
@@ -393,19 +394,19 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
         fleet = robot_namespace(main_node) is None
         # a fleet process's robots in its namespace (the root, or a fleet's: namespace:=fleet_a -> /fleet_a/robot_3)
         base = main_node.get_namespace().rstrip("/")
-        policies, pool, status, close = policies_with_llm(cfg, lambda client: build(cfg, ids, client))
+        planners, pool, status, close = planners_with_llm(cfg, lambda client: build(cfg, ids, client))
         executor = make_executor(cfg.executor)
         robots, nodes = [], []
         sim_time = Parameter("use_sim_time", value=main_node.get_parameter("use_sim_time").value)
         no_type_service = Parameter("start_type_description_service", value=False)
-        for i, policy in zip(ids, policies):
+        for i, planner in zip(ids, planners):
             # use_global_arguments=False: the process's `-r __node:=fleet` must not rename the robots' nodes
             # no parameter or type description services on the robots' nodes: the main node has them, and each
             # service's reader would be visited for every sample the process receives (Fast DDS)
             node = (Node(ROBOT_NODE, namespace=f"{base}/{namespace(i)}", start_parameter_services=False,
                          use_global_arguments=False, parameter_overrides=[sim_time, no_type_service])
                     if fleet else main_node)
-            robots.append(attach(node, cfg, i, policy, pool, status))
+            robots.append(attach(node, cfg, i, planner, pool, status))
             if node is not main_node:
                 nodes.append(node)
                 executor.add_node(node)

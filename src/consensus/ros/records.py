@@ -204,7 +204,7 @@ class HealthRecord(Record):
 
 @dataclass(kw_only=True)
 class StatusRecord(Record):
-    """``planner/status``: a robot's state and counters, once a planning slot (``consensus.ros.robot.RobotAgent``;
+    """``planner/status``: a robot's state and counters, once a planning slot (``consensus.ros.robot.RobotNode``;
     a scenario's robot adds its own fields)."""
 
     TOPIC: ClassVar[names.Topic] = names.PLANNER_STATUS

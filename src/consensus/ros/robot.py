@@ -107,15 +107,15 @@ from consensus.settings import RobotBaseConfig
 
 #: a robot stops waiting for its relay's meeting points once more than this many ``neighbors`` deliveries in a row
 #: came without their ``neighbor_targets``, and takes the neighbours' positions for them
-#: (``RobotAgent._decode_neighbors``)
+#: (``RobotNode._decode_neighbors``)
 UNPAIRED_DELIVERIES = 3
-#: odometry messages kept between two control ticks, every one checked at the tick (``RobotAgent._decode_inputs``):
+#: odometry messages kept between two control ticks, every one checked at the tick (``RobotNode._decode_inputs``):
 #: a 640 Hz stream at 10 Hz control; of a faster one the newest this many (a second stream on the topic is among them
 #: as long as it sends at all)
 ODOM_KEPT = 64
 
 
-class RobotAgent:
+class RobotNode:
     """The ROS side of robot ``robot_id`` attached to ``node`` (whose namespace is the robot's); its decisions are
     ``self.core``'s."""
 

@@ -1,8 +1,8 @@
 """The disaster headless drones and the ROS drones pack into the same slots (issue 42).
 
 Sent to one cell, the drones of a headless kinematic flight (``headless.KinematicFlight``: the drones' robot cores
-stepped by the fleet core) and the ROS drones (each core built as its node's ``RobotAgent`` builds it, sent by the
-flight command its ``RosDrone._fly_to`` calls, ``drone_control.fly_to_cell``, with the action list as it travels,
+stepped by the fleet core) and the ROS drones (each core built as its node's ``RobotNode`` builds it, sent by the
+flight command its ``DisasterRobot._fly_to`` calls, ``drone_control.fly_to_cell``, with the action list as it travels,
 told the relay's census and stepped as a fleet of one, as a drone's own process steps it) take the same slot, drone
 for drone, from the same positions; together they take the slots the grid node judges them by
 (``metrics.CellSlots``). Through ROS: tests/ros/test_disaster_ros.py
@@ -25,7 +25,7 @@ N = 8
 
 
 def _ros_core(base, i: int) -> RobotCore:
-    """Drone ``i``'s robot core as its node builds it (``consensus.ros.robot.RobotAgent``, no robots file): the ROS
+    """Drone ``i``'s robot core as its node builds it (``consensus.ros.robot.RobotNode``, no robots file): the ROS
     rule's filter with the fleet's footprint, and the relay's census subscribed when the relay sends the robots in
     reach only (``nearby_horizon_s`` > 0)."""
     avoid = avoidance_from_config(base, ros=True, kinematics=base.kinematics, v_max=base.v_max, w_max=base.w_max,

@@ -97,11 +97,11 @@ def _robots(cfg, point=(1.0, 1.0)):
     """The fleet node and ``cfg.num_robots`` robots (planner: to ``point``) on their own nodes."""
     from rclpy.node import Node
 
-    from consensus.ros.robot import RobotAgent
+    from consensus.ros.robot import RobotNode
 
     main = Node("fleet")
     nodes = [Node("agent", namespace=f"robot_{i}") for i in range(cfg.num_robots)]
-    return main, nodes, [RobotAgent(nodes[i], cfg, i, ToPoint(point), None) for i in range(cfg.num_robots)]
+    return main, nodes, [RobotNode(nodes[i], cfg, i, ToPoint(point), None) for i in range(cfg.num_robots)]
 
 
 @pytest.mark.ros
@@ -113,14 +113,14 @@ def test_one_clock_steps_every_robot_and_a_failing_robot_fails_alone(ros):
     from std_msgs.msg import Bool, String
 
     from consensus.ros.fleet import FleetClock
-    from consensus.ros.robot import RobotAgent
+    from consensus.ros.robot import RobotNode
     from consensus import names
     from consensus.ros import qos
 
     cfg = _cfg()
     main = Node("fleet")
     nodes = [Node("agent", namespace=f"robot_{i}") for i in range(3)]
-    robots = [RobotAgent(nodes[i], cfg, i, ToPoint((3.0 * i, 2.0)), None) for i in range(3)]
+    robots = [RobotNode(nodes[i], cfg, i, ToPoint((3.0 * i, 2.0)), None) for i in range(3)]
 
     def broken(*_args):
         raise RuntimeError("bug in robot 2's tick")

@@ -35,15 +35,16 @@ def test_a_health_record_with_a_node_s_own_fields_keeps_its_json():
 def test_a_robot_s_status_keeps_its_json_and_a_scenario_s_fields(ros):
     from rclpy.node import Node
 
-    from consensus.ros.robot import RobotAgent
+    from consensus.ros.robot import RobotNode
     from consensus.scenarios.aggregation.config import load_config
     from consensus.scenarios.aggregation.planners.classical import AveragePlanner
 
     cfg = load_config(None, num_robots=2, planner="average", llm_backend="openai", seed=3)
     node = Node("agent", namespace="robot_1")
     try:
-        agent = RobotAgent(node, cfg, 1, AveragePlanner(dim=2), None, llm_status=lambda: {"state": "ok", "calls": 0})
-        wire = {**agent.status(), "phase": "discuss", "cell": [1, 2]}       # a disaster drone adds its own
+        robot_node = RobotNode(node, cfg, 1, AveragePlanner(dim=2), None,
+                               llm_status=lambda: {"state": "ok", "calls": 0})
+        wire = {**robot_node.status(), "phase": "discuss", "cell": [1, 2]}       # a disaster drone adds its own
         rec = StatusRecord.from_dict(wire)
         assert rec.robot == 1 and rec.state == "waiting" and rec.extra == {"phase": "discuss", "cell": [1, 2]}
         assert rec.llm == {"state": "ok", "calls": 0} and isinstance(rec.control, dict)

@@ -1,5 +1,5 @@
 """The drones' control: the ``RobotBaseConfig`` a drone's robot core runs with, and the one flight command that sends
-a drone's core to its chosen cell, in a ROS run (its ``RobotAgent``, the ``sim``, the grid's nearby relay) and
+a drone's core to its chosen cell, in a ROS run (its ``RobotNode``, the ``sim``, the grid's nearby relay) and
 headless (``headless.KinematicFlight``) alike, so headless and ROS drones sent to one cell stand in the same slots."""
 from __future__ import annotations
 

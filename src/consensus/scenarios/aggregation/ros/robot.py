@@ -1,11 +1,11 @@
-"""``robot``: aggregation robots (the robot core behind ``consensus.ros.robot.RobotAgent``), one per process
+"""``robot``: aggregation robots (the robot core behind ``consensus.ros.robot.RobotNode``), one per process
 (namespace ``robot_<i>``, node ``/robot_<i>/agent``) or the whole fleet in one process (root namespace, node
 ``/fleet``); see ``consensus.ros.fleet``."""
 from __future__ import annotations
 
 from consensus.ros.fleet import run_robots
 from consensus.ros.params import declare_config
-from consensus.ros.robot import RobotAgent
+from consensus.ros.robot import RobotNode
 from consensus.scenarios.aggregation.config import AggregationConfig
 from consensus.settings import ControlParams, runtime_fields
 from consensus.scenarios.aggregation.planners.factory import planners_from_config
@@ -24,7 +24,7 @@ def main() -> int:
         lambda node: declare_config(node, AggregationConfig, runtime=runtime_fields(ControlParams),
                                     groups=GROUPS, uses=USES),
         lambda cfg, ids, client: [planners_from_config(cfg, client)[i] for i in ids],
-        lambda node, cfg, i, planner, pool, status: RobotAgent(
+        lambda node, cfg, i, planner, pool, status: RobotNode(
             node, cfg, i, planner, pool, status,
             # robots with bodies agree on meeting points (AggregationConfig.meeting_points; the LLM is shown them
             # beside the positions only with `on`, by its planner)

@@ -1,6 +1,6 @@
 """One disaster-response drone's ROS wiring: the round protocol's drone side on top of the robot controller.
 
-A drone is a ``consensus.ros.robot.RobotAgent`` (P controller, geofence, speed limit, stale-odometry stop,
+A drone is a ``consensus.ros.robot.RobotNode`` (P controller, geofence, speed limit, stale-odometry stop,
 ``cmd_vel``/``state``/``target``/``planner/status`` topics, control timing) whose target is not planned
 periodically but set by the round clock of the ``disaster_grid`` node: the centre of the cell the drone flies to,
 cell (x, y) -> ((x + 0.5) s, (y + 0.5) s) with s = ``cell_size_m`` (drones sharing a cell: see Flight below). The
@@ -12,7 +12,7 @@ prompt, parsing, validation or fallback is done here.
 
 Namespaces: drone i lives in ``robot_<i>`` (the namespace the ``sim`` node and real-robot drivers of this
 package serve, so the same simulator and drivers carry both scenarios). Its own topics are relative (``odom``,
-``cmd_vel``, ``state``, ``target``, ``planner/status``, see robot_agent.py, and ``disaster/vote_request``); the
+``cmd_vel``, ``state``, ``target``, ``planner/status``, see consensus.ros.robot, and ``disaster/vote_request``); the
 shared channels of the team are absolute (``protocol.TOPICS``: ``/disaster/state``,
 ``/disaster/discussion``, ``/disaster/decisions``, ``/disaster/votes``, ``/disaster/collective``, as the grid and
 the aggregator live in the root namespace and the drones in their own). Every record is a ``std_msgs/String``
@@ -29,11 +29,11 @@ calls ``own_cell``); ``heard`` = the ``InboxMessage.to_dict()`` list the phase r
 ``inbox_for(id, heard)``). ``reply`` = ``DroneReply.to_dict()``; ``context`` = ``ProposeContext`` as JSON (cells as
 lists, see ``context_to_dict``).
 
-Threads: an LLM policy call runs on the thread pool (never on the executor thread, like robot_agent.py's planner);
-one drone's calls run one at a time in arrival order (``PolicyJobs``), and a queued call whose phase is over when
+Threads: an LLM planner call runs on the thread pool (never on the executor thread, like consensus.ros.robot's planner);
+one drone's calls run one at a time in arrival order (``PlannerJobs``), and a queued call whose phase is over when
 its turn comes is skipped and counted (``jobs_skipped``). Finished calls are published from the control tick.
-Classical policies (no pool) answer inline. Every reply's LLM calls and fallbacks are added to the status counters;
-a policy that raises gives a counted ``planner_exception`` fallback reply, never a dead drone.
+Classical planners (no pool) answer inline. Every reply's LLM calls and fallbacks are added to the status counters;
+a planner that raises gives a counted ``planner_exception`` fallback reply, never a dead drone.
 
 Flight: in the ``flight`` phase the drone flies to the centre of its cell; with the collision filter the k drones
 sent to one cell fly to k slots centred on it (``drone_control.fly_to_cell``, which the headless flight calls too:
@@ -43,13 +43,13 @@ round however long the deliberation takes (the headless kinematic model freezes 
 ``motion: teleport`` it goes on to its cell's centre or slot (it is near it when the flight phase ends: arrived, or
 the flight timed out).
 
-Safety on top of robot_agent.py: an action off the grid is refused (the drone holds its target, ``bad_actions``);
+Safety on top of consensus.ros.robot: an action off the grid is refused (the drone holds its target, ``bad_actions``);
 the round clock counts as the planner for ``target_timeout_s``: without a state message (phase or heartbeat) for
 ``target_timeout_s`` the drone stops.
 
 Health: a malformed ``/disaster/state`` or vote request record (one that does not decode, a cell off
 the grid, a flight action off the grid) is dropped and counted in the drone's health (``consensus.ros.health.Health``,
-the robot agent's), so the status ``bad_messages`` holds these and the robot agent's dropped odometry/neighbours;
+the robot node's), so the status ``bad_messages`` holds these and the robot node's dropped odometry/neighbours;
 an exception of any other kind in a callback is counted in ``callback_errors``.
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ from consensus.ros import qos
 from consensus.ros.health import guarded_record
 from consensus.ros.params import declare_config
 from consensus.ros.records import Record
-from consensus.ros.robot import RobotAgent
+from consensus.ros.robot import RobotNode
 from consensus.scenarios.disaster.round_clock import cell_list
 from consensus.scenarios.disaster.drone_control import controller_config, fly_to_cell
 from consensus.scenarios.disaster.ros import protocol
@@ -149,9 +149,9 @@ def message(record: Record) -> String:
     return String(data=record.encode())
 
 
-# ------------------------------------------------------------------------------------------------------ policy jobs
-class PolicyJobs:
-    """One drone's policy calls: one at a time, in arrival order, on ``pool`` (inline without a pool).
+# ----------------------------------------------------------------------------------------------------- planner jobs
+class PlannerJobs:
+    """One drone's planner calls: one at a time, in arrival order, on ``pool`` (inline without a pool).
 
     ``submit(key, fn)`` queues a call; ``poll(is_current)`` (executor thread) returns the finished ``(key, result)``
     pairs and starts the next queued call whose key is still current, skipping (and counting) the others.
@@ -204,17 +204,19 @@ class _Phase:
     heard: list = dataclasses.field(default_factory=list)
 
 
-class RosDrone(RobotAgent):
+class DisasterRobot(RobotNode):
     """Drone ``drone_id`` of a (baseline-resolved) ``DisasterConfig``, attached to ``node`` (namespace
-    ``robot_<id>``); ``policy`` is its core agent (``consensus.scenarios.disaster.agents.make_drone``)."""
+    ``robot_<id>``); ``planner`` picks its cell (``make_drone`` of ``consensus.scenarios.disaster.agents``:
+    heuristic, random or LLM, as ``cfg.planner`` says), kept as ``cell_planner``: the kernel's periodic planner is
+    off, the round clock sets the drone's meeting point."""
 
-    def __init__(self, node: Node, cfg: DisasterConfig, drone_id: int, policy, pool: ThreadPoolExecutor | None,
+    def __init__(self, node: Node, cfg: DisasterConfig, drone_id: int, planner, pool: ThreadPoolExecutor | None,
                  llm_status: Callable[[], dict] | None = None) -> None:
         control_cfg, _ = controller_config(cfg)
         super().__init__(node, control_cfg, drone_id, planner=None, pool=pool, llm_status=llm_status)
         self.dcfg = cfg
-        self.policy = policy
-        self.jobs = PolicyJobs(pool)
+        self.cell_planner = planner
+        self.jobs = PlannerJobs(pool)
         self.now_phase = _Phase()
         self.prepared_round = -1
         self.vote_requests: list[VoteRequestRecord] = []
@@ -270,7 +272,7 @@ class RosDrone(RobotAgent):
         self._release_votes()
 
     def _release_votes(self) -> None:
-        """Vote requests of the prepared round go to the policy (a request may overtake its round's state)."""
+        """Vote requests of the prepared round go to the planner (a request may overtake its round's state)."""
         keep = []
         for req in self.vote_requests:
             if req.round == self.prepared_round:
@@ -286,7 +288,7 @@ class RosDrone(RobotAgent):
             return (p.round, p.phase, p.turn) == (key[1], "discuss", key[2])
         return (p.round, p.phase) == (key[1], "decide")
 
-    # ------------------------------------------------------------------ policy calls (worker thread)
+    # ------------------------------------------------------------------ planner calls (worker thread)
     def _submit(self, key: tuple, fn: Callable[[], Any]) -> None:
         self.jobs.submit(key, fn)
         self._collect_jobs()
@@ -294,32 +296,32 @@ class RosDrone(RobotAgent):
     def _safe(self, call: Callable[[], DroneReply]) -> DroneReply:
         try:
             return call()
-        except Exception as exc:  # noqa: BLE001 - a policy bug becomes a counted fallback, never a dead drone
-            self.node.get_logger().error(f"drone {self.id}: policy raised {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a planner bug becomes a counted fallback, never a dead drone
+            self.node.get_logger().error(f"drone {self.id}: planner raised {type(exc).__name__}: {exc}")
             return DroneReply(fallback=True, fallback_reason="planner_exception", error=type(exc).__name__)
 
     def _discuss_job(self, p: _Phase) -> Callable[[], DroneReply]:
         inbox = inbox_for(self.id, p.heard)
-        return lambda: self._safe(lambda: self.policy.discuss(p.obs, inbox, p.turn, p.cells[self.id]))
+        return lambda: self._safe(lambda: self.cell_planner.discuss(p.obs, inbox, p.turn, p.cells[self.id]))
 
     def _act_job(self, p: _Phase) -> Callable[[], DroneReply]:
         inbox = inbox_for(self.id, p.heard)
-        return lambda: self._safe(lambda: self.policy.act(p.obs, inbox, p.cells[self.id]))
+        return lambda: self._safe(lambda: self.cell_planner.act(p.obs, inbox, p.cells[self.id]))
 
     def _prepare_job(self, p: _Phase, strategy: str) -> Callable[[], None]:
         inbox = inbox_for(self.id, p.heard)
 
         def prepare() -> None:
             try:
-                self.policy.prepare_vote(p.obs, inbox, p.cells[self.id], strategy)
+                self.cell_planner.prepare_vote(p.obs, inbox, p.cells[self.id], strategy)
             except Exception as exc:  # noqa: BLE001 - the votes then fail as counted planner_exception fallbacks
                 self.node.get_logger().error(f"drone {self.id}: prepare_vote raised {type(exc).__name__}: {exc}")
         return prepare
 
     def _vote_job(self, ctx: ProposeContext) -> Callable[[], DroneReply]:
         def vote() -> DroneReply:
-            self.policy.propose(ctx)
-            return self.policy.vote_log[-1]
+            self.cell_planner.propose(ctx)
+            return self.cell_planner.vote_log[-1]
         return lambda: self._safe(vote)
 
     def _collect_jobs(self) -> None:
@@ -376,9 +378,9 @@ class RosDrone(RobotAgent):
         target, _ = fly_to_cell(self.core, cell, actions, cfg.cell_size_m, self._now())
         self._publish_point(self.pub_target, target)
 
-    # ------------------------------------------------------------------ RobotAgent hooks
+    # ------------------------------------------------------------------ RobotNode hooks
     def plan_tick(self) -> None:
-        """The slow tick of the robot agent: here only the status report (targets come from the round clock)."""
+        """The slow tick of the robot node: here only the status report (targets come from the round clock)."""
         self.publish_status()
 
     def after_control(self) -> None:

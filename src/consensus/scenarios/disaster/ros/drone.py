@@ -1,4 +1,4 @@
-"""``drone``: disaster-response drones (``consensus.scenarios.disaster.ros.agent.RosDrone``), one per process
+"""``drone``: disaster-response drones (``consensus.scenarios.disaster.ros.agent.DisasterRobot``), one per process
 (namespace ``robot_<i>``, node ``/robot_<i>/agent``) or the whole fleet in one process (root namespace, node
 ``/fleet``); see ``consensus.ros.fleet``.
 
@@ -11,11 +11,11 @@ from consensus.ros.fleet import run_robots
 from consensus.scenarios.disaster.agents import make_drone
 from consensus.scenarios.disaster.config import DisasterConfig
 from consensus.ros.params import declare_config
-from consensus.scenarios.disaster.ros.agent import RosDrone
+from consensus.scenarios.disaster.ros.agent import DisasterRobot
 
 #: the groups a drone reads whole (``consensus.settings.field_group``: ``control.kp``, ``fleet.num_robots``, ...):
 #: the robot process's (``consensus.ros.fleet.run_robots``: layout, LLM client and its thread pool, transcripts) and
-#: ``RobotAgent``'s through ``drone_control.controller_config`` (control, safety, collision filter); and the single
+#: ``RobotNode``'s through ``drone_control.controller_config`` (control, safety, collision filter); and the single
 #: fields it reads of the others: its LLM client's (not the server's port, not a prompt style: the disaster agents
 #: have one prompt), the drone agents' (``agents.make_drone``: planner, roles, the LLM's discussion settings, the
 #: heuristic's thresholds), the flights' (grid, cells, motion) and the physics knobs the robot core reads (its
@@ -35,4 +35,4 @@ def main() -> int:
         "drone",
         lambda node: declare_config(node, DisasterConfig, groups=GROUPS, uses=USES).resolved(),
         lambda cfg, ids, client: [make_drone(cfg, i, client) for i in ids],
-        lambda node, cfg, i, policy, pool, status: RosDrone(node, cfg, i, policy, pool, status))
+        lambda node, cfg, i, planner, pool, status: DisasterRobot(node, cfg, i, planner, pool, status))

@@ -8,7 +8,7 @@ them, in the agents:
 * every robot (``ros/robot.py``, executable ``naming_robot``; node ``/robot_<i>/agent``, or the whole fleet in one
   process ``/fleet``) holds its own memory and its own seeded generator (``fleet_game.Player``). When it is named in a
   pair it draws its word from q[its memory state]. When the outcome comes it shifts its memory and drives, with the
-  kernel's ``RobotAgent`` controller, to the point of the word it said;
+  kernel's ``RobotNode`` controller, to the point of the word it said;
 * the ``matchmaker`` (``ros/matchmaker.py``, executable ``naming_matchmaker``, root namespace) owns the pair
   schedule (``fleet_game.PairSchedule``) and the convergence tally (``fleet_game.Tally``). It announces one pair every
   ``interaction_period_s``, collects both words, publishes the outcome, and ends the run.

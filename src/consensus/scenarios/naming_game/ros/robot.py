@@ -1,7 +1,7 @@
 """``naming_robot``: the robots of the naming game. Each holds its memory and draws its own words, and drives to the
 rendezvous point of the word it has just said.
 
-A robot is a ``consensus.ros.robot.RobotAgent`` (P controller, geofence, speed limit, stale-odometry stop, the
+A robot is a ``consensus.ros.robot.RobotNode`` (P controller, geofence, speed limit, stale-odometry stop, the
 ``cmd_vel``/``state``/``target``/``planner/status`` topics). Its target is not planned periodically but set by the
 game: after each interaction it is the point of the robot's own word. The game side is ``fleet_game.Player``, called as
 ``fleet_game.play_headless`` calls it (``say()`` when named in a pair, ``hear(own, partner)`` when the outcome comes),
@@ -20,7 +20,7 @@ from std_msgs.msg import String
 from consensus.ros import qos
 from consensus.ros.fleet import run_robots
 from consensus.ros.health import guarded_record
-from consensus.ros.robot import RobotAgent
+from consensus.ros.robot import RobotNode
 from consensus.scenarios.naming_game.fleet_game import Player, RobotsGameConfig, controller_config, fleet_policy
 from consensus.scenarios.naming_game.ros import protocol
 from consensus.scenarios.naming_game.ros.protocol import (WordRecord, declare_game_config, message, parse_outcome,
@@ -28,7 +28,7 @@ from consensus.scenarios.naming_game.ros.protocol import (WordRecord, declare_ga
 from consensus.settings import ControlParams, RobotBaseConfig, runtime_fields
 
 #: the groups a robot reads whole (``consensus.settings.field_group``: ``control.kp``, ...): the robot process's
-#: (``consensus.ros.fleet.run_robots``: layout, output directory) and ``RobotAgent``'s through
+#: (``consensus.ros.fleet.run_robots``: layout, output directory) and ``RobotNode``'s through
 #: ``fleet_game.controller_config`` (control, safety, collision filter); and the single fields it reads of the others:
 #: the players' (memory, policy, words, rendezvous points) and the physics knobs the robot core reads (its odometry's
 #: creep tolerance: the noise and the drive's lag). A fleet plays a fixed table (no LLM group); the simulator's and
@@ -37,7 +37,7 @@ GROUPS = ("run", "control", "fleet")
 USES = ("rendezvous", "memory", "words", "policy", "actuator_lag_s", "odom_noise_m")
 
 
-class RosPlayer(RobotAgent):
+class NamingGameRobot(RobotNode):
     """Robot ``robot_id`` of a naming-game fleet, attached to ``node`` (namespace ``robot_<id>``); ``player`` is its
     side of the game (``fleet_game.Player``), ``cfg`` its controller settings (``fleet_game.controller_config``)."""
 
@@ -127,7 +127,7 @@ class RosPlayer(RobotAgent):
         target, _ = self.core.set_target(point, self._now())
         self._publish_point(self.pub_target, target)
 
-    # ------------------------------------------------------------------ RobotAgent hooks
+    # ------------------------------------------------------------------ RobotNode hooks
     def plan_tick(self) -> None:
         """The slow tick: only the status report (targets come from the game)."""
         self._decode_inputs()
@@ -155,7 +155,7 @@ def main() -> int:
         cfg = game["cfg"]
         return [Player(i, game["policy"].q, cfg.memory, cfg.seed, cfg.points()) for i in ids]
 
-    def attach(node: Node, base: RobotBaseConfig, i: int, player: Player, _pool, _status) -> RosPlayer:
-        return RosPlayer(node, base, i, player, game["cfg"].num_robots)
+    def attach(node: Node, base: RobotBaseConfig, i: int, player: Player, _pool, _status) -> NamingGameRobot:
+        return NamingGameRobot(node, base, i, player, game["cfg"].num_robots)
 
     return run_robots("naming_robot", read_config, build, attach)
