@@ -98,7 +98,7 @@ def card(client: Meter, styles: list[str], temps: list[float], count: int, tol: 
                 res, wall, resps = ask(client, style, pts, temp, seed=i)
                 rows.append((pts, res, wall, sum(r.completion_tokens or 0 for r in resps)))
             n = len(rows)
-            ok = [(pts, np.asarray(res.target)) for pts, res, _, _ in rows if res.target is not None]
+            ok = [(pts, np.asarray(res.meeting_point)) for pts, res, _, _ in rows if res.meeting_point is not None]
             mean_all = [np.linalg.norm(t - pts.mean(0)) for pts, t in ok]
             near_all = sum(d < tol for d in mean_all)
             near_others = sum(np.linalg.norm(t - pts[1:].mean(0)) < tol for pts, t in ok)

@@ -134,7 +134,7 @@ def _add_run_parser(runs, sc) -> None:
     p.add_argument("--replay", help="transcripts.jsonl to replay (implies --backend replay)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any other config field, e.g. --set llm_max_tokens=200 (repeatable)")
-    p.add_argument("--per-robot-processes", action="store_true", help="one process per robot instead of a fleet")
+    p.add_argument("--per-robot-processes", action="store_true", help="one process per robot (single_process: false)")
     p.add_argument("--use-sim-time", action="store_true", help="the sim publishes /clock; nodes follow it")
     p.add_argument("--headless", action="store_true", help="no ROS: the same core in one synchronous loop")
     p.add_argument("--security", action="store_true",

@@ -74,13 +74,14 @@ ODOM = Topic("odom", "nav_msgs/msg/Odometry", "stream")             # the driver
 CMD_VEL = Topic("cmd_vel", "geometry_msgs/msg/Twist", "command")     # the controller's velocity command
 STATE = Topic("state", "geometry_msgs/msg/PointStamped", "stream")  # the robot's position, broadcast to the graph
 NEIGHBORS = Topic("neighbors", "geometry_msgs/msg/PoseArray", "stream")   # the in-neighbours' states (topology)
-# the same in-neighbours' meeting points (their planners' targets; their position before their first round), in the
+# the same in-neighbours' meeting points (their position before their first round), in the
 # same order and with the same header stamp as the `neighbors` message they belong to
 NEIGHBOR_TARGETS = Topic("neighbor_targets", "geometry_msgs/msg/PoseArray", "stream")
 # every other robot's position for collision avoidance, one point each with its age [s], measured speed and robot
 # index (fields x y z age speed id; consensus.ros.nearby)
 NEARBY = Topic("nearby", "sensor_msgs/msg/PointCloud2", "stream")
-TARGET = Topic("target", "geometry_msgs/msg/PointStamped", "events")      # the planner's current target
+# the robot's meeting point (its planner's output); named `target` because users' bags and scripts read it
+TARGET = Topic("target", "geometry_msgs/msg/PointStamped", "events")
 PLANNER_REASONING = Topic("planner/reasoning", "std_msgs/msg/String", "history")  # one JSON record per plan
 PLANNER_STATUS = Topic("planner/status", "std_msgs/msg/String", "events")         # counters, control timing
 

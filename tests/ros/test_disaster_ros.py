@@ -433,12 +433,12 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
         assert said[0]["reply"] == expected.to_dict() and said[0]["message"] == expected.message
         state(2, "flight", actions=[[6, 0], [1, 1]])                          # off the 6 x 6 grid: refused
         spin_for(0.5)
-        assert drone.counters["bad_actions"] == 1 and drone.target is None
+        assert drone.counters["bad_actions"] == 1 and drone.meeting_point is None
         assert all(c == (0.0, 0.0) for c in cmds[-5:])
         state(3, "flight", actions=[[4, 0], [1, 1]])
         cmds.clear()
         spin_for(0.5)
-        assert np.allclose(drone.target, [4.5, 0.5])
+        assert np.allclose(drone.meeting_point, [4.5, 0.5])
         assert cmds and cmds[-1][0] == pytest.approx(1.5) and cmds[-1][1] == pytest.approx(0.0)   # saturated
         # both drones sent to one cell: the drone node packs as a headless flight's drone 0 does (drone 1 at the
         # centre of cell (0, 5), drone 0's odometry at that of (0, 0)): the same target, group and slot
@@ -448,7 +448,7 @@ def test_drone_node_answers_with_its_core_agent_and_flies_only_to_grid_cells():
                                  [(0, 0), (0, 5)])
         flight.fly([(2, 2), (2, 2)])
         twin = flight.cores[0]
-        assert np.allclose(drone.core.target, twin.target) and drone.core.group == twin.group == (0, 1)
+        assert np.allclose(drone.core.meeting_point, twin.meeting_point) and drone.core.group == twin.group == (0, 1)
         slot = drone.core.goal_for(Nearby.of(np.array([[0.5, 5.5]]), ids=[1]), 0.0)
         assert slot is not None and np.allclose(slot, flight.targets[0][0]) and np.allclose(slot, twin.goal)
     finally:

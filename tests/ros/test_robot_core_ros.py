@@ -78,7 +78,7 @@ def test_the_node_and_the_headless_core_send_the_same_commands_for_the_same_inpu
             cmd = twin.step(t, nearby)
             # equal up to the wire's float32 ages and speeds (sensor_msgs/PointCloud2 fields of `nearby`)
             assert sent[-1] == pytest.approx((cmd.vx, cmd.vy, cmd.wz), abs=1e-6), tick
-            assert np.allclose(robot_node.core.target, twin.target)
+            assert np.allclose(robot_node.core.meeting_point, twin.meeting_point)
             pos = pos + 0.1 * np.array(sent[-1][:2])
         assert twin.counters == robot_node.core.counters
         assert twin.avoid.counters.interventions > 0            # the filter did bind on the way
@@ -116,7 +116,7 @@ def test_a_planning_slot_between_the_positions_and_their_meeting_points_plans_on
         def slot(t: float) -> np.ndarray:
             clock["t"] = t
             robot_node.plan_tick()
-            return robot_node.core.target.copy()
+            return robot_node.core.meeting_point.copy()
 
         robot_node._on_neighbors_raw(_pose_array(int(100e9), positions))
         robot_node._on_targets_raw(_pose_array(int(100e9), agreed))
@@ -133,7 +133,7 @@ def test_a_planning_slot_between_the_positions_and_their_meeting_points_plans_on
 
         for k in range(UNPAIRED_DELIVERIES + 1):                # a relay that stopped sending meeting points
             robot_node._on_neighbors_raw(_pose_array(int((103 + k) * 1e9), positions))
-        before = robot_node.core.target.copy()
+        before = robot_node.core.meeting_point.copy()
         after = slot(103.1 + UNPAIRED_DELIVERIES)
         assert np.allclose(after, (before + positions.sum(axis=0)) / 3)
         assert robot_node.health.bad_by_input.get("neighbor_targets", 0) == 1
@@ -201,7 +201,7 @@ def test_every_odometry_message_between_two_ticks_is_checked_not_only_the_newest
             robot_node.after_control()
             return cmd.reason
 
-        robot_node.core.set_target((5.0, 0.0), 100.0)
+        robot_node.core.set_meeting_point((5.0, 0.0), 100.0)
         for k in range(10):                                    # honest: the robot drives
             t = 100.0 + 0.1 * k
             robot_node._on_odom_raw(odom(0.05 * k, 0.0, t))

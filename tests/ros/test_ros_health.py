@@ -209,7 +209,7 @@ def test_robot_uses_the_good_neighbour_and_counts_forged_ones(ros):
         _spin(ex, 0.8)                                    # the last planning round and its status go out
         assert len(robot_node.neighbors.positions) == 1 and np.allclose(robot_node.neighbors.positions[0], [4.0, 0.0])
         assert plans and np.allclose(plans[-1]["target"], [2.0, 0.0])       # average of (0, 0) and (4, 0)
-        assert np.allclose(robot_node.target, [2.0, 0.0])
+        assert np.allclose(robot_node.meeting_point, [2.0, 0.0])
         bad = robot_node.health.bad_messages
         assert bad >= 3 and bad % 3 == 0                  # three bad poses per forged message decoded
         assert robot_node.health.bad_by_input == {"neighbors": bad}

@@ -303,8 +303,9 @@ def test_stale_odometry_gives_zero_velocity():
 
         spin_for(1.5, publish=True)
         moving = [c for c in cmds if abs(c[1]) > 0.5]
-        assert moving, "fresh odometry and a far target must give a velocity command"
-        assert robot_node.target is not None and abs(robot_node.target[0] - 2.0) < 1e-6   # average of (0,0) and (4,0)
+        assert moving, "fresh odometry and a far meeting point must give a velocity command"
+        mp = robot_node.meeting_point                                  # the average of (0,0) and (4,0)
+        assert mp is not None and abs(mp[0] - 2.0) < 1e-6
         t_stop = time.monotonic()
         spin_for(1.0, publish=False)
         late = [c for c in cmds if c[0] > t_stop + cfg.odom_timeout_s + 0.1]

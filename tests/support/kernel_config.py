@@ -24,7 +24,7 @@ class MeanPlanner:
     def plan(self, req: PlanRequest) -> PlanResult:
         states = np.vstack([np.asarray(req.own, dtype=float).reshape(1, self.dim),
                             np.asarray(req.neighbors, dtype=float).reshape(-1, self.dim)])
-        return PlanResult(target=states.mean(axis=0), reasoning=f"mean of {len(states)} states")
+        return PlanResult(meeting_point=states.mean(axis=0), reasoning=f"mean of {len(states)} states")
 
     def reset(self) -> None:
         """Stateless."""

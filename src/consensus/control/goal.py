@@ -32,7 +32,7 @@ class GoalKeeper:
         self.state, self.avoid, self.filt, self.geofence = state, avoid, filt, geofence
         self.n_slots, self.gap, self.deadlock_s = int(n_slots), float(gap), float(deadlock_s)
         self.agreed = False
-        self.group: tuple[int, ...] | None = None   # robots sharing the target (set_group); None: the whole fleet
+        self.group: tuple[int, ...] | None = None   # robots sharing the meeting point (set_group); None: all
         self.slot: int | None = None
         self.goal: np.ndarray | None = None
         self.assign_due = False                      # the slot is solved again at the next tick that asks
@@ -55,7 +55,7 @@ class GoalKeeper:
 
     # ------------------------------------------------------------------ what decides the goal
     def set_group(self, group) -> None:
-        """A scenario named the robots sent to the robot's new target (``group``, this one included; None: none):
+        """A scenario named the robots sent to the robot's new meeting point (``group``, this one included; None: none):
         the robot packs with them there at once."""
         self.group = None if group is None else tuple(sorted(int(g) for g in group))
         self.agreed = self.group is not None and len(self.group) > 1
@@ -96,7 +96,7 @@ class GoalKeeper:
         """The meeting point, or once agreed the robot's slot around it; None while the robot holds where it is
         (``blocked``)."""
         if not self.agreed or self.avoid is None:
-            return self.state.target
+            return self.state.meeting_point
         if self.assign_due or (self.goal is None and not self.holding):
             self._assign(nearby, now)
         return self.goal
@@ -107,7 +107,7 @@ class GoalKeeper:
         st = self.state
         self.assign_due = False
         spacing = self.avoid.d_min_m + self.gap          # d_min: the clearance (+ the unicycle's offset)
-        if self._marks and np.linalg.norm(st.target - self._marks_at) > spacing:
+        if self._marks and np.linalg.norm(st.meeting_point - self._marks_at) > spacing:
             self._marks, self._marks_at, self._hold_marks = [], None, False      # a new place: nothing given up
         if self._hold_marks:
             self.slot, self.goal = None, None
@@ -173,7 +173,7 @@ class GoalKeeper:
         most = wanted + int(math.ceil(cells)) * (len(bodies) + len(marks))
         m = wanted
         while True:
-            spots = self.inside(slots(self.state.target, m, spacing), n)
+            spots = self.inside(slots(self.state.meeting_point, m, spacing), n)
             blocked = np.zeros(m, dtype=bool)
             if len(bodies):
                 dist = np.linalg.norm(spots[:, None, :] - bodies[None, :, :], axis=2)
@@ -264,7 +264,7 @@ class GoalKeeper:
             self._hold()
             return
         if not self._marks:
-            self._marks_at = np.array(self.state.target, dtype=float)
+            self._marks_at = np.array(self.state.meeting_point, dtype=float)
         self._marks.append(np.array(goal, dtype=float))
         self.state.counters["slots_blocked"] += 1
         self.assign_due = True

@@ -2,7 +2,7 @@
 
 A planner belongs to one robot and may keep state between rounds (memory). It
 maps the robot's own state and the states of its in-neighbours (only those it
-is allowed to hear, see ``consensus.graphs``) to a new target.
+is allowed to hear, see ``consensus.graphs``) to a new meeting point.
 """
 from __future__ import annotations
 
@@ -25,18 +25,18 @@ class PlanRequest:
     round: int                      # 0-based planning round of this robot
     own_position: np.ndarray | None = None                   # where the robot stands
     neighbor_positions: Sequence[np.ndarray] | None = None   # where its in-neighbours stand (same order)
-    own_meeting_point: np.ndarray | None = None              # its meeting point (its last target, or its position)
+    own_meeting_point: np.ndarray | None = None              # its meeting point (its last one, or its position)
     neighbor_meeting_points: Sequence[np.ndarray] | None = None   # its in-neighbours' meeting points
 
 
 @dataclass
 class PlanResult:
-    target: np.ndarray | None      # new target, shape (dim,); None = keep the last target
+    meeting_point: np.ndarray | None   # new meeting point, shape (dim,); None = keep the last one
     reasoning: str = ""            # free text shown to humans and recorded (bounded length)
-    fallback: bool = False         # True when the planner could not produce a valid target itself
+    fallback: bool = False         # True when the planner could not produce a valid meeting point itself
     fallback_reason: str = ""      # short machine-readable reason, e.g. "unparseable", "llm_error", "clamped"
     llm_calls: int = 0             # number of LLM requests this plan used (including retries)
-    clamped: bool = False          # True when the target was clamped into the geofence
+    clamped: bool = False          # True when the meeting point was clamped into the geofence
     extra: dict = field(default_factory=dict)
 
 

@@ -15,11 +15,11 @@ A ``RobotCore`` holds everything a robot decides; its callers only bring inputs 
   no pose yet, or ``max_rounds`` are done. With a thread pool the planner runs there and **never blocks** ``step``;
   without one (cheap classical planners, the headless loop) it runs at once. ``wait()`` blocks until the running
   round is done (the headless loop's synchronous rounds);
-* ``collect(now)``: applies a finished round (target clamped into the geofence, a fallback holds the last target,
+* ``collect(now)``: applies a finished round (meeting point clamped into the geofence, a fallback holds the last one,
   round 0's holds the robot's position, every fallback counted) and returns its record, or None;
 * ``step(now, nearby)``: one control tick → a ``Command``. The safety rules (``rules``), in order: the e-stop (zero
   until released), stale odometry (``odom_timeout_s``; zero, counted as ``stale_stops``), a suspect own pose (zero,
-  ``pose_suspect``, counted as ``pose_suspect_stops``), no target yet (zero), no completed round for
+  ``pose_suspect``, counted as ``pose_suspect_stops``), no meeting point yet (zero), no completed round for
   ``target_timeout_s`` (zero, counted as ``stale_stops``), and with bodies no ``Nearby`` yet (zero: a robot never
   moves before it knows where the others are; a relay that stops makes the positions it sent age, which widens the
   distances kept), and with bodies a ``nearby`` message older than ``nearby_horizon_s`` (zero, counted as
@@ -47,18 +47,18 @@ source is consistent again. A point mass (``point_mass_pid``: its velocity comma
 is checked for jumps and staleness only; a node whose commands never reach the robot (a dry run) sets
 ``watch_creep`` off.
 
-**Meeting point and goal.** The robot's *target* is its planner's output: the point it wants the fleet to meet at
-(its *meeting point*, the consensus variable its neighbours hear). Point robots drive to it. Robots with bodies
-(``avoid``, the barrier-certificate filter) cannot all stand on one point: once the robot's meeting point agrees with
-every neighbour's it heard within ``packing_gap_m`` (``agreed``), its *goal* is its slot around the meeting point
-(``consensus.control.packing``: a hexagonal packing of the fleet's ``num_robots`` slots, spacing clearance +
+**Meeting point and goal.** The robot's *meeting point* is its planner's output: the point it wants the fleet to
+meet at (the consensus variable its neighbours hear; the ``target`` topic carries it). Point robots drive to it. Robots
+with bodies (``avoid``, the barrier-certificate filter) cannot all stand on one point: once the robot's meeting point
+agrees with every neighbour's it heard within ``packing_gap_m`` (``agreed``), its *goal* is its slot around the meeting
+point (``consensus.control.packing``: a hexagonal packing of the fleet's ``num_robots`` slots, spacing clearance +
 ``packing_gap_m``, the slot of the squared-distance-optimal assignment of every robot it knows of: those of its
 ``Nearby``, or, when its node subscribed the relay's *census* (``census_expected``: a relay that sends only the robots
 in reach), the census's, itself as counted in it, so that every robot solves the same problem, and solved again on
 each new census that counts it, so that robots that first solved on different ones agree after the next; no census
 yet, one older than two planning periods and the horizon, or one without the robot itself: its ``Nearby``, counted
 as ``census_fallbacks``); before that, the meeting point itself. Scenarios that send several robots to one point (a
-disaster cell) name the group with ``set_target(point, group)``, and the robot packs with that group at once. A
+disaster cell) name the group with ``set_meeting_point(point, group)``, and the robot packs with that group at once. A
 silent body (below) takes no slot, and no slot within its keep-out (d_min + its margin) is used, nor one given up
 (below): the robot takes the nearest free ones of the pattern, as many more as needed (the pattern still placed
 inside the fence by its first ``num_robots`` slots, the extra ones only where they lie in the filter's box).
@@ -104,7 +104,7 @@ of its controller, collision checker and parameter handler), sharing one ``Robot
 agreement), ``gate`` (``consensus.control.safety_gate.SafetyGate``: the input checks, the e-stop, the stop rules,
 the own-pose watch of ``consensus.control.creep``), ``goals`` (``consensus.control.goal.GoalKeeper``: the goal, the
 packing slots, the census, the deadlock watch) and ``filter`` (``consensus.control.filter_adapter.FilterAdapter``:
-the collision filter's input and output, d_min). The core's attributes of old (``pos``, ``target``, ``goal``,
+the collision filter's input and output, d_min). The core's attributes of old (``pos``, ``meeting_point``, ``goal``,
 ``census_expected``, ...) are its parts', read and written through it.
 """
 from __future__ import annotations
@@ -158,7 +158,7 @@ class RobotCore:
     pos = _Of("shared")
     yaw = _Of("shared")
     odom_stamp = _Of("shared")
-    target = _Of("shared")
+    meeting_point = _Of("shared")
     last_round_done = _Of("shared")
     last_speed = _Of("shared")
     counters = _Of("shared")
@@ -282,29 +282,30 @@ class RobotCore:
         return bad
 
     def alive(self, now: float) -> None:
-        """The robot's planner (or a scenario's clock that sets its targets) is alive: resets ``target_timeout_s``."""
+        """The robot's planner (or a scenario's clock that sets its meeting points) is alive: resets
+        ``target_timeout_s``."""
         self.shared.last_round_done = float(now)
 
     def set_estop(self, engage: bool) -> bool:
         """Engage or release the e-stop; True when this changed it."""
         return self.gate.set_estop(engage)
 
-    def set_target(self, target, now: float | None = None, *, group=None) -> tuple[np.ndarray, bool]:
-        """A target set by a scenario's protocol (no planner): clamped into the geofence; with ``group`` (the ids of
-        the robots sent to the same point, this one included) the robot packs with them there. Returns the target
-        and whether it was clamped."""
-        target, clamped = self.geofence.clamp(np.asarray(target, dtype=float).reshape(self.dim))
+    def set_meeting_point(self, point, now: float | None = None, *, group=None) -> tuple[np.ndarray, bool]:
+        """A meeting point set by a scenario's protocol (no planner): clamped into the geofence; with ``group`` (the
+        ids of the robots sent to the same point, this one included) the robot packs with them there. Returns the
+        meeting point and whether it was clamped."""
+        point, clamped = self.geofence.clamp(np.asarray(point, dtype=float).reshape(self.dim))
         self.counters["clamped"] += int(clamped)
-        self.target = target
+        self.meeting_point = point
         self.goals.set_group(group)
         if now is not None:
             self.alive(now)
-        return target, clamped
+        return point, clamped
 
     # ------------------------------------------------------------------ planning (the slow loop)
-    def meeting_point(self) -> np.ndarray | None:
-        """The robot's meeting point: its target, or its position before its first round."""
-        return self.schedule.meeting_point()
+    def own_meeting_point(self) -> np.ndarray | None:
+        """The robot's meeting point, or its position before its first round (a request's ``own_meeting_point``)."""
+        return self.schedule.own_meeting_point()
 
     def plan(self, now: float, heard: Heard) -> PlanRequest | None:
         """A planning slot (module docstring); returns the request of the round it started, or None."""
@@ -320,8 +321,8 @@ class RobotCore:
         done = self.schedule.collect(now)
         if done is None:
             return None
-        self.goals.set_agreed(self.avoid is not None and self.schedule.agrees(self.target, self.gap))
-        return done.record(self.id, now, self.target, self.agreed)
+        self.goals.set_agreed(self.avoid is not None and self.schedule.agrees(self.meeting_point, self.gap))
+        return done.record(self.id, now, self.meeting_point, self.agreed)
 
     # ------------------------------------------------------------------ control (the fast loop)
     def goal_for(self, nearby: Nearby | None, now: float) -> np.ndarray | None:
@@ -411,7 +412,7 @@ class RobotCore:
         def pt(p):
             return None if p is None else [float(v) for v in p]
         out = {"robot": self.id, "round": self.round, "state": self.state(now, llm_state), **self.counters,
-               "estopped": self.estopped, "meeting_point": pt(self.target), "goal": pt(self.goal),
+               "estopped": self.estopped, "meeting_point": pt(self.meeting_point), "goal": pt(self.goal),
                "agreed": self.agreed, "slot": self.slot, "implausible": dict(self.plausible.counts),
                "suspects": [j for j in self.plausible.suspects(now) if j != self.id]}
         if self.avoid is not None:

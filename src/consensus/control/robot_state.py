@@ -19,7 +19,7 @@ EMPTY = np.empty((0, 2))
 @dataclass(frozen=True)
 class Heard:
     """What a robot heard of its in-neighbours for planning (the communication graph's deliveries, in the same
-    order): their positions and their meeting points (their planners' last targets; a robot that has not planned
+    order): their positions and their meeting points (their planners' last meeting points; a robot that has not planned
     yet is its position). ``(k, d)`` each."""
 
     positions: np.ndarray
@@ -68,8 +68,9 @@ class Command:
 class RobotState:
     """What every part of one robot's core reads: its settings (``cfg``, replaced by ``set_limits``; ``v_max``,
     ``w_max``: this robot's limits), its accepted pose (``pos``, ``yaw`` and when it came, ``odom_stamp``), its
-    meeting point (``target``) and when its planner was last alive (``last_round_done``), its last commanded speed
-    (``last_speed``: the world-frame speed of the filtered point) and its counters (``status()``'s, in their order)."""
+    meeting point (``meeting_point``) and when its planner was last alive (``last_round_done``), its last commanded
+    speed (``last_speed``: the world-frame speed of the filtered point) and its counters (``status()``'s, in their
+    order)."""
 
     cfg: object
     id: int
@@ -80,7 +81,7 @@ class RobotState:
     pos: np.ndarray | None = None
     yaw: float = 0.0
     odom_stamp: float | None = None
-    target: np.ndarray | None = None
+    meeting_point: np.ndarray | None = None
     last_round_done: float | None = None
     last_speed: float = 0.0
     counters: dict = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))

@@ -5,7 +5,7 @@ The gate checks every input heard from the wire before the robot uses it (its ow
 plausibility check of ``consensus.control.plausibility`` and the own-command check of ``consensus.control.creep``;
 the planning relay's deliveries: ``check_heard``; the collision relay's: ``check_nearby``; the census:
 ``check_census``), holds the e-stop, and says each tick whether the robot must stop (``rules``: the e-stop, stale or
-suspect odometry, no target, a stale round, no or a stale nearby message). Every command the robot gives passes
+suspect odometry, no meeting point, a stale round, no or a stale nearby message). Every command the robot gives passes
 through it (``issue``), so that its odometry is checked against what it was told to do."""
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ class SafetyGate:
         if self.pose_suspect(now):
             counters["pose_suspect_stops"] += 1
             return self.stop(now, "pose_suspect")
-        if st.target is None:
+        if st.meeting_point is None:
             return self.stop(now, "no_plan")
         if self.round_stale(now):
             counters["stale_stops"] += 1

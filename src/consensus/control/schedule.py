@@ -3,8 +3,8 @@
 
 A planning slot starts a round (a ``PlanRequest`` from what the robot heard) unless one is still running (an
 overrun), the robot has no pose yet or ``max_rounds`` are done; the round runs in the thread pool, or at once
-without one; ``collect`` applies a finished round (its target clamped into the geofence, a fallback holding the last
-target) as a ``Round``, and ``agrees`` says whether the meeting points heard for it agree with the robot's."""
+without one; ``collect`` applies a finished round (its meeting point clamped into the geofence, a fallback holding the
+last one) as a ``Round``, and ``agrees`` says whether the meeting points heard for it agree with the robot's."""
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,7 +19,7 @@ from consensus.control.robot_state import Heard, RobotState
 
 @dataclass(frozen=True)
 class Round:
-    """A finished planning round as applied: its request and result, whether it fell back and whether its target
+    """A finished planning round as applied: its request and result, whether it fell back and whether its meeting point
     was clamped."""
 
     request: PlanRequest
@@ -27,18 +27,19 @@ class Round:
     fallback: bool
     clamped: bool
 
-    def record(self, robot: int, now: float, target: np.ndarray, agreed: bool) -> dict:
+    def record(self, robot: int, now: float, meeting_point: np.ndarray, agreed: bool) -> dict:
         """Its record (``planner/reasoning``'s schema)."""
         req, res = self.request, self.result
         return {"robot": robot, "round": req.round, "stamp": float(now),
-                "target": [float(v) for v in target], "reasoning": res.reasoning[:500], "fallback": self.fallback,
+                "target": [float(v) for v in meeting_point], "reasoning": res.reasoning[:500],
+                "fallback": self.fallback,
                 "fallback_reason": res.fallback_reason, "clamped": bool(self.clamped), "llm_calls": res.llm_calls,
                 "agreed": agreed}
 
 
 class PlannerSchedule:
-    """The planning rounds of the robot whose state is ``state``: ``planner`` (None: a scenario sets the targets),
-    run in ``pool`` (None: at once); ``meeting_points``: it plans on the neighbours' meeting points, not their
+    """The planning rounds of the robot whose state is ``state``: ``planner`` (None: a scenario sets the meeting
+    points), run in ``pool`` (None: at once); ``meeting_points``: it plans on the neighbours' meeting points, not their
     positions."""
 
     def __init__(self, state: RobotState, planner: Planner | None, pool: ThreadPoolExecutor | None, *,
@@ -50,11 +51,11 @@ class PlannerSchedule:
         self.planner_error = ""                       # the last planner exception (the node logs it)
         self._heard_mps = np.empty((0, state.dim))    # the meeting points heard for the running round
 
-    def meeting_point(self) -> np.ndarray | None:
-        """The robot's meeting point: its target, or its position before its first round."""
+    def own_meeting_point(self) -> np.ndarray | None:
+        """The robot's meeting point, or its position before its first round."""
         st = self.state
-        if st.target is not None:
-            return st.target
+        if st.meeting_point is not None:
+            return st.meeting_point
         return None if st.pos is None else st.pos
 
     def plan(self, now: float, heard: Heard) -> PlanRequest | None:
@@ -67,7 +68,7 @@ class PlannerSchedule:
         if self.pending is not None:
             st.counters["overruns"] += 1          # the previous plan is still running (slow LLM): skip this slot
             return None
-        own_mp = self.meeting_point()
+        own_mp = self.own_meeting_point()
         if self.meeting_points:
             own, neighbors = own_mp.copy(), list(np.asarray(heard.meeting_points, dtype=float))
         else:
@@ -91,7 +92,7 @@ class PlannerSchedule:
             return req, self.planner.plan(req)
         except Exception as exc:  # noqa: BLE001 - any planner bug becomes a counted fallback, never a dead robot
             self.planner_error = f"{type(exc).__name__}: {exc}"
-            return req, PlanResult(target=None, reasoning="", fallback=True,
+            return req, PlanResult(meeting_point=None, reasoning="", fallback=True,
                                    fallback_reason=f"planner_exception: {type(exc).__name__}")
 
     def wait(self, timeout: float | None = None) -> None:
@@ -103,7 +104,7 @@ class PlannerSchedule:
                 pass
 
     def collect(self, now: float) -> Round | None:
-        """Apply a finished round to the state (its target, clamped into the geofence, or the last one held; the
+        """Apply a finished round to the state (its meeting point, clamped into the geofence, or the last one held; the
         planner alive at ``now``), counted; None when none finished."""
         st = self.state
         fut = self.pending
@@ -117,25 +118,25 @@ class PlannerSchedule:
             st.counters["llm_fallbacks"] += 1
             if res.fallback_reason.startswith("planner_exception"):
                 st.counters["planner_errors"] += 1
-        target, clamped = res.target, res.clamped
-        if target is not None:
+        point, clamped = res.meeting_point, res.clamped
+        if point is not None:
             try:
-                target, changed = st.geofence.clamp(np.asarray(target, dtype=float).reshape(st.dim))
+                point, changed = st.geofence.clamp(np.asarray(point, dtype=float).reshape(st.dim))
                 clamped = clamped or changed
             except ValueError:
-                target = None                     # NaN/inf: hold the last target
+                point = None                      # NaN/inf: hold the last meeting point
                 if not res.fallback:
                     st.counters["llm_fallbacks"] += 1
                     fallback = True
         if clamped:
             st.counters["clamped"] += 1
-        if target is None:
-            target = st.target if st.target is not None else req.own_position.copy()   # hold (round 0: stay)
-        st.target = np.asarray(target, dtype=float)
+        if point is None:
+            point = st.meeting_point if st.meeting_point is not None else req.own_position.copy()  # hold; round 0: stay
+        st.meeting_point = np.asarray(point, dtype=float)
         st.last_round_done = float(now)
         return Round(req, res, fallback, clamped)
 
-    def agrees(self, target: np.ndarray, gap: float) -> bool:
-        """Is every meeting point heard for the last round within ``gap`` (``packing_gap_m``) of ``target``?"""
+    def agrees(self, point: np.ndarray, gap: float) -> bool:
+        """Is every meeting point heard for the last round within ``gap`` (``packing_gap_m``) of ``point``?"""
         heard = self._heard_mps[np.isfinite(self._heard_mps).all(axis=1)]
-        return bool(np.all(np.linalg.norm(heard - target, axis=1) <= gap)) if len(heard) else False
+        return bool(np.all(np.linalg.norm(heard - point, axis=1) <= gap)) if len(heard) else False

@@ -218,8 +218,8 @@ class RobotNode:
         return self.core.yaw
 
     @property
-    def target(self) -> np.ndarray | None:
-        return self.core.target
+    def meeting_point(self) -> np.ndarray | None:
+        return self.core.meeting_point
 
     @property
     def estopped(self) -> bool:
@@ -415,7 +415,7 @@ class RobotNode:
             self.publish_status()
 
     def _collect_plan(self, now: float | None = None, *, defer: bool = False) -> bool:
-        """Apply a finished planning round; its outputs (target, reasoning, status) are published now, or with
+        """Apply a finished planning round; its outputs (meeting point, reasoning, status) are published now, or with
         ``defer`` by ``flush`` (a control tick publishes its command first)."""
         pending = self.core.pending
         if pending is None or not pending.done():
@@ -425,7 +425,7 @@ class RobotNode:
             return False
         if rec["fallback_reason"].startswith("planner_exception"):
             self.node.get_logger().error(f"robot {self.id}: planner raised {self.core.planner_error}")
-        self._round_out = (self.core.target.copy(), rec)
+        self._round_out = (self.core.meeting_point.copy(), rec)
         if not defer:
             self._publish_round()
         return True
@@ -447,9 +447,9 @@ class RobotNode:
     def _publish_round(self) -> None:
         if self._round_out is None:
             return
-        target, rec = self._round_out
+        meeting_point, rec = self._round_out
         self._round_out = None
-        self._publish_point(self.pub_target, target)
+        self._publish_point(self.pub_target, meeting_point)
         self.pub_reason.publish(String(data=ReasoningRecord.from_dict(rec).encode()))
         self.publish_status()
 

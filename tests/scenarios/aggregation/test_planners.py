@@ -62,20 +62,20 @@ RNG_STATES = np.random.default_rng(7).uniform(0, 100, size=(6, 1))
 # --- classical planners -------------------------------------------------------------------
 def test_average_with_and_without_self():
     r = AveragePlanner(2).plan(req([0, 0], [[2, 4], [4, -4]]))
-    assert np.allclose(r.target, [2, 0]) and not r.fallback and r.llm_calls == 0
+    assert np.allclose(r.meeting_point, [2, 0]) and not r.fallback and r.llm_calls == 0
     assert r.reasoning == "Average of 3 positions: (2, 0)"
     r = AveragePlanner(2, include_self=False).plan(req([0, 0], [[2, 4], [4, -4]]))
-    assert np.allclose(r.target, [3, 0])
+    assert np.allclose(r.meeting_point, [3, 0])
     alone = AveragePlanner(1, include_self=False).plan(req([5.0], []))
-    assert alone.target.tolist() == [5.0] and not alone.fallback
+    assert alone.meeting_point.tolist() == [5.0] and not alone.fallback
 
 
 def test_stubborn_and_suggestible():
-    assert StubbornPlanner(2).plan(req([1, -1], [[5, 5]])).target.tolist() == [1, -1]
+    assert StubbornPlanner(2).plan(req([1, -1], [[5, 5]])).meeting_point.tolist() == [1, -1]
     s = SuggestiblePlanner(2, seed=0)
-    assert s.plan(req([0, 0], [[5, 5], [1, 1], [-3, 0]])).target.tolist() == [1, 1]
-    assert s.plan(req([0, 0], [])).target.tolist() == [0, 0]
-    ties = {tuple(SuggestiblePlanner(1, seed=k).plan(req([0.0], [[1.0], [-1.0]])).target) for k in range(20)}
+    assert s.plan(req([0, 0], [[5, 5], [1, 1], [-3, 0]])).meeting_point.tolist() == [1, 1]
+    assert s.plan(req([0, 0], [])).meeting_point.tolist() == [0, 0]
+    ties = {tuple(SuggestiblePlanner(1, seed=k).plan(req([0.0], [[1.0], [-1.0]])).meeting_point) for k in range(20)}
     assert ties == {(1.0,), (-1.0,)}           # a tie is broken by the seeded draw, both ways occur
 
 
@@ -158,7 +158,7 @@ def test_llm_valid_json_gives_target_and_request_details():
     client = ScriptedClient(reply(1.5, -2.0, "I go to the mean"))
     p = LLMPlanner(client, dim=2, robot_id=3, seed=11, model="m", temperature=0.2, max_tokens=99)
     r = p.plan(req([0, 0], [[3, -4]], round=4, robot_id=3))
-    assert r.target.tolist() == [1.5, -2.0] and not r.fallback and r.llm_calls == 1
+    assert r.meeting_point.tolist() == [1.5, -2.0] and not r.fallback and r.llm_calls == 1
     assert r.reasoning == "I go to the mean"
     sent = client.requests[0]
     assert sent.tag == "robot_3/round_4"
@@ -172,7 +172,7 @@ def test_llm_valid_json_gives_target_and_request_details():
 def test_llm_unstructured_request_has_no_response_format():
     client = ScriptedClient("Reasoning: average. Position: (-1, 2)")
     r = LLMPlanner(client, dim=2, robot_id=0, structured=False).plan(req([0, 0], [[1, 1]]))
-    assert r.target.tolist() == [-1.0, 2.0]
+    assert r.meeting_point.tolist() == [-1.0, 2.0]
     assert client.requests[0].response_format is None
 
 
@@ -180,7 +180,7 @@ def test_llm_garbage_then_valid_counts_one_retry():
     client = ScriptedClient("I am not sure.", reply(4.0, 5.0))
     p = LLMPlanner(client, dim=2, robot_id=0)
     r = p.plan(req([0, 0], [[8, 10]]))
-    assert r.target.tolist() == [4.0, 5.0] and not r.fallback and r.llm_calls == 2
+    assert r.meeting_point.tolist() == [4.0, 5.0] and not r.fallback and r.llm_calls == 2
     assert p.counters()["parse_failures"] == 1 and p.counters()["calls"] == 2
     retry = client.requests[1]
     assert retry.key() != client.requests[0].key()           # a replay store would not repeat the bad answer
@@ -194,7 +194,7 @@ def test_llm_always_garbage_falls_back(retries):
     client = ScriptedClient("no idea")
     p = LLMPlanner(client, dim=2, robot_id=0, parse_retries=retries)
     r = p.plan(req([0, 0], [[8, 10]]))
-    assert r.target is None and r.fallback and r.fallback_reason == "unparseable"
+    assert r.meeting_point is None and r.fallback and r.fallback_reason == "unparseable"
     assert len(client.requests) == retries + 1 == r.llm_calls
     c = p.counters()
     assert c["parse_failures"] == retries + 1 and c["fallbacks"] == {"unparseable": 1}
@@ -204,7 +204,7 @@ def test_llm_error_falls_back_without_parse_retry():
     client = ScriptedClient(LLMError("endpoint down"))
     p = LLMPlanner(client, dim=1, robot_id=0, parse_retries=2)
     r = p.plan(req([3.0], [[5.0]]))
-    assert r.target is None and r.fallback and r.fallback_reason == "llm_error"
+    assert r.meeting_point is None and r.fallback and r.fallback_reason == "llm_error"
     assert len(client.requests) == 1
     assert p.counters()["fallbacks"] == {"llm_error": 1}
 
@@ -213,7 +213,7 @@ def test_unexpected_client_exception_is_a_counted_fallback():
     client = ScriptedClient(RuntimeError("bug in backend"))
     p = LLMPlanner(client, dim=1, robot_id=0)
     r = p.plan(req([3.0], [[5.0]]))
-    assert r.target is None and r.fallback_reason == "client_error"
+    assert r.meeting_point is None and r.fallback_reason == "client_error"
     assert p.counters()["fallbacks"] == {"client_error": 1}
 
 
@@ -221,8 +221,8 @@ def test_llm_target_outside_workspace_is_clamped():
     fence = Geofence.from_bounds([-10, 10, -5, 5])
     p = LLMPlanner(ScriptedClient(reply(50.0, -7.0)), dim=2, robot_id=0, geofence=fence)
     r = p.plan(req([0, 0], [[1, 1]]))
-    assert r.target.tolist() == [10.0, -5.0] and r.clamped and not r.fallback
-    assert fence.contains(r.target)
+    assert r.meeting_point.tolist() == [10.0, -5.0] and r.clamped and not r.fallback
+    assert fence.contains(r.meeting_point)
     assert p.counters()["clamped"] == 1
 
 
@@ -231,7 +231,7 @@ def test_llm_nan_inf_never_get_through(bad):
     p = LLMPlanner(ScriptedClient(bad), dim=2, robot_id=0, parse_retries=1,
                    geofence=Geofence.from_bounds([-10, 10, -10, 10]))
     r = p.plan(req([0, 0], [[1, 1]]))
-    assert r.target is None and r.fallback_reason == "unparseable"
+    assert r.meeting_point is None and r.fallback_reason == "unparseable"
 
 
 def test_memory_keeps_first_exchange_and_bounded_recent_history():
@@ -306,7 +306,7 @@ def test_planners_on_worker_threads_keep_counts_consistent():
     planners = [LLMPlanner(client, dim=2, robot_id=i) for i in range(8)]
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda i: planners[i].plan(req([i, 0], [[0, 0]], robot_id=i)), range(8)))
-    assert all(r.target.tolist() == [1.0, 1.0] and r.llm_calls == 2 for r in results)
+    assert all(r.meeting_point.tolist() == [1.0, 1.0] and r.llm_calls == 2 for r in results)
     assert sum(p.counters()["calls"] for p in planners) == len(client.requests) == 16
 
 

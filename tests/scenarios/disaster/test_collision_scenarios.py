@@ -94,7 +94,7 @@ def _ros_slots(**kw):
 
 @pytest.mark.parametrize("cell", [(0, 0), (9, 9), (0, 5), (9, 3), (5, 0), (4, 4)])
 def test_drones_sent_to_one_cell_take_the_slots_the_grid_judges_them_by(cell):
-    """Each drone's core (``RobotCore.set_target`` with the group, sent to ``packing.centred`` as the drones are)
+    """Each drone's core (``RobotCore.set_meeting_point`` with the group, sent to ``packing.centred`` as the drones are)
     takes a distinct slot, and together they take exactly ``CellSlots.slots``: at walls and corners too."""
     from consensus.control.robot_core import Nearby, RobotCore
 
@@ -107,7 +107,7 @@ def test_drones_sent_to_one_cell_take_the_slots_the_grid_judges_them_by(cell):
         for i in range(k):
             core = RobotCore(base, i, avoid=avoid)
             core.observe(0.0, pos[i])
-            core.set_target(centred(cell_centre(cell, 1.0), k, avoid.d_min_m + core.gap), 0.0,
+            core.set_meeting_point(centred(cell_centre(cell, 1.0), k, avoid.d_min_m + core.gap), 0.0,
                             group=list(range(k)))
             others = [j for j in range(k) if j != i]
             goals.append(core.step(0.0, Nearby.of(pos[others], ids=others)).goal)

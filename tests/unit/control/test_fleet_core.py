@@ -35,13 +35,13 @@ def _setup(cores, pos, yaw, rng, now=0.0):
         core.observe(now, pos[i], yaw[i])
         kind = i % 5
         if kind == 0:
-            core.set_target(centre, now, group=group[: max(2, n // 2)] if i < n // 2 else None)
+            core.set_meeting_point(centre, now, group=group[: max(2, n // 2)] if i < n // 2 else None)
         elif kind == 1:
-            core.set_target(pos[(i + 3) % n], now)             # through the crowd
+            core.set_meeting_point(pos[(i + 3) % n], now)             # through the crowd
         elif kind == 2:
-            core.set_target(centre + rng.normal(0, 0.3, 2), now, group=group)   # packs with everyone
+            core.set_meeting_point(centre + rng.normal(0, 0.3, 2), now, group=group)   # packs with everyone
         else:
-            core.set_target(rng.uniform(pos.min(axis=0), pos.max(axis=0)), now)
+            core.set_meeting_point(rng.uniform(pos.min(axis=0), pos.max(axis=0)), now)
     cores[1].set_estop(True)
     cores[-1].goals.escape_until = 5.0                              # escaping a deadlock: the nominal turned right
 

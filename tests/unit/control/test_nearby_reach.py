@@ -33,7 +33,7 @@ class _Fixed:
         self.target = np.asarray(target, dtype=float)
 
     def plan(self, req):
-        return PlanResult(target=self.target.copy(), reasoning="fixed")
+        return PlanResult(meeting_point=self.target.copy(), reasoning="fixed")
 
     def reset(self) -> None:
         pass

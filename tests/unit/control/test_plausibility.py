@@ -96,7 +96,7 @@ def test_implausible_odometry_is_refused_and_the_robot_goes_stale():
     cfg = config()
     core = RobotCore(cfg, 0)
     assert core.accept(0.0, [1.0, 1.0]) is None
-    core.set_target([2.0, 1.0], 0.0)
+    core.set_meeting_point([2.0, 1.0], 0.0)
     assert core.step(0.05).reason == "ok"
     assert core.accept(0.1, [1000.0, 1000.0]) == "outside"
     assert core.accept(0.2, [8.0, -8.0]) == "jump"
@@ -152,7 +152,7 @@ def closed_loop(cores, pos, steps, dt, nearby_of):
 def wall_core(cfg, i, target):
     core = RobotCore(cfg, i, avoid=avoidance_from_config(cfg, ros=True))
     core.observe(0.0, [0.0, 0.0])
-    core.set_target(target, 0.0)
+    core.set_meeting_point(target, 0.0)
     return core
 
 

@@ -47,7 +47,7 @@ class FixedPlanner:
 
     def plan(self, req):
         self.requests.append(req)
-        return PlanResult(target=None if self.target is None else self.target.copy(), reasoning="fixed")
+        return PlanResult(meeting_point=None if self.target is None else self.target.copy(), reasoning="fixed")
 
     def reset(self) -> None:
         pass
@@ -62,7 +62,7 @@ class FailingPlanner(FixedPlanner):
         self.requests.append(req)
         if self.fail:
             raise RuntimeError("planner bug")
-        return PlanResult(target=self.target.copy())
+        return PlanResult(meeting_point=self.target.copy())
 
 
 class GatedPlanner(FixedPlanner):
@@ -191,7 +191,7 @@ def test_no_plan_yet_stops_without_counting():
     core.observe(0.0, [0.0, 0.0])
     assert is_zero(core.step(0.0), "no_plan")
     assert core.counters["stale_stops"] == 0
-    assert core.meeting_point() is not None and np.array_equal(core.meeting_point(), [0.0, 0.0])
+    assert core.own_meeting_point() is not None and np.array_equal(core.own_meeting_point(), [0.0, 0.0])
 
 
 # ---- planning rounds ------------------------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def test_a_target_outside_the_workspace_is_clamped_and_counted(wanted):
     rec = core.collect(0.0)
     assert rec["clamped"] is True and rec["fallback"] is False
     assert rec["target"] == pytest.approx(expected.tolist())
-    assert np.array_equal(core.target, expected)
+    assert np.array_equal(core.meeting_point, expected)
     assert core.counters["clamped"] == 1 and core.counters["llm_fallbacks"] == 0
     cmd = core.step(0.0)
     assert cmd.reason == "ok" and np.array_equal(cmd.goal, expected)
@@ -215,7 +215,7 @@ def test_a_target_outside_the_workspace_is_clamped_and_counted(wanted):
 
 def test_a_target_inside_the_workspace_is_not_clamped():
     core = running_core(config(), [0.0, 0.0], [2.0, -3.0])
-    assert core.counters["clamped"] == 0 and np.array_equal(core.target, [2.0, -3.0])
+    assert core.counters["clamped"] == 0 and np.array_equal(core.meeting_point, [2.0, -3.0])
 
 
 @pytest.mark.parametrize("bad", [[math.nan, 0.0], [math.inf, 1.0], [0.0, -math.inf]])
@@ -228,7 +228,7 @@ def test_a_non_finite_target_holds_the_last_one_as_a_fallback(bad):
     core.plan(1.0, NONE)
     rec = core.collect(1.0)
     assert rec["fallback"] is True and rec["clamped"] is False
-    assert np.array_equal(core.target, [2.0, 1.0]) and rec["target"] == [2.0, 1.0]
+    assert np.array_equal(core.meeting_point, [2.0, 1.0]) and rec["target"] == [2.0, 1.0]
     assert core.counters["llm_fallbacks"] == 1 and core.counters["clamped"] == 0
     assert core.step(1.0).reason == "ok"
 
@@ -271,11 +271,11 @@ def test_a_planner_that_raises_is_a_counted_fallback_holding_the_position_then_t
 def test_a_planner_fallback_that_is_not_an_exception_is_not_a_planner_error():
     class Unparseable(FixedPlanner):
         def plan(self, req):
-            return PlanResult(target=None, fallback=True, fallback_reason="unparseable", llm_calls=2)
+            return PlanResult(meeting_point=None, fallback=True, fallback_reason="unparseable", llm_calls=2)
 
     core = running_core(config(), [0.0, 0.0], [1.0, 1.0], planner=Unparseable(None))
     assert core.counters["llm_fallbacks"] == 1 and core.counters["planner_errors"] == 0
-    assert core.counters["llm_calls"] == 2 and np.array_equal(core.target, [0.0, 0.0])
+    assert core.counters["llm_calls"] == 2 and np.array_equal(core.meeting_point, [0.0, 0.0])
 
 
 def test_max_rounds_stops_planning():
@@ -394,7 +394,7 @@ def test_single_integrator_commands_stay_within_v_max(x, y, tx, ty, with_filter)
     cfg = config()
     core = RobotCore(cfg, 0, avoid=avoid_of(cfg) if with_filter else None)
     core.observe(0.0, [x, y])
-    core.set_target([tx, ty], 0.0)
+    core.set_meeting_point([tx, ty], 0.0)
     cmd = core.step(0.0, NOBODY)
     assert cmd.reason == "ok" and speed(cmd) <= cfg.v_max + 1e-9
     dist = math.hypot(tx - x, ty - y)
@@ -409,7 +409,7 @@ def test_unicycle_commands_stay_within_v_max_and_w_max(x, y, yaw, tx, ty, with_f
     cfg = config(kinematics="unicycle", v_max=0.4, w_max=0.8)
     core = RobotCore(cfg, 0, avoid=avoid_of(cfg) if with_filter else None)
     core.observe(0.0, [x, y], yaw)
-    core.set_target([tx, ty], 0.0)
+    core.set_meeting_point([tx, ty], 0.0)
     cmd = core.step(0.0, NOBODY)
     assert cmd.reason == "ok" and cmd.vy == 0.0
     assert abs(cmd.vx) <= cfg.v_max + 1e-9 and abs(cmd.wz) <= cfg.w_max + 1e-9
@@ -420,7 +420,7 @@ def test_a_far_target_is_driven_at_the_speed_limit_from_the_constructor():
     cfg = config()
     core = RobotCore(cfg, 0, v_max=0.3)
     core.observe(0.0, [0.0, 0.0])
-    core.set_target([6.0, 8.0], 0.0)
+    core.set_meeting_point([6.0, 8.0], 0.0)
     cmd = core.step(0.0)
     assert speed(cmd) == pytest.approx(0.3) and cmd.vx / cmd.vy == pytest.approx(6.0 / 8.0)
 
@@ -540,15 +540,15 @@ def test_slots_at_a_wall_are_moved_inside_the_filter_box():
     assert len({tuple(np.round(g, 9)) for g in goals}) == cfg.num_robots
 
 
-# ---- set_target with a group ----------------------------------------------------------------------------------------
+# ---- set_meeting_point with a group ------------------------------------------------------------------------------
 
-def test_set_target_clamps_and_reports_it():
+def test_set_meeting_point_clamps_and_reports_it():
     cfg = config()
     core = RobotCore(cfg, 0)
     core.observe(0.0, [0.0, 0.0])
-    target, clamped = core.set_target([12.0, -3.0], 0.0)
+    target, clamped = core.set_meeting_point([12.0, -3.0], 0.0)
     assert clamped is True and np.array_equal(target, [10.0, -3.0]) and core.counters["clamped"] == 1
-    target, clamped = core.set_target([2.0, -3.0], 0.0)
+    target, clamped = core.set_meeting_point([2.0, -3.0], 0.0)
     assert clamped is False and core.counters["clamped"] == 1
     assert np.array_equal(core.step(0.0, NOBODY).goal, [2.0, -3.0])      # no group: the point itself
 
@@ -568,7 +568,7 @@ def test_a_group_packs_in_its_own_slots_around_the_point(point):
     for i in group:
         core = RobotCore(cfg, i, avoid=avoid_of(cfg))
         core.observe(0.0, pos[i])
-        _, clamped = core.set_target(point, 0.0, group=group)
+        _, clamped = core.set_meeting_point(point, 0.0, group=group)
         assert clamped is False and core.agreed
         others = [j for j in pos if j != i]
         cmd = core.step(0.0, Nearby.of([pos[j] for j in others], ids=others))
@@ -585,7 +585,7 @@ def test_a_group_of_one_drives_to_the_point():
     cfg = config()
     core = RobotCore(cfg, 2, avoid=avoid_of(cfg))
     core.observe(0.0, [0.0, 0.0])
-    core.set_target([3.0, 1.0], 0.0, group=[2])
+    core.set_meeting_point([3.0, 1.0], 0.0, group=[2])
     assert not core.agreed and np.array_equal(core.step(0.0, NOBODY).goal, [3.0, 1.0])
 
 
@@ -598,7 +598,7 @@ def blocked_core(cfg):
     here = np.array([3.5, 0.0])
     neighbour = here + [avoid_of(cfg).d_min_m + 0.01, 0.0]
     core.observe(0.0, here)
-    core.set_target([5.0, 0.0], 0.0, group=[0, 1])
+    core.set_meeting_point([5.0, 0.0], 0.0, group=[0, 1])
     return core, here, Nearby.of([neighbour], ids=[1])
 
 
@@ -649,7 +649,7 @@ def test_a_robot_blocked_on_its_way_to_the_meeting_point_is_no_deadlock():
     here = np.array([3.5, 0.0])
     nearby = Nearby.of([here + [avoid_of(cfg).d_min_m + 0.01, 0.0]], ids=[1])
     core.observe(0.0, here)
-    core.set_target([5.0, 0.0], 0.0)                      # no group: not agreed, the point itself
+    core.set_meeting_point([5.0, 0.0], 0.0)                      # no group: not agreed, the point itself
     for k in range(40):
         core.observe(k * 0.125, here)
         cmd = core.step(k * 0.125, nearby)
@@ -673,7 +673,7 @@ def test_an_old_position_of_a_moving_neighbour_widens_the_kept_distance():
     for t in (0.0, 0.1, 0.2):
         for core in (fresh, old):
             core.observe(t, here)
-            core.set_target(goal, t)
+            core.set_meeting_point(goal, t)
         c_fresh = fresh.step(t, Nearby.of(nb))
         c_old = old.step(t, Nearby.of(nb, ages=[age], speeds=[nb_speed]))
         u_nom = cfg.v_max * (goal - here) / np.linalg.norm(goal - here)
@@ -691,7 +691,7 @@ def test_negative_ages_and_speeds_count_as_zero():
     a, b = RobotCore(cfg, 0, avoid=avoid_of(cfg)), RobotCore(cfg, 0, avoid=avoid_of(cfg))
     for core in (a, b):
         core.observe(0.0, here)
-        core.set_target([5.0, 0.0], 0.0)
+        core.set_meeting_point([5.0, 0.0], 0.0)
     ca = a.step(0.0, Nearby.of(nb))
     cb = b.step(0.0, Nearby.of(nb, ages=[-2.0], speeds=[-3.0]))
     assert (ca.vx, ca.vy) == pytest.approx((cb.vx, cb.vy))
@@ -706,7 +706,7 @@ def test_driving_at_a_neighbour_with_an_old_position_slows_earlier_and_stops_far
     for label, a, s in (("fresh", 0.0, 0.0), ("old", age, nb_speed)):
         core = RobotCore(cfg, 0, avoid=avoid_of(cfg))
         pos = np.array([-3.0, 0.0])
-        core.set_target([9.0, 0.0], 0.0)
+        core.set_meeting_point([9.0, 0.0], 0.0)
         first_slow = None
         for k in range(300):
             t = k * dt
@@ -750,7 +750,7 @@ def test_unicycles_that_know_each_others_points_never_claim_one_slot():
         for i in range(2):
             core = RobotCore(cfg, i, avoid=avoid_of(cfg), nearby_points=True)
             core.observe(0.0, poses[i, :2], poses[i, 2])
-            core.set_target([0.0, 0.0], 0.0, group=[0, 1])
+            core.set_meeting_point([0.0, 0.0], 0.0, group=[0, 1])
             other = 1 - i
             core.step(0.0, Nearby.of(near_identity_point(poses[other], core.avoid.offset)[None], ids=[other]))
             cores.append(core)
@@ -761,7 +761,7 @@ def test_limits_changed_at_run_time_bind_the_filtered_unicycle_too():
     cfg = config(kinematics="unicycle")
     core = RobotCore(cfg, 0, avoid=avoid_of(cfg))
     core.observe(0.0, [0.0, 0.0], 0.0)
-    core.set_target([5.0, 0.0], 0.0)
+    core.set_meeting_point([5.0, 0.0], 0.0)
     assert core.step(0.1, NOBODY).vx > 0.5
     core.set_limits(config(kinematics="unicycle", v_max=0.2, w_max=0.5))
     cmd = core.step(0.2, NOBODY)
@@ -775,10 +775,10 @@ def test_bodies_never_move_before_the_first_nearby_message():
     cfg = config()
     core = RobotCore(cfg, 0, avoid=avoid_of(cfg))
     core.observe(0.0, [0.0, 0.0])
-    core.set_target([3.0, 0.0], 0.0)
+    core.set_meeting_point([3.0, 0.0], 0.0)
     assert is_zero(core.step(0.1), "no_nearby") and core.counters["stale_stops"] == 0
     assert core.step(0.2, NOBODY).reason == "ok"
     point = RobotCore(cfg, 1)                          # point robots need no one's position
     point.observe(0.0, [0.0, 0.0])
-    point.set_target([3.0, 0.0], 0.0)
+    point.set_meeting_point([3.0, 0.0], 0.0)
     assert point.step(0.1).reason == "ok"

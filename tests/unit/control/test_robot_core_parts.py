@@ -46,8 +46,8 @@ def test_the_core_s_attributes_are_its_parts():
     assert core.goals.census_expected is True and core.gate.watch_creep is False
     core.observe(0.0, [1.0, 2.0], 0.5)
     assert core.pos is core.shared.pos and core.yaw == core.shared.yaw == 0.5
-    core.set_target([1.0, 1.0], 0.0, group=(0, 1))
-    assert core.group == core.goals.group == (0, 1) and core.agreed and core.target is core.shared.target
+    core.set_meeting_point([1.0, 1.0], 0.0, group=(0, 1))
+    assert core.group == core.goals.group == (0, 1) and core.agreed and core.meeting_point is core.shared.meeting_point
     assert core.counters is core.shared.counters and core.round == core.schedule.round == 0
     assert core.body_v_max == core.filter.body_v_max and core.fresh_s == core.filter.fresh_s
 
@@ -59,7 +59,7 @@ def test_the_gate_alone_stops_in_order_and_counts():
     assert gate.rules(0.0, None).reason == "stale_odom" and st.counters["stale_stops"] == 0   # no pose yet
     gate.observe(0.0, [0.0, 0.0])
     assert gate.rules(0.0, None).reason == "no_plan"
-    st.target, st.last_round_done = np.zeros(2), 0.0
+    st.meeting_point, st.last_round_done = np.zeros(2), 0.0
     assert gate.rules(0.0, None) is None
     gate.set_estop(True)
     assert gate.rules(0.0, None).reason == "estopped" and st.counters["estops"] == 1 and st.last_speed == 0.0
@@ -86,9 +86,9 @@ def test_the_schedule_alone_clamps_a_round_into_the_fence():
     assert req is not None and sched.round == 1
     done = sched.collect(1.0)
     assert done.clamped and st.counters["clamped"] == 1 and st.last_round_done == 1.0
-    assert Geofence.from_bounds(cfg.workspace).contains(st.target)
-    assert done.record(0, 1.0, st.target, False)["round"] == 0
-    assert not sched.agrees(st.target, 0.1)                            # the neighbour's point is far
+    assert Geofence.from_bounds(cfg.workspace).contains(st.meeting_point)
+    assert done.record(0, 1.0, st.meeting_point, False)["round"] == 0
+    assert not sched.agrees(st.meeting_point, 0.1)                            # the neighbour's point is far
 
 
 def test_goal_and_filter_alone_pack_and_batch_as_the_core_does():
@@ -98,8 +98,8 @@ def test_goal_and_filter_alone_pack_and_batch_as_the_core_does():
     filt = FilterAdapter(st, avoid, dynamics_of(cfg.kinematics), nearby_points=False, fresh_s=1.0,
                          silent_bound=float(cfg.silent_bound_m))
     goals = GoalKeeper(st, avoid, filt, st.geofence, n_slots=3, gap=0.1, deadlock_s=3.0, census_max_age=4.0)
-    st.pos, st.target = np.zeros(2), np.zeros(2)
-    assert goals.goal_for(None, 0.0) is st.target                      # not agreed: the meeting point
+    st.pos, st.meeting_point = np.zeros(2), np.zeros(2)
+    assert goals.goal_for(None, 0.0) is st.meeting_point                      # not agreed: the meeting point
     goals.set_group((0, 1, 2))
     assert goals.needs_nearby()
     nearby = Nearby.of([[0.0, 1.0], [1.0, 0.0]], ages=[0.1, 5.0], speeds=[0.2, 0.0], ids=[1, 2])

@@ -93,7 +93,7 @@ def started(cfg, kinematics="single_integrator", start=(0.0, 0.0), target=(8.0, 
     core = RobotCore(cfg, 0, kinematics=kinematics)
     body = Body(kinematics, start, **body_kw)
     core.accept(0.0, body.pose[:2], body.pose[2])
-    core.set_target(target, 0.0)
+    core.set_meeting_point(target, 0.0)
     return core, body
 
 
@@ -245,7 +245,7 @@ def test_a_robot_driving_at_a_dead_robots_body_stops_at_its_keep_out():
     core = RobotCore(cfg, 0, avoid=avoid)
     core.check_nearby(0.0, Nearby.of([[4.0, 0.0]], ages=[0.1], ids=[1]), stamp=0.0)
     pos = np.array([0.0, 0.0])
-    core.set_target([9.0, 0.0], 0.0)
+    core.set_meeting_point([9.0, 0.0], 0.0)
     dt = cfg.control_period_s
     for k in range(1, 300):
         t = k * dt
@@ -267,7 +267,7 @@ def test_the_fleet_core_keeps_silent_bodies_the_same_way():
     for cores in (a, b):
         for i, core in enumerate(cores):
             core.observe(0.0, pos[i])
-            core.set_target(-pos[i], 0.0)
+            core.set_meeting_point(-pos[i], 0.0)
     fleet = FleetCore(b)
     for k in range(1, 20):
         t = 0.1 * k
@@ -287,7 +287,7 @@ def test_the_fleet_core_keeps_silent_bodies_the_same_way():
 def _agreed(cfg, i, pos, target, group):
     core = RobotCore(cfg, i, avoid=avoidance_from_config(cfg, ros=True))
     core.observe(0.0, pos)
-    core.set_target(target, 0.0, group=group)
+    core.set_meeting_point(target, 0.0, group=group)
     return core
 
 
@@ -342,7 +342,7 @@ def test_a_forged_empty_nearby_message_never_brings_a_robot_into_a_neighbour():
     cfg = config()
     avoid = avoidance_from_config(cfg, ros=True)
     core = RobotCore(cfg, 0, avoid=avoid)
-    core.set_target([6.0, 0.0], 0.0)
+    core.set_meeting_point([6.0, 0.0], 0.0)
     pos = np.array([0.0, 0.0])
     held, _ = core.check_nearby(0.0, Nearby.of([[2.0, 0.0]], ages=[0.0], ids=[1]), stamp=0.0)
     dt = cfg.control_period_s
@@ -367,7 +367,7 @@ def _blocked_run(cfg, seconds=120.0, follow=False):
     pos = target + [-1.5, 0.0]
     other = slots(target, 2, avoid.d_min_m + cfg.packing_gap_m)[0].copy()
     core.observe(0.0, pos)
-    core.set_target(target, 0.0, group=[0, 1])
+    core.set_meeting_point(target, 0.0, group=[0, 1])
     dt, path = cfg.control_period_s, 0.0
     for k in range(int(seconds / dt)):
         t = k * dt

@@ -40,7 +40,7 @@ def test_paper_style_sends_the_papers_format_and_no_schema_and_reads_free_reason
     with FakeOpenAIServer(default=reply) as srv:
         _, res = plan(srv, "paper")
         body = srv.requests[0]
-    assert res.target.tolist() == [2.0, 2.0] and not res.fallback
+    assert res.meeting_point.tolist() == [2.0, 2.0] and not res.fallback
     assert body["messages"][-1]["content"].endswith(FORMAT_PAPER)
     assert "response_format" not in body and "tools" not in body
     assert "grammar" not in body and "cache_prompt" not in body     # not a llama.cpp server: lenient parsing only
@@ -63,7 +63,7 @@ def test_json_style_sends_the_schema():
     with FakeOpenAIServer(default='{"reasoning": "mean", "position": [2, 2]}') as srv:
         _, res = plan(srv, "json")
         body = srv.requests[0]
-    assert body["response_format"]["type"] == "json_schema" and res.target.tolist() == [2.0, 2.0]
+    assert body["response_format"]["type"] == "json_schema" and res.meeting_point.tolist() == [2.0, 2.0]
 
 
 def test_tools_style_answers_with_the_tool_result_computed_by_the_planner():
@@ -72,7 +72,7 @@ def test_tools_style_answers_with_the_tool_result_computed_by_the_planner():
     with FakeOpenAIServer(script) as srv:
         planner, res = plan(srv, "tools")
         bodies = srv.requests
-    assert res.target.tolist() == pytest.approx([2.0, 2.0]) and not res.fallback and res.llm_calls == 2
+    assert res.meeting_point.tolist() == pytest.approx([2.0, 2.0]) and not res.fallback and res.llm_calls == 2
     assert {t["function"]["name"] for t in bodies[0]["tools"]} == {"move_to_centroid", "distance_to", "move_toward",
                                                                    "move_to"}
     assert "robot_1 at (4, 0)" in bodies[0]["messages"][-1]["content"]
@@ -84,7 +84,7 @@ def test_tools_style_reads_a_call_written_as_text_and_move_toward():
     text = '```json\n{"name": "move_toward", "arguments": {"robot": "robot_2", "fraction": 0.5}}\n```'
     with FakeOpenAIServer(default=text) as srv:
         _, res = plan(srv, "tools")
-    assert res.target.tolist() == [1.0, 3.0]
+    assert res.meeting_point.tolist() == [1.0, 3.0]
     assert tool_calls_in_text("<tool_call>\n" + text[8:-4] + "\n</tool_call>", {"move_toward"})[0]["name"] == \
         "move_toward"
 
@@ -103,7 +103,7 @@ def test_hostile_tool_calls_are_refused_counted_and_the_robot_holds(name, argume
     with FakeOpenAIServer(default=Reply("", tool_calls=[(name, arguments)])) as srv:
         planner, res = plan(srv, "tools", retries=0)
         replies = [b["messages"][-1] for b in srv.requests[1:]]
-    assert res.target is None and res.fallback and res.fallback_reason == "tool_error"
+    assert res.meeting_point is None and res.fallback and res.fallback_reason == "tool_error"
     c = planner.counters()
     assert c["tool_errors"] == res.llm_calls == 2 and c["fallbacks"] == {"tool_error": 1}
     assert replies[0]["role"] == "tool" and replies[0]["content"].startswith("error:")
@@ -113,13 +113,13 @@ def test_tools_answer_beyond_the_geofence_is_clamped_not_trusted():
     fence = Geofence.from_bounds([-5, 5, -5, 5])
     with FakeOpenAIServer(default=Reply("", tool_calls=[("move_to", '{"x": 900, "y": -2}')])) as srv:
         _, res = plan(srv, "tools", fence=fence)
-    assert res.target.tolist() == [5.0, -2.0] and res.clamped
+    assert res.meeting_point.tolist() == [5.0, -2.0] and res.clamped
 
 
 def test_tools_text_answer_without_a_call_is_parsed_like_the_paper_style():
     with FakeOpenAIServer(default="I will go to the middle. Position: (2, 2)") as srv:
         _, res = plan(srv, "tools")
-    assert res.target.tolist() == [2.0, 2.0]
+    assert res.meeting_point.tolist() == [2.0, 2.0]
 
 
 # --- the paper style's answer grammar -------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ class ToPoint:
     def plan(self, req):
         from consensus.control.planner import PlanResult
 
-        return PlanResult(target=self.point.copy(), reasoning="to the point")
+        return PlanResult(meeting_point=self.point.copy(), reasoning="to the point")
 
     def reset(self) -> None:
         pass
@@ -324,7 +324,7 @@ def test_robots_do_not_plan_before_the_llm_server_is_ready_but_their_commands_go
             for r in robots:
                 r.core.observe(now, [float(r.id), 0.0])
             clock.tick()
-        assert all(r.core.target is None for r in robots)                   # no round started
+        assert all(r.core.meeting_point is None for r in robots)                   # no round started
         assert all(r.timing.as_dict()["published"] == 3 * clock.plan_every for r in robots)    # stops sent
         ready[0] = True
         for _ in range(clock.plan_every + 1):
@@ -332,7 +332,7 @@ def test_robots_do_not_plan_before_the_llm_server_is_ready_but_their_commands_go
             for r in robots:
                 r.core.observe(now, [float(r.id), 0.0])
             clock.tick()
-        assert all(r.core.target is not None for r in robots)               # planning began
+        assert all(r.core.meeting_point is not None for r in robots)               # planning began
     finally:
         for n in (main, *nodes):
             n.destroy_node()

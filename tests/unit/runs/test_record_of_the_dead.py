@@ -105,7 +105,7 @@ def test_the_recorder_lists_every_dead_robot_judges_agreement_on_the_living_and_
         clock = {"t": rec.t_created + 0.5}
         rec._now = lambda: clock["t"]
         state = [rec._point(i, rec.state_pos, "recorder.state", rec.last_seen) for i in range(5)]
-        target = [rec._point(i, rec.tgt, "recorder.target") for i in range(5)]
+        target = [rec._point(i, rec.mps, "recorder.target") for i in range(5)]
 
         def point(x, y):
             msg = PointStamped()

@@ -6,8 +6,8 @@ and controllers, but a synchronous loop in one process:
 * initial positions: ``cfg.initial_positions`` or uniform in ``[-init_radius, init_radius]^dim``
   from ``numpy.random.default_rng(cfg.seed)``, clipped to the workspace;
 * every ``planner_period_s`` (a round) each robot plans from the positions at the round start and
-  hears only its in-neighbours (``cfg.graph()``). A fallback (``target=None``) keeps the robot's
-  previous target, or its position at the round start in round 0;
+  hears only its in-neighbours (``cfg.graph()``). A fallback (``meeting_point=None``) keeps the robot's
+  previous meeting point, or its position at the round start in round 0;
 * then ``round(planner_period_s / control_period_s)`` control steps at ``dt = control_period_s``: each
   kinematics' controller (``consensus.control.dynamics``: a P controller for a single integrator, a unicycle
   controller for a unicycle, initial yaw 0, paper 1's 2-D robot for ``point_mass_pid``: ``PointMassPID``, 15 kg, PID
@@ -134,7 +134,7 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
     def broadcast(t: float) -> None:
         for i, core in enumerate(cores):
             core.observe(t, pos[i], yaw[i])
-        sample = np.column_stack([pos, np.array([c.meeting_point() for c in cores]), speed])
+        sample = np.column_stack([pos, np.array([c.own_meeting_point() for c in cores]), speed])
         graph_links.record_all(t, sample)
         if nearby_links is not None:
             if unicycle:
@@ -171,7 +171,7 @@ def run_headless(cfg: AggregationConfig, client: LLMClient | None = None, *, rou
                 core.wait()
                 res = core.pending.result()[1] if core.pending is not None else None
                 rec = core.collect(t0)
-                target[i] = core.target
+                target[i] = core.meeting_point
                 if rec is not None:
                     plan_log.append(_log_entry(t0, r, i, target[i], res))
                     results.append(res)
@@ -291,7 +291,7 @@ def run_negotiation(planners: Sequence[Planner], initial_states: np.ndarray, gra
             current = states[r]
             results = _plan_round(planners, graph, current, r, pool)
             for i, res in enumerate(results):
-                states[r + 1, i] = res.target if res.target is not None else current[i]
+                states[r + 1, i] = res.meeting_point if res.meeting_point is not None else current[i]
                 entry = _log_entry(None, r, i, states[r + 1, i], res)
                 del entry["t"]
                 plan_log.append(entry)

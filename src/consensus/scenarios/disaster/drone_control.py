@@ -40,14 +40,14 @@ def fly_to_cell(core: RobotCore, cell: Cell, actions: Sequence | None, cell_size
     """Send the drone whose robot core is ``core`` to ``cell``: to its centre, ``((x + 0.5) s, (y + 0.5) s)`` with
     s = ``cell_size_m``. With the collision filter (``core.avoid``) the k drones whose action is ``cell``
     (``actions``: every drone's chosen cell, in drone order, as they travelled; None: unknown) pack there as one
-    group (``RobotCore.set_target``'s ``group``, the slots of ``consensus.control.packing``), sent to
+    group (``RobotCore.set_meeting_point``'s ``group``, the slots of ``consensus.control.packing``), sent to
     ``packing.centred`` so that their k slots are centred on the cell (``metrics.CellSlots``: where they stand,
-    whether they fit the cell). Returns ``set_target``'s target and whether it was clamped into the geofence."""
+    whether they fit the cell). Returns ``set_meeting_point``'s point and whether it was clamped into the geofence."""
     group = [j for j, a in enumerate(actions or ()) if same_cell(a, cell)] or None
     point = cell_centre(cell, cell_size_m)
     if group is not None and core.avoid is not None:
         point = centred(point, len(group), core.avoid.d_min_m + core.gap)
-    return core.set_target(point, now, group=group)
+    return core.set_meeting_point(point, now, group=group)
 
 
 def same_cell(action: Any, cell: Cell) -> bool:

@@ -194,7 +194,7 @@ class KinematicFlight:
                 known[ids, ids] = np.nan
                 nearby = NearbyBatch(known, np.zeros((n, n)), np.repeat(self.speed[None, :], n, axis=0), ids)
             cmds = self.fleet.step(t, nearby)
-            self.targets.append(np.array([c.goal if c.goal is not None else core.target
+            self.targets.append(np.array([c.goal if c.goal is not None else core.meeting_point
                                           for c, core in zip(cmds, self.cores)], dtype=float))
             self.world.set_commands(np.array([[c.vx, c.vy, c.wz] for c in cmds]))
             self.world.advance(dt)

@@ -45,8 +45,8 @@ d_i(t) = |x_i - x_mu| + |y_i - y_mu|, d̄(t) = (1/N) sum_i d_i(t); ``mean_deviat
 
 Where drones sharing a cell stand (``CellSlots``; with the collision filter, which keeps them ``d_min`` apart): the
 k drones sent to one cell cannot all stand on its centre. Each takes one of k *slots* (``consensus.control.packing``,
-through its robot core's ``RobotCore.set_target(point, group=...)``, sent by ``drone_control.fly_to_cell``: the ROS
-drones and the headless flight alike): a hexagonal pattern of spacing ``d_min + packing_gap_m`` (0.55 m with the
+through its robot core's ``RobotCore.set_meeting_point(point, group=...)``, sent by ``drone_control.fly_to_cell``: the
+ROS drones and the headless flight alike): a hexagonal pattern of spacing ``d_min + packing_gap_m`` (0.55 m with the
 defaults: clearance 0.45 m for 0.2 m footprints, gap 0.1 m), sent to ``packing.centred(centre, k, spacing)`` so that
 the k slots have their bounding box centred on the cell's centre (two drones: 0.275 m either side of it, both over
 the cell; the packing alone would put them at the centre and 0.55 m beside it, over the neighbouring 1 m cell).
@@ -200,7 +200,7 @@ class CellSlots:
 
     def slots(self, cell, k: int) -> np.ndarray:
         """``(k, 2)``: where the ``k`` drones sent to ``cell`` stand (the drones' own computation: ``packing.centred``,
-        clamped into the geofence by ``set_target``, the pattern moved inside the filter's box, each slot clamped
+        clamped into the geofence by ``set_meeting_point``, the pattern moved inside the filter's box, each slot clamped
         into the geofence)."""
         key = (int(cell[0]), int(cell[1]), max(int(k), 1))
         if key not in self._cache:

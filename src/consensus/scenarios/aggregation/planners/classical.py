@@ -49,10 +49,11 @@ class AveragePlanner:
     def plan(self, req: PlanRequest) -> PlanResult:
         own, neighbors = _check(req, self.dim)
         if not len(neighbors):
-            return PlanResult(target=own.copy(), reasoning=f"No neighbours visible; staying at {format_position(own)}")
+            return PlanResult(meeting_point=own.copy(),
+                              reasoning=f"No neighbours visible; staying at {format_position(own)}")
         count = len(neighbors) + self.include_self
         target = (neighbors.sum(axis=0) + (own if self.include_self else 0.0)) / count
-        return PlanResult(target=target,
+        return PlanResult(meeting_point=target,
                           reasoning=f"Average of {count} positions: {format_position(target)}")
 
     def reset(self) -> None:
@@ -67,7 +68,7 @@ class StubbornPlanner:
 
     def plan(self, req: PlanRequest) -> PlanResult:
         own, _ = _check(req, self.dim)
-        return PlanResult(target=own.copy(), reasoning=f"Staying at {format_position(own)}")
+        return PlanResult(meeting_point=own.copy(), reasoning=f"Staying at {format_position(own)}")
 
     def reset(self) -> None:
         """Stateless."""
@@ -84,12 +85,14 @@ class SuggestiblePlanner:
     def plan(self, req: PlanRequest) -> PlanResult:
         own, neighbors = _check(req, self.dim)
         if not len(neighbors):
-            return PlanResult(target=own.copy(), reasoning=f"No neighbours visible; staying at {format_position(own)}")
+            return PlanResult(meeting_point=own.copy(),
+                              reasoning=f"No neighbours visible; staying at {format_position(own)}")
         dist = np.linalg.norm(neighbors - own, axis=1)
         nearest = np.flatnonzero(dist == dist.min())
         k = int(nearest[0]) if len(nearest) == 1 else int(self._rng.choice(nearest))
         target = neighbors[k].copy()
-        return PlanResult(target=target, reasoning=f"Moving to the nearest neighbour at {format_position(target)}")
+        return PlanResult(meeting_point=target,
+                          reasoning=f"Moving to the nearest neighbour at {format_position(target)}")
 
     def reset(self) -> None:
         """Restart the tie-breaking draws from the seed."""

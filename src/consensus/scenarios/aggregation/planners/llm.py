@@ -19,7 +19,7 @@ One ``plan`` call:
 
 Fallback: when no valid target comes out (``unparseable`` after all retries, ``tool_error`` when the tools
 style ended on a bad call, ``llm_error`` when the client gave up after its own retries, ``client_error`` for
-any other exception of the client), the result has ``target=None`` and ``fallback=True``: the caller keeps
+any other exception of the client), the result has ``meeting_point=None`` and ``fallback=True``: the caller keeps
 the robot's last target, and at round 0 (no target yet) the robot's current position. The paper's code kept
 the old target after 3 tries but froze the robot when round 0 failed; holding the current position is the
 explicit form.
@@ -323,13 +323,13 @@ class LLMPlanner:
                 self._first = exchange
             else:
                 self._recent.append(exchange)
-        return PlanResult(target=np.asarray(target, dtype=float), reasoning=reasoning[:MAX_REASONING_CHARS],
+        return PlanResult(meeting_point=np.asarray(target, dtype=float), reasoning=reasoning[:MAX_REASONING_CHARS],
                           llm_calls=state["calls"], clamped=clamped, extra=_extra(state, parse_method=method))
 
     @staticmethod
     def _fallback(reason: str, text: str, state: dict) -> PlanResult:
-        return PlanResult(target=None, reasoning=text[:MAX_REASONING_CHARS], fallback=True, fallback_reason=reason,
-                          llm_calls=state["calls"], extra=_extra(state))
+        return PlanResult(meeting_point=None, reasoning=text[:MAX_REASONING_CHARS], fallback=True,
+                          fallback_reason=reason, llm_calls=state["calls"], extra=_extra(state))
 
 
 def _extra(state: dict, **more) -> dict:

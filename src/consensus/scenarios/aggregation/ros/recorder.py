@@ -137,11 +137,11 @@ class Recorder:
         self._truth_seen = False
         self.watch = LossWatch(n, cfg.robot_timeout_s, first_s=START_WAIT_S)   # who is alive (agreement on the living)
         self.last_seen = self.watch.last_seen             # when each robot's state last arrived (written in place)
-        self.tgt = np.full((n, 2), np.nan)
+        self.mps = np.full((n, 2), np.nan)
         self.status: dict[int, dict] = {}
         self.times: list[float] = []
         self.positions: list[np.ndarray] = []             # every body at each sample, the lost ones too
-        self.targets: list[np.ndarray] = []
+        self.mps_log: list[np.ndarray] = []
         self.health = Health(parent=HEALTH, logger=node.get_logger())               # the recorder's own counters
         self.write_errors: dict[str, int] = {}           # file -> records that could not be written (full disk)
         self.plans = AppendFile(self.out / "plans.jsonl")
@@ -162,7 +162,7 @@ class Recorder:
                                        "recorder.state"),
                                      qos.recording(names.STATE), raw=True)
             node.create_subscription(PointStamped, names.TARGET.of(i),
-                                     g(self._point(i, self.tgt, "recorder.target"), "recorder.target"),
+                                     g(self._point(i, self.mps, "recorder.target"), "recorder.target"),
                                      qos.profile(names.TARGET))
             node.create_subscription(String, names.PLANNER_REASONING.of(i), g(self._on_plan, "recorder.plan"),
                                      qos.profile(names.PLANNER_REASONING))
@@ -366,7 +366,7 @@ class Recorder:
         or ``trajectories.csv`` would miss the fleet's first moves and ``time_to_converge_s`` be too short)."""
         if np.isnan(self.pos).any():
             return False
-        return not np.isnan(self.last_seen).any() or not np.isnan(self.tgt).all()
+        return not np.isnan(self.last_seen).any() or not np.isnan(self.mps).all()
 
     def sample(self) -> None:
         now = self._now()
@@ -386,9 +386,9 @@ class Recorder:
         self.times.append(t)
         bodies = self.pos.copy()
         self.positions.append(bodies)
-        self.targets.append(self.tgt.copy())
+        self.mps_log.append(self.mps.copy())
         dim = 1 if self.cfg.dim == 1 else 2
-        self._append("trajectories.csv", lambda: self.traj.append(t, bodies[:, :dim], self.tgt[:, :dim]))
+        self._append("trajectories.csv", lambda: self.traj.append(t, bodies[:, :dim], self.mps[:, :dim]))
         pos = bodies.copy()
         pos[~living] = np.nan                             # a lost robot is not part of the fleet's agreement
         sp = self._spread(pos)
@@ -417,8 +417,8 @@ class Recorder:
         if self.avoid is None:
             line += f"spread {sp:.3f} m (tol {self.cfg.converge_tol_m:g})"
         else:                      # bodies: the meeting points agree, the robots pack around them
-            tgt = self.tgt if living is None else np.where(living[:, None], self.tgt, np.nan)
-            tsp = self._spread(tgt)                      # NaN until two robots have planned
+            mps = self.mps if living is None else np.where(living[:, None], self.mps, np.nan)
+            tsp = self._spread(mps)                      # NaN until two robots have planned
             line += (f"meeting points within {'n/a' if math.isnan(tsp) else f'{tsp:.3f}'} m "
                      f"(tol {self.cfg.converge_tol_m:g})  spread {sp:.3f} m")
         if self.cfg.settle_s > 0 and held > 0:
@@ -432,7 +432,7 @@ class Recorder:
         present = ~np.isnan(pos).any(axis=1)
         if present.sum() < 2:
             return float("nan")
-        return agreement_measure(pos[present], self.tgt[present], self.avoid)
+        return agreement_measure(pos[present], self.mps[present], self.avoid)
 
     @staticmethod
     def _spread(pos: np.ndarray) -> float:
@@ -540,7 +540,7 @@ class Recorder:
         now = self.node.get_clock().now()
         if self.marker_pub is not None:
             stamp = now.to_msg()
-            self.marker_pub.publish(markers.fleet_markers(self.pos, self.tgt, self.edges, self.reasoning, stamp,
+            self.marker_pub.publish(markers.fleet_markers(self.pos, self.mps, self.edges, self.reasoning, stamp,
                                                           self.colors))
             if self.tf_pub is not None:
                 self.tf_pub.publish(markers.tf_message(markers.robot_transforms(self.pos, stamp, self.frames)))
@@ -552,7 +552,7 @@ class Recorder:
         ``lost``) and the progress the log line shows."""
         pos = self.pos.copy()
         pos[list(self.lost)] = np.nan
-        self.live.fleet(now_ns, pos, self.tgt, self.edges, self.reasoning, self.colors, lost=sorted(self.lost))
+        self.live.fleet(now_ns, pos, self.mps, self.edges, self.reasoning, self.colors, lost=sorted(self.lost))
         c = self.counters()
         self.live.progress(now_ns, t_s=None if self.t0 is None else now_ns * 1e-9 - self.t0,
                            duration_s=self.cfg.duration_s, round=c["rounds_max"], spread_m=self._spread(pos),
@@ -573,13 +573,13 @@ class Recorder:
         n = self.cfg.num_robots
         times = np.asarray(self.times)
         bodies = np.asarray(self.positions).reshape(-1, n, 2)
-        tgt = np.asarray(self.targets).reshape(-1, n, 2)
+        mps = np.asarray(self.mps_log).reshape(-1, n, 2)
         if self.cfg.dim == 1:
-            bodies, tgt = bodies[..., :1], tgt[..., :1]
+            bodies, mps = bodies[..., :1], mps[..., :1]
         # agreement on the living (the convergence figures, the plots), safety on every body (module docstring)
         members = self.watch.members()
-        pos, tgt = on_the_living(bodies, members), on_the_living(tgt, members)
-        summary = finalize(self.out, times=times, positions=pos, targets=tgt, tol=self.cfg.converge_tol_m,
+        pos, mps = on_the_living(bodies, members), on_the_living(mps, members)
+        summary = finalize(self.out, times=times, positions=pos, targets=mps, tol=self.cfg.converge_tol_m,
                            trajectories_written=True,
                            counters=self.counters(), title=f"Aggregation through ROS 2, planner={self.cfg.planner}",
                            workspace=self.cfg.workspace,

@@ -1,7 +1,7 @@
 """One disaster-response drone's ROS wiring: the round protocol's drone side on top of the robot controller.
 
 A drone is a ``consensus.ros.robot.RobotNode`` (P controller, geofence, speed limit, stale-odometry stop,
-``cmd_vel``/``state``/``target``/``planner/status`` topics, control timing) whose target is not planned
+``cmd_vel``/``state``/``target``/``planner/status`` topics, control timing) whose meeting point is not planned
 periodically but set by the round clock of the ``disaster_grid`` node: the centre of the cell the drone flies to,
 cell (x, y) -> ((x + 0.5) s, (y + 0.5) s) with s = ``cell_size_m`` (drones sharing a cell: see Flight below). The
 drone's decisions come from the core agent of ``consensus.scenarios.disaster.agents`` (``make_drone``), called
@@ -43,9 +43,9 @@ round however long the deliberation takes (the headless kinematic model freezes 
 ``motion: teleport`` it goes on to its cell's centre or slot (it is near it when the flight phase ends: arrived, or
 the flight timed out).
 
-Safety on top of consensus.ros.robot: an action off the grid is refused (the drone holds its target, ``bad_actions``);
-the round clock counts as the planner for ``target_timeout_s``: without a state message (phase or heartbeat) for
-``target_timeout_s`` the drone stops.
+Safety on top of consensus.ros.robot: an action off the grid is refused (the drone holds its meeting point,
+``bad_actions``); the round clock counts as the planner for ``target_timeout_s``: without a state message (phase or
+heartbeat) for ``target_timeout_s`` the drone stops.
 
 Health: a malformed ``/disaster/state`` or vote request record (one that does not decode, a cell off
 the grid, a flight action off the grid) is dropped and counted in the drone's health (``consensus.ros.health.Health``,
@@ -261,7 +261,7 @@ class DisasterRobot(RobotNode):
             self._submit(("act", phase.round), self._act_job(phase))
         if phase.phase == "flight":
             self._fly_to(st.actions[self.id], st.actions)
-        elif cfg.motion == "kinematic" and self.target is not None and self.pos is not None:
+        elif cfg.motion == "kinematic" and self.meeting_point is not None and self.pos is not None:
             self._hold()
 
     def _on_vote_request(self, msg: String) -> None:
@@ -359,8 +359,8 @@ class DisasterRobot(RobotNode):
     def _hold(self) -> None:
         """Hover where the drone is (kinematic motion: deliberation takes no flight time, as headless)."""
         self._decode_inputs()                          # the odometry that came since the last control tick
-        target, _ = self.core.set_target(self.pos)
-        self._publish_point(self.pub_target, target)
+        point, _ = self.core.set_meeting_point(self.pos)
+        self._publish_point(self.pub_target, point)
 
     def _fly_to(self, action: Any, actions: list | None = None) -> None:
         """Fly to the centre of the cell ``action``; with the collision filter the drones sent to the same cell
@@ -372,15 +372,15 @@ class DisasterRobot(RobotNode):
         except ValueError:
             cell = None
         if cell is None:
-            self.counters["bad_actions"] += 1          # hold the current target
+            self.counters["bad_actions"] += 1          # hold the current meeting point
             self.health.count_bad_message(f"drone_{self.id}.flight_action")
             return
-        target, _ = fly_to_cell(self.core, cell, actions, cfg.cell_size_m, self._now())
-        self._publish_point(self.pub_target, target)
+        point, _ = fly_to_cell(self.core, cell, actions, cfg.cell_size_m, self._now())
+        self._publish_point(self.pub_target, point)
 
     # ------------------------------------------------------------------ RobotNode hooks
     def plan_tick(self) -> None:
-        """The slow tick of the robot node: here only the status report (targets come from the round clock)."""
+        """The slow tick of the robot node: here only the status report (meeting points come from the round clock)."""
         self.publish_status()
 
     def after_control(self) -> None:

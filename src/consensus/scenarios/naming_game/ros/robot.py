@@ -2,10 +2,10 @@
 rendezvous point of the word it has just said.
 
 A robot is a ``consensus.ros.robot.RobotNode`` (P controller, geofence, speed limit, stale-odometry stop, the
-``cmd_vel``/``state``/``target``/``planner/status`` topics). Its target is not planned periodically but set by the
-game: after each interaction it is the point of the robot's own word. The game side is ``fleet_game.Player``, called as
-``fleet_game.play_headless`` calls it (``say()`` when named in a pair, ``hear(own, partner)`` when the outcome comes),
-so a run draws the reference's words. The protocol is ``ros/protocol.py``.
+``cmd_vel``/``state``/``target``/``planner/status`` topics). Its meeting point is not planned periodically but set by
+the game: after each interaction it is the point of the robot's own word. The game side is ``fleet_game.Player``, called
+as ``fleet_game.play_headless`` calls it (``say()`` when named in a pair, ``hear(own, partner)`` when the outcome
+comes), so a run draws the reference's words. The protocol is ``ros/protocol.py``.
 
 Runs one robot per process (namespace ``robot_<i>``, node ``/robot_<i>/agent``) or the whole fleet in one process
 (root namespace, ``/fleet``); see ``consensus.ros.fleet.run_robots``.
@@ -124,12 +124,12 @@ class NamingGameRobot(RobotNode):
         self._answer_if_due()
 
     def _drive_to(self, point) -> None:
-        target, _ = self.core.set_target(point, self._now())
-        self._publish_point(self.pub_target, target)
+        point, _ = self.core.set_meeting_point(point, self._now())
+        self._publish_point(self.pub_target, point)
 
     # ------------------------------------------------------------------ RobotNode hooks
     def plan_tick(self) -> None:
-        """The slow tick: only the status report (targets come from the game)."""
+        """The slow tick: only the status report (meeting points come from the game)."""
         self._decode_inputs()
         self.publish_status()
 
@@ -137,7 +137,7 @@ class NamingGameRobot(RobotNode):
         out = super().status()
         p = self.player
         out.update(memory=p.key, word=p.word, played=p.played, draws=p.draws,
-                   target=None if self.target is None else [float(v) for v in self.target],
+                   target=None if self.meeting_point is None else [float(v) for v in self.meeting_point],
                    position=None if self.pos is None else [float(v) for v in self.pos],
                    pending=None if self.open is None else self.open[0])
         return out
