@@ -91,14 +91,13 @@ def _example_blocks() -> dict[str, str]:
     return _blocks_of("How to add a scenario")
 
 
-def test_the_add_a_scenario_example_is_what_the_code_does(tmp_path, monkeypatch):
-    """The doc's example files, written as they are into a throwaway scenario package, register a scenario that
-    `consensus run formation --headless` runs to a summary; its config is refused on bad input like every config."""
+def _formation(tmp_path, monkeypatch, **more: str) -> None:
+    """The doc's example files (and ``more``: file name -> code) written as they are into a throwaway scenario
+    package ``formation``, registered in a throwaway copy of the scenario table."""
     import consensus.scenarios
-    from consensus import cli, registry
-    from consensus.errors import ConfigError
+    from consensus import registry
 
-    blocks = _example_blocks()
+    blocks = {**_example_blocks(), **more}
     assert {"formation/__init__.py", "formation/config.py", "formation/runner.py"} <= set(blocks), sorted(blocks)
     pkg = tmp_path / "scenarios_extra" / "formation"
     pkg.mkdir(parents=True)
@@ -111,6 +110,20 @@ def test_the_add_a_scenario_example_is_what_the_code_does(tmp_path, monkeypatch)
     monkeypatch.setattr(registry, "_SCENARIOS", {})
     for mod in [m for m in sys.modules if m.startswith("consensus.scenarios.formation")]:
         monkeypatch.delitem(sys.modules, mod)
+
+
+def _forget_formation() -> None:
+    for mod in [m for m in sys.modules if m.startswith("consensus.scenarios.formation")]:
+        sys.modules.pop(mod, None)
+
+
+def test_the_add_a_scenario_example_is_what_the_code_does(tmp_path, monkeypatch):
+    """The doc's example files, written as they are into a throwaway scenario package, register a scenario that
+    `consensus run formation --headless` runs to a summary; its config is refused on bad input like every config."""
+    from consensus import cli, registry
+    from consensus.errors import ConfigError
+
+    _formation(tmp_path, monkeypatch)
     try:
         assert "formation" in registry.scenarios()
         out = tmp_path / "run"
@@ -126,8 +139,69 @@ def test_the_add_a_scenario_example_is_what_the_code_does(tmp_path, monkeypatch)
                          str(tmp_path / "bad"), "-q"]) == 2
         assert not (tmp_path / "bad").exists()
     finally:
-        for mod in [m for m in sys.modules if m.startswith("consensus.scenarios.formation")]:
-            sys.modules.pop(mod, None)
+        _forget_formation()
+
+
+#: the ROS part of the example (step 4's "A ROS scenario adds ..."): its processes and its registration
+ROS_FORMATION = {
+    "formation/processes.py": textwrap.dedent("""\
+        from consensus.runs.processes import ProcessSpec, robot_specs
+        from consensus.sims import sim_processes
+
+
+        def formation_processes(cfg, *, use_sim_time=False):
+            return [*sim_processes(cfg, {"use_sim_time": False}), *robot_specs("formation_robot", cfg, {}),
+                    ProcessSpec("formation_judge", "judge", ends_run=True)]
+        """),
+    "formation/__init__.py": textwrap.dedent("""\
+        from consensus.registry import Scenario, lazy, register
+        from consensus.scenarios.formation.config import FormationConfig
+
+        register(Scenario(
+            name="formation", summary="robots in a line (an example scenario)", config_cls=FormationConfig,
+            runner=lazy("consensus.scenarios.formation.runner:run"), config_file="formation.yaml",
+            processes=lazy("consensus.scenarios.formation.processes:formation_processes"),
+            launch_args=("spacing_m",),
+        ))
+        """),
+}
+
+
+def test_a_ros_scenario_is_its_folder_plus_its_launch_and_config_files(tmp_path, monkeypatch):
+    """Issue 42: a scenario that runs under ``ros2 launch`` is its package folder plus its launch file and its
+    parameters file (its own group nested: ``formation.spacing_m``), nothing else: the doc's formation package with
+    processes, launched by the real ``launch`` from a throwaway share folder."""
+    import yaml
+    from support.ros2_tools import launch_actions, node_info
+
+    import consensus.runs.ament as ament
+    from consensus import registry
+    from consensus.settings import params_file_fields
+
+    _formation(tmp_path, monkeypatch, **ROS_FORMATION)
+    share = tmp_path / "share"
+    try:
+        from consensus.scenarios.formation.config import FormationConfig
+
+        (share / "config").mkdir(parents=True)
+        (share / "config" / "formation.yaml").write_text(FormationConfig().to_ros_params_yaml())
+        (share / "launch").mkdir()
+        (share / "launch" / "formation.launch.py").write_text(
+            "from consensus.runs.launch_file import launch_description\n\n\n"
+            "def generate_launch_description():\n    return launch_description(\"formation\")\n")
+        monkeypatch.setattr(ament, "package_share", lambda _pkg: str(share))
+        assert "formation" in registry.scenarios()
+        from launch_ros.actions import Node
+
+        actions = launch_actions(share / "launch" / "formation.launch.py", monkeypatch, num_robots=3,
+                                 spacing_m=2.5, output_dir=tmp_path / "run")
+        nodes = [node_info(a) for a in actions if isinstance(a, Node)]
+        assert [n["executable"] for n in nodes] == ["sim", "formation_robot", "formation_judge"]
+        params_file = nodes[0]["params_file"]
+        assert yaml.safe_load(open(params_file))["/**"]["ros__parameters"]["formation"] == {"spacing_m": 2.5}
+        assert params_file_fields(params_file, FormationConfig)["num_robots"] == 3
+    finally:
+        _forget_formation()
 
 
 # ----------------------------------------------------------------------------------------- add a backend / simulator
