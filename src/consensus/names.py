@@ -116,7 +116,7 @@ def robot_topic(robot_id: int, name: str) -> str:
     return f"{namespace(robot_id)}/{name.lstrip('/')}"
 
 
-# --- turtlesim (the external simulator's own names; consensus.ros.turtlesim_bridge) ------------------------------
+# --- turtlesim (the external simulator's own names; consensus.sims.turtlesim.ros) -----------------------------------
 TURTLESIM_SPAWN = "spawn"                           # turtlesim/srv/Spawn (relative: a namespaced fleet's turtlesim)
 TURTLE_POSE = "pose"                                # turtlesim/msg/Pose, inside /<turtle>
 TURTLE_CMD_VEL = "cmd_vel"                          # geometry_msgs/msg/Twist, inside /<turtle>

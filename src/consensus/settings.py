@@ -627,7 +627,7 @@ class SimParams:
 
 @dataclass
 class PhysicsParams:
-    """The physics world of ``sim: mujoco`` (``consensus.sims.mujoco_world``): its fixed physics rate, how fast it runs,
+    """The physics world of ``sim: mujoco`` (``consensus.sims.mujoco.world``): its fixed physics rate, how fast it runs,
     and the realism knobs (each recorded in the manifest with the rest of the config; docs/real-robots.md measures
     what they do). The other simulators ignore them."""
 

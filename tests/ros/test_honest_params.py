@@ -152,7 +152,7 @@ def test_a_node_declares_only_what_it_uses_and_still_takes_the_run_s_other_value
 def test_a_robot_node_declares_its_groups_nested_and_reads_a_flat_name_with_one_warning(ros, monkeypatch):
     """Issue 42: ``ros2 param list /robot_0/agent`` shows the groups the node reads (``control.kp``, ...), and
     nothing flat; an old flat name (``v_max``) is still read for one release, with one warning naming the nested
-    one; a parameter given both ways is one clear error."""
+    one; given both ways (an old flat file layered over a new nested one), the flat one wins, as the layer on top."""
     from consensus.ros.params import declare_config
     from consensus.scenarios.aggregation.config import AggregationConfig
     from consensus.scenarios.aggregation.ros import robot
@@ -177,9 +177,11 @@ def test_a_robot_node_declares_its_groups_nested_and_reads_a_flat_name_with_one_
     finally:
         node.destroy_node()
     node = _node("agent2", **{"control.v_max": 0.4, "v_max": 0.5})
+    said.clear()
+    monkeypatch.setattr(node, "get_logger", lambda: types.SimpleNamespace(warning=said.append))
     try:
-        with pytest.raises(ConfigError, match="'v_max' is given twice"):
-            read(node)
+        assert read(node).v_max == 0.5 and node.get_parameter("control.v_max").value == 0.5
+        assert len(said) == 1 and "v_max -> control.v_max" in said[0]
     finally:
         node.destroy_node()
 

@@ -13,7 +13,8 @@ class SimOutputs:
 
 
 def capture(sim) -> SimOutputs:
-    """Replace ``sim``'s publishers' ``publish`` (a ``consensus.ros.sim.Simulator``) by recorders of what it sends."""
+    """Replace ``sim``'s publishers' ``publish`` (a ``consensus.sims.builtin.ros.Simulator``) by recorders of what it
+    sends."""
     out = SimOutputs()
     sim.truth_pub.publish = out.truth.append
     for i, pub in enumerate(sim.pubs):

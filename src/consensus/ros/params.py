@@ -87,7 +87,8 @@ def declare_config(node: Node, cls: type, runtime: Iterable[str] = (), uses: Ite
     validated config. ``ros2 param set`` of a read-only parameter is refused with the reason, and ``ros2 param list``
     shows the groups the node uses. A field the node does not declare still takes this node's value from the
     parameters file or ``-p`` (rclpy's parameter overrides of the node), so the whole config (and a manifest written
-    from it) is the run's. A flat name (``kp``, the name before the groups) is still read, with one warning."""
+    from it) is the run's. A flat name (``kp``, the name before the groups) is still read, with one warning; given
+    besides the nested one (an old file layered over a new one), the flat value wins, as the layer on top."""
     from consensus.settings import flat_names_in, renamed_hint, ros_names
 
     values: dict = {}
@@ -101,10 +102,11 @@ def declare_config(node: Node, cls: type, runtime: Iterable[str] = (), uses: Ite
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         name = ros[f.name]
-        if name != f.name and name in overrides and f.name in overrides:
-            raise ConfigError(f"node '{node.get_fully_qualified_name()}' parameters: '{f.name}' is given twice (also "
-                              f"as '{name}'); keep '{name}'")
-        given = overrides.get(name, overrides.get(f.name))
+        # both: an old flat file layered over a new nested one (--params-file new --params-file old): the flat one
+        # is the layer on top, as it was before the groups
+        given = overrides.get(f.name) if f.name in flat else overrides.get(name)
+        if f.name in flat and name in overrides and f.name in declared:
+            overrides.pop(name)           # (rclpy would declare the nested override's value instead)
         if f.name not in declared:
             value = default if given is None else given.value
             values[f.name] = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value
@@ -112,7 +114,7 @@ def declare_config(node: Node, cls: type, runtime: Iterable[str] = (), uses: Ite
         desc = descriptors[f.name]
         if not node.has_parameter(name):
             try:
-                if given is not None and name not in overrides:      # a flat name's value (deprecated)
+                if given is not None and f.name in flat:             # a flat name's value (deprecated)
                     node.declare_parameter(name, given.value, desc)
                 elif isinstance(default, list) and not default:
                     (item,) = typing.get_args(types[f.name]) or (str,)

@@ -13,7 +13,7 @@ Two sources of frames:
   (``consensus.graphs.topology.make_graph`` of the run's topology; up to ``plots.MAX_DRAWN_EDGES``), the workspace
   rectangle and the run time.
 * **a simulator's renderer**: the ``renderer`` of the run's simulator in the registry (``consensus.control.motion``;
-  ``sim: mujoco``: ``consensus.sims.mujoco_world.render_frames(params, times, poses, width, height)``) when its
+  ``sim: mujoco``: ``consensus.sims.mujoco.world.render_frames(params, times, poses, width, height)``) when its
   module imports and offers it; a renderer that raises ``RuntimeError`` (no OpenGL: EGL or OSMesa) gives the
   top-down animation and one line saying why.
 

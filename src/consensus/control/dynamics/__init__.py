@@ -8,7 +8,7 @@ moves a fleet's bodies: the only place that knows what a kinematics means.
   bodies. ``dynamics_of(name)`` gives it; code elsewhere asks it, never compares the name.
 * ``World`` (``consensus.control.dynamics.world``): ``set_commands``, ``advance``, ``poses``, ``reported_poses``,
   ``velocities``, ``judgement``. ``KinematicWorld`` integrates the dynamics; MuJoCo's world
-  (``consensus.sims.mujoco_world.MujocoWorld``) has the same shape. The ROS ``sim`` node wraps one, and so do the
+  (``consensus.sims.mujoco.world.MujocoWorld``) has the same shape. The ROS ``sim`` node wraps one, and so do the
   headless loops (aggregation and disaster).
 
 Adding a kinematics: a ``Dynamics`` subclass in ``models.py`` and its ``register_dynamics`` line.

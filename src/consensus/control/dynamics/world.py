@@ -1,5 +1,5 @@
 """The world a fleet's bodies move in: one interface (``World``) for the kinematic world here and MuJoCo's
-(``consensus.sims.mujoco_world.MujocoWorld``), used by the ROS ``sim`` node and by the headless loops."""
+(``consensus.sims.mujoco.world.MujocoWorld``), used by the ROS ``sim`` node and by the headless loops."""
 from __future__ import annotations
 
 from typing import Any, Protocol
