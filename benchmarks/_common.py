@@ -259,10 +259,10 @@ def lost_messages(run: Path, summary: dict) -> dict:
     rate = summary.get("state_rate_hz")
     if rate is None:
         try:
-            import yaml
+            from consensus.scenarios.aggregation.config import AggregationConfig
+            from consensus.settings import params_file_fields
 
-            params = yaml.safe_load((run / "params.yaml").read_text())["/**"]["ros__parameters"]
-            rate = params.get("state_rate_hz")
+            rate = params_file_fields(run / "params.yaml", AggregationConfig).get("state_rate_hz")
         except (OSError, ValueError, KeyError, TypeError, ImportError):
             rate = None
     if rate:

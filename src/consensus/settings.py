@@ -1,7 +1,8 @@
-"""Run settings: the one flat parameter set that the CLI, the headless runners and every ROS node share.
+"""Run settings: the one parameter set that the CLI, the headless runners and every ROS node share.
 
-A scenario's config is a dataclass that composes the groups below (by inheritance: the fields stay flat, so every
-field is a ROS parameter of the same name) and adds its own fields and checks::
+A scenario's config is a dataclass that composes the groups below (by inheritance: in Python the fields stay flat,
+``cfg.kp``; each is a ROS parameter nested by its group, ``control.kp``: ``ros_names``) and adds its own fields and
+checks::
 
     @dataclass
     class MyConfig(RobotBaseConfig):         # or FlatParams + the groups it needs
@@ -9,12 +10,14 @@ field is a ROS parameter of the same name) and adds its own fields and checks::
         def check(self) -> None:
             need(self.my_field > 0, "my_field must be positive")
 
-The same YAML serves all three users. It is a ROS 2 parameters file with a single ``/**:`` section, so
-``ros2 launch`` and ``--ros-args --params-file`` read it directly and ``load_flat`` reads it here::
+The same YAML serves all three users. It is a ROS 2 parameters file with a single ``/**:`` section, its groups as
+nested mappings, so ``ros2 launch`` and ``--ros-args --params-file`` read it directly (``fleet.num_robots``) and
+``load_flat`` reads it here (``num_robots``; ``--set`` and the launch arguments name the fields too)::
 
     /**:
       ros__parameters:
-        num_robots: 4
+        fleet:
+          num_robots: 4
         ...
 
 ``FlatParams.validate`` runs each group's checks once (``_check_<group>`` of every class in the MRO), then every
@@ -338,11 +341,14 @@ class FlatParams:
                 raise ConfigError(f"{source}: '{key}' is given twice (also as '{ros_names(cls)[key]}'); keep "
                                   f"'{ros_names(cls)[key]}'")
             if key not in known and key in renamed:
-                raise ConfigError(f"{source}: parameter '{key}' is now called '{renamed[key]}' (one meaning per "
-                                  f"word across scenarios)")
+                new = renamed[key]
+                raise ConfigError(f"{source}: parameter '{key}' is now called '{new}' "
+                                  f"('{ros_names(cls).get(new, new)}' in a parameters file; one meaning per word "
+                                  f"across scenarios)")
             if key not in known:
-                close = [k for k in known if k.startswith(str(key)[:4])]
-                hint = f" (did you mean {', '.join(sorted(close))}?)" if close else ""
+                pool = nested if "." in str(key) else known     # a nested name gets nested suggestions
+                close = [k for k in pool if k.startswith(str(key)[:4])]
+                hint = f" (did you mean {', '.join(sorted(close)[:8])}?)" if close else ""
                 raise ConfigError(f"{source}: unknown parameter '{key}'{hint}")
             kwargs[key] = coerce(key, value, types[key], source)
         cfg = cls(**kwargs)

@@ -184,6 +184,17 @@ def test_a_robot_node_declares_its_groups_nested_and_reads_a_flat_name_with_one_
         assert len(said) == 1 and "v_max -> control.v_max" in said[0]
     finally:
         node.destroy_node()
+    # a flat value is typed as the nested one is (an int for a float is refused, as ever: a later `ros2 param set
+    # control.kp 2.5` must still work), and a renamed field's old name is refused at the node too
+    for name, overrides, message in (("agent3", {"kp": 2}, "control.kp"),
+                                     ("agent4", {"fleet": False}, "'fleet' is now called 'fleet.single_process'")):
+        node = _node(name, **overrides)
+        monkeypatch.setattr(node, "get_logger", lambda: types.SimpleNamespace(warning=said.append))
+        try:
+            with pytest.raises(ConfigError, match=message):
+                read(node)
+        finally:
+            node.destroy_node()
 
 
 @pytest.mark.ros

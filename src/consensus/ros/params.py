@@ -96,6 +96,11 @@ def declare_config(node: Node, cls: type, runtime: Iterable[str] = (), uses: Ite
     descriptors = config_descriptors(cls, runtime)
     declared = declared_fields(cls, groups, uses, runtime)
     overrides = getattr(node, "_parameter_overrides", {}) or {}
+    renamed = cls.renamed_fields()
+    for old in (k for k in overrides if k in renamed):
+        new = renamed[old]
+        raise ConfigError(f"node '{node.get_fully_qualified_name()}' parameters: '{old}' is now called "
+                          f"'{ros.get(new, new)}' (one meaning per word across scenarios)")
     flat = flat_names_in(cls, [k for k in overrides if k not in ros.values()])
     if flat:
         node.get_logger().warning(renamed_hint(cls, flat))
@@ -105,8 +110,8 @@ def declare_config(node: Node, cls: type, runtime: Iterable[str] = (), uses: Ite
         # both: an old flat file layered over a new nested one (--params-file new --params-file old): the flat one
         # is the layer on top, as it was before the groups
         given = overrides.get(f.name) if f.name in flat else overrides.get(name)
-        if f.name in flat and name in overrides and f.name in declared:
-            overrides.pop(name)           # (rclpy would declare the nested override's value instead)
+        if f.name in flat and f.name in declared:      # declared by its nested name, typed by the default as always
+            overrides[name] = Parameter(name, value=given.value)
         if f.name not in declared:
             value = default if given is None else given.value
             values[f.name] = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value
@@ -114,9 +119,7 @@ def declare_config(node: Node, cls: type, runtime: Iterable[str] = (), uses: Ite
         desc = descriptors[f.name]
         if not node.has_parameter(name):
             try:
-                if given is not None and f.name in flat:             # a flat name's value (deprecated)
-                    node.declare_parameter(name, given.value, desc)
-                elif isinstance(default, list) and not default:
+                if isinstance(default, list) and not default:
                     (item,) = typing.get_args(types[f.name]) or (str,)
                     node.declare_parameter(name, _LIST_TYPES[item], desc)
                 else:

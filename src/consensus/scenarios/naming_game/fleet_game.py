@@ -131,7 +131,7 @@ def controller_config(cfg: RobotsGameConfig, **settings: Any) -> tuple[RobotBase
     parameters such a kernel node must get on top of the run's params file.
 
     The fields ``cfg`` shares with ``RobotBaseConfig`` (seed, output_dir, llm_*, the control group and the fleet
-    group: num_robots, fleet, executor) are taken over; the game's ``max_population_rounds`` is not the base's
+    group: num_robots, single_process, executor) are taken over; the game's ``max_population_rounds`` is not the base's
     ``max_rounds`` (planning rounds, left at 0 = unlimited). On top: 2-D, the geofence ``WORKSPACE``, status every
     ``STATUS_PERIOD_S``, and ``settings``. Validated (ConfigError). The overrides are the settings above and every
     field whose value differs from what a node reading the params file would get."""

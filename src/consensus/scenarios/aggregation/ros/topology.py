@@ -20,7 +20,8 @@ position (``/robot_<i>/nearby``), independent of the graph, through the same lin
 
 The graph is published latched on ``/topology/graph`` (std_msgs/String, JSON of ``Graph.to_dict()``: ``name``,
 ``n``, ``directed``, ``adjacency`` (0/1 rows, row i = whom i hears), ``edges``) and can be switched at run time:
-``ros2 param set /topology topology ring`` (also ``adjacency``, ``directed``, ``topology_p``, ``leader``); an
+``ros2 param set /topology aggregation.topology ring`` (also ``.adjacency``, ``.directed``, ``.topology_p``,
+``.leader``); an
 invalid graph is refused with its reason. A graph on which consensus is impossible is accepted with a warning.
 
 A state with a non-finite or absurd (``|v| > MAX_ABS_VALUE``) position, or undecodable, is dropped and counted
