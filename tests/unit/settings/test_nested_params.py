@@ -38,13 +38,30 @@ def test_the_run_s_params_file_is_nested_and_reads_back_as_the_same_config(tmp_p
     assert load_flat(AggregationConfig, path) == cfg
 
 
-def test_a_flat_file_is_read_with_one_warning_and_a_flag_still_names_the_field(tmp_path, caplog):
+class _Said(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_flat_file_is_read_with_one_warning_and_a_flag_still_names_the_field(tmp_path):
     old = tmp_path / "old.yaml"
     old.write_text("/**:\n  ros__parameters:\n    kp: 2.0\n    num_robots: 5\n")
-    with caplog.at_level(logging.WARNING, logger="consensus.settings"):
+    said, logger = _Said(), logging.getLogger("consensus.settings")
+    # on the logger itself, enabled: another test's library may have configured logging (dictConfig disables the
+    # loggers that exist then), which is not what this test is about
+    was_disabled, logger.disabled = logger.disabled, False
+    logger.addHandler(said)
+    try:
         cfg = load_flat(AggregationConfig, old, v_max=0.5)
+    finally:
+        logger.removeHandler(said)
+        logger.disabled = was_disabled
     assert (cfg.kp, cfg.num_robots, cfg.v_max) == (2.0, 5, 0.5)
-    warned = [r.getMessage() for r in caplog.records]
+    warned = [r.getMessage() for r in said.records]
     assert len(warned) == 1 and "kp -> control.kp" in warned[0] and "num_robots -> fleet.num_robots" in warned[0]
     new = tmp_path / "new.yaml"
     new.write_text("/**:\n  ros__parameters:\n    control:\n      kp: 2.0\n")
