@@ -172,8 +172,9 @@ def test_a_ros_scenario_is_its_folder_plus_its_launch_and_config_files(tmp_path,
     parameters file (its own group nested: ``formation.spacing_m``), nothing else: the doc's formation package with
     processes, launched by the real ``launch`` from a throwaway share folder."""
     import yaml
-    from support.ros2_tools import launch_actions, node_info
+    from support.ros2_tools import launch_actions, need_launch, node_info
 
+    need_launch()                       # (a machine without ROS 2 launch skips, saying how to get it)
     import consensus.runs.ament as ament
     from consensus import registry
     from consensus.settings import params_file_fields
