@@ -109,7 +109,7 @@ _ROS_NAMES: dict[type, dict[str, str]] = {}     # ros_names, per class
 def field_group(cls: type, name: str) -> str:
     """The group of field ``name`` of the config class ``cls``: its ``param(group=...)``, else the ``GROUP`` of the
     class that declares it first (a scenario that redeclares a group's field to change its default keeps it in the
-    group). A class that declares fields without a ``GROUP`` of its own is a programming error."""
+    group); a class without a ``GROUP`` of its own is named by ``_group_of_class``."""
     meta = field_meta(cls)[name]
     if meta.get("group"):
         return meta["group"]
@@ -675,7 +675,7 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
     dim: int = param(2, "1 (a line, paper 1's number game in motion) or 2 (the plane)", bounds=(1, 2), group="world")
     workspace: list[float] = param([-10.0, 10.0, -10.0, 10.0], "geofence: [min, max] per axis", unit="m", group="world")
     planner_period_s: float = param(2.0, "ΔTp: the planner's period (one planning round)", bounds=(1e-3, 3600.0),
-                                    unit="s", group="planner", leaf="period_s")
+                                    unit="s", group="planner")
     meeting_point_step_m: float = param(0.0,
         "how far a meeting point heard from a robot may move from that robot's previous one in one round; 0: no "
         "limit beyond the hull check (within reach of what it heard)",

@@ -97,7 +97,8 @@ def declare_config(node: Node, cls: type, runtime: Iterable[str] = (), uses: Ite
     declared = declared_fields(cls, groups, uses, runtime)
     overrides = getattr(node, "_parameter_overrides", {}) or {}
     renamed = cls.renamed_fields()
-    for old in (k for k in overrides if k in renamed):
+    old = next((k for k in overrides if k in renamed), None)
+    if old is not None:
         new = renamed[old]
         raise ConfigError(f"node '{node.get_fully_qualified_name()}' parameters: '{old}' is now called "
                           f"'{ros.get(new, new)}' (one meaning per word across scenarios)")

@@ -279,9 +279,9 @@ def _keep_record(out: Path, params_file: Path, dead: list[dict], echo: Callable[
     elif dead:
         workspace = None
         try:
-            from consensus.settings import load_params_file
+            from consensus.settings import RobotBaseConfig, params_file_fields
 
-            workspace = load_params_file(params_file).get("world.workspace")
+            workspace = params_file_fields(params_file, RobotBaseConfig).get("workspace")
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError, ConsensusError):
             pass
         summary = salvage_summary(out, dead, workspace=workspace)
