@@ -35,7 +35,9 @@ SCENARIO_PACKAGE = "consensus.scenarios"
 
 #: kernel ROS executables (any scenario may start them): executable -> module with main(); the simulators' own
 #: (sim, turtlesim_bridge, mujoco_sim) are in their records (``consensus.control.motion.Simulator.executables``)
-KERNEL_EXECUTABLES = {"llm_server": "consensus.ros.llm_server", "bag_recorder": "consensus.ros.bag_recorder"}
+#: (``crazyflie_link``: a Crazyflie's link to crazyswarm2, ``consensus.robots.presets.Preset.link``)
+KERNEL_EXECUTABLES = {"llm_server": "consensus.ros.llm_server", "bag_recorder": "consensus.ros.bag_recorder",
+                      "crazyflie_link": "consensus.ros.crazyflie_link"}
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,12 @@
   * ``ground_truth``: it publishes every robot's true pose, all in one message (``names.GROUND_TRUTH``), which a
     scenario's recorder then records instead of each robot's odometry;
   * ``executables``: its ROS executables (executable -> module with ``main()``), which ``consensus.registry``
-    adds to the package's.
+    adds to the package's;
+  * ``drives``: the robot presets (``consensus.robots.presets``) it stands in for: a robots file whose robots all
+    have one of them keeps this ``sim`` (a vendor's simulator of those robots: ``turtlebot3_fake``,
+    ``crazyswarm2``), where any other real robots run with ``sim: none``;
+  * ``sim_time``: ``"required"`` (it is the clock: ``--use-sim-time``), ``"forbidden"`` (its nodes run on the
+    wall clock) or ``"optional"``; a run that breaks the rule is refused (``check_clock``).
 
   Each simulator is one package ``consensus.sims.<name>`` whose ``SIM`` is its record, listed by one line of
   ``consensus.sims.SIMULATORS`` (``LISTED``); this module holds only the record's type and the registry, which
@@ -40,6 +45,7 @@ SINGLE_INTEGRATOR = "single_integrator"
 UNICYCLE = "unicycle"
 POINT_MASS_PID = "point_mass_pid"
 KINEMATICS = (SINGLE_INTEGRATOR, UNICYCLE, POINT_MASS_PID)
+SIM_TIME_RULES = ("required", "forbidden", "optional")      # Simulator.sim_time
 
 
 def _call(target: str, *args: Any, **kwargs: Any) -> Any:
@@ -58,8 +64,26 @@ class Simulator:
     renderer: str = ""            # "module:function": render_frames(params, times, poses, width, height) -> frames
     ground_truth: bool = False    # it publishes every robot's true pose on names.GROUND_TRUTH (the run's record)
     executables: dict = field(default_factory=dict)   # its ROS executables: executable -> module with main()
+    drives: tuple[str, ...] = ()  # the robot presets it simulates (a robots file of those keeps this sim)
+    sim_time: str = "optional"    # SIM_TIME_RULES: "required" | "forbidden" | "optional"
+
+    def __post_init__(self) -> None:
+        if self.sim_time not in SIM_TIME_RULES:
+            raise ValueError(f"Simulator {self.name}: sim_time {self.sim_time!r} is not one of {SIM_TIME_RULES}")
+
+    def check_clock(self, use_sim_time: bool) -> None:
+        """One ``ConfigError`` when a run's clock breaks this simulator's ``sim_time`` rule."""
+        from consensus.errors import ConfigError
+
+        if self.sim_time == "required" and not use_sim_time:
+            raise ConfigError(f"sim '{self.name}' is the run's clock (it publishes /clock): run it with "
+                              f"--use-sim-time (ros2 launch: use_sim_time:=true)")
+        if self.sim_time == "forbidden" and use_sim_time:
+            raise ConfigError(f"sim '{self.name}' runs on the wall clock (its nodes stamp and time out by it, and "
+                              f"nothing publishes /clock): drop --use-sim-time (use_sim_time:=false)")
 
     def make_processes(self, cfg, params: dict, *, use_sim_time: bool = False) -> list:
+        self.check_clock(use_sim_time)
         return _call(self.processes, cfg, params, use_sim_time=use_sim_time)
 
     def make_ready(self, cfg, **options: Any) -> tuple[Any, dict]:

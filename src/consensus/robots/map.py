@@ -62,7 +62,7 @@ class RobotEntry:
 
     @property
     def pose_topic_name(self) -> str:
-        """Absolute pose topic, e.g. ``/cf1/pose``."""
+        """Absolute pose topic, e.g. ``/cf1/link/pose``."""
         return resolve(self.namespace, self.pose_topic)
 
     @property
@@ -198,7 +198,8 @@ def check_robots(robots: RobotsMap, workspace: list[float], where: str = "robots
 
 def apply_robots_file(cfg):
     """``cfg`` (a ``RobotBaseConfig``) with the robots of ``cfg.robots_file``: ``num_robots`` = the enabled
-    entries, their initial positions, ``sim: none`` for real robots, the file's absolute path (every robot process
+    entries, their initial positions, ``sim: none`` for real robots (unless ``sim`` simulates their preset:
+    ``Simulator.drives``), the file's absolute path (every robot process
     reads its entry). ``cfg`` unchanged without a robots file; ``ConfigError`` for any problem (``check_robots``)."""
     if not cfg.robots_file:
         return cfg
@@ -207,12 +208,28 @@ def apply_robots_file(cfg):
     changes: dict[str, Any] = {
         "robots_file": str(path), "num_robots": len(enabled),
         "initial_positions": [v for e in enabled for v in e.initial_pose[:2]]}
-    if not enabled[0].preset.simulated:
+    if not enabled[0].preset.simulated and not _drives_all(cfg, enabled):
         changes["sim"] = "none"
     try:
         return cfg.replace(**changes)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def _drives_all(cfg, enabled) -> bool:
+    """Does ``cfg``'s ``sim`` simulate every enabled robot's preset (``Simulator.drives``: a vendor's simulator of
+    those robots, e.g. ``turtlebot3_fake``)? Then the run keeps it; a sim that drives some but not all is refused."""
+    from consensus.control.motion import sim_spec
+
+    sim = getattr(cfg, "sim", "none")
+    drives = sim_spec(sim).drives
+    if not drives:
+        return False
+    others = sorted({e.preset.name for e in enabled if e.preset.name not in drives})
+    if others:
+        raise ConfigError(f"{cfg.robots_file}: sim '{sim}' simulates {', '.join(drives)} robots only, not "
+                          f"{', '.join(others)} (use one robots file per kind, or sim none for real robots)")
+    return True
 
 
 def robot_entry(cfg, robot_id: int) -> RobotEntry | None:

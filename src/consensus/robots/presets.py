@@ -23,14 +23,16 @@ Presets (see docs/real-robots.md for the sources of each name):
 * ``turtlebot4``: namespaced robots (``/<ns>/cmd_vel``, ``/<ns>/odom``), ``geometry_msgs/msg/TwistStamped``
   (Jazzy, the Nav2 convention; a Humble TurtleBot 4 takes Twist: set ``cmd_stamped: false``). Create 3 limits
   0.306 m/s and 1.9 rad/s, footprint radius 0.17 m.
-* ``crazyflie``: crazyswarm2. Commands go out as ``geometry_msgs/msg/Twist`` on ``cmd_vel`` in the drone's
-  namespace (``/<cf>/cmd_vel``), where crazyswarm2's ``vel_mux`` (crazyflie_examples) takes off to its
-  ``hover_height`` on the first non-zero command and turns every Twist into a ``/<cf>/cmd_hover`` setpoint
-  (vx, vy, yaw rate at a fixed height); a zero Twist hovers in place. Pose: ``/<cf>/pose``
-  (``geometry_msgs/msg/PoseStamped``, crazyswarm2's default ``pose`` logging topic, in its ``reference_frame``
-  ``world`` = the motion-capture frame). Holonomic at a fixed height (single integrator), capped at 0.5 m/s.
-  ``cmd_vel_legacy`` (roll/pitch/thrust, not velocities) is never used. Footprint radius 0.10 m: 0.05 m of
-  body and propellers plus 0.05 m for the downwash and the air pushed sideways by a neighbour.
+* ``crazyflie``: crazyswarm2, through our per-drone link (``link``: ``consensus.ros.crazyflie_link``, one process
+  in each drone's namespace). The robot sends ``geometry_msgs/msg/Twist`` on ``/<cf>/cmd_vel``; the link takes off
+  to the flight height before the fleet moves, streams ``/<cf>/cmd_full_state`` setpoints from those velocities,
+  publishes the drone's pose from ``/tf`` (``world`` -> ``<cf>``, which crazyswarm2's simulator and its hardware
+  server both broadcast) as ``/<cf>/link/pose`` (``geometry_msgs/msg/PoseStamped`` in the map's frame), and lands
+  the drone at the end of the run, on the e-stop and when its robot falls silent. crazyswarm2's ``vel_mux`` is not
+  used: since crazyswarm2 1.0.4 it flies ``crazyflies[0]`` only, so one per drone moves one drone; and its
+  simulator implements neither ``cmd_hover`` nor ``/<cf>/pose`` (docs/real-robots.md). Holonomic at a fixed height
+  (single integrator), capped at 0.5 m/s. Footprint radius 0.10 m: 0.05 m of body and propellers plus 0.05 m for
+  the downwash and the air pushed sideways by a neighbour.
 * ``generic``: any Twist/Odometry robot (``cmd_vel``, ``odom``), with the run's kinematics and limits; footprint
   radius 0.2 m (as ``sim``).
 * ``sim``: a robot of our builtin simulator (Twist ``cmd_vel``, Odometry ``odom`` in ``world``); a map of only sim
@@ -68,6 +70,7 @@ class Preset:
     footprint_radius_m: float = 0.2   # radius of a disc that covers the robot [m] (consensus.control.collision)
     height_m: float = 0.2             # its body's height [m] (sim: mujoco)
     mass_kg: float = 5.0              # its mass [kg] (sim: mujoco: with accel_max, the drive's force limit)
+    link: str = ""                    # our executable run per robot between it and its driver ("" = none)
 
     @property
     def pose_type(self) -> str:
@@ -94,11 +97,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("turtlebot4", "Clearpath TurtleBot 4 (namespaced; TwistStamped cmd_vel, Odometry odom)",
            cmd_type=TWIST_STAMPED, kinematics=UNICYCLE, v_max=0.306, w_max=1.9, footprint_radius_m=0.17,
            height_m=0.342, mass_kg=3.3),
-    Preset("crazyflie", "Bitcraze Crazyflie through crazyswarm2 (Twist cmd_vel to vel_mux -> cmd_hover; "
-           "PoseStamped pose from motion capture)",
-           pose_topic="pose", pose_source="world_pose", kinematics=SINGLE_INTEGRATOR, v_max=0.5, w_max=1.0,
-           takeoff="crazyswarm2 vel_mux takes off to hover_height on the first non-zero command",
-           footprint_radius_m=0.10, height_m=0.03, mass_kg=0.027),
+    Preset("crazyflie", "Bitcraze Crazyflie through crazyswarm2 and our crazyflie_link (Twist cmd_vel -> "
+           "cmd_full_state setpoints; PoseStamped link/pose from crazyswarm2's /tf)",
+           pose_topic="link/pose", pose_source="world_pose", kinematics=SINGLE_INTEGRATOR, v_max=0.5, w_max=1.0,
+           takeoff="crazyflie_link takes off to its flight height before it publishes a pose (the fleet moves "
+                   "after), and lands at the end of the run, on the e-stop and when its robot falls silent",
+           footprint_radius_m=0.10, height_m=0.03, mass_kg=0.027, link="crazyflie_link"),
     Preset("generic", "any robot with a Twist cmd_vel and an Odometry odom (odometry from its start pose)"),
     Preset("sim", "a robot of the builtin simulator (Odometry in the shared frame 'world')",
            pose_source="world_odom", simulated=True),

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from consensus.errors import ConfigError
 from consensus.runs import security
-from consensus.runs.processes import (EXPENDABLE, FINISH_GRACE_S, FINISHES, NEEDED, ProcessSpec,
+from consensus.runs.processes import (EXPENDABLE, FINISH_GRACE_S, FINISHES, NEEDED, STOP_FIRST, ProcessSpec,
                                       writes_record)
 
 COMMON_ARGS = ("num_robots", "seed", "single_process", "llm_backend", "llm_model", "llm_base_url",
@@ -57,18 +57,42 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
     error (``ros2 launch`` exits 1, one line naming the process) when it failed, so a failed run is never reported
     as a success. Any other process that dies with an error ends the run the same way, except a robot's own
     process (``expendable``: unless it was the last robot left) and ``GOES_ON_WITHOUT`` (the bag recorder), as under
-    ``consensus run``."""
-    from launch.actions import EmitEvent, RegisterEventHandler
+    ``consensus run``. At the end of the run the processes that stop first (``ProcessSpec.stop_stage``
+    ``STOP_FIRST``: the drones' links, which land them) get SIGINT alone, and the launch shuts down once they have
+    exited (or after their grace); a Ctrl-C of ``ros2 launch`` still signals every process at once."""
+    import signal
+
+    from launch.actions import EmitEvent, RegisterEventHandler, TimerAction
     from launch.event_handlers import OnProcessExit
     from launch.events import Shutdown
+    from launch.events.process import SignalProcess
     from launch_ros.actions import Node
 
     from consensus.errors import ConsensusError
 
+    firsts: dict[str, object] = {}          # path -> the Node action of each process that stops first
+    firsts_left: set[str] = set()
+
+    def shutdown(name):
+        return [EmitEvent(event=Shutdown(reason=f"{name} finished the run"))]
+
     def end_of_run(event, context, name):
         if event.returncode not in (0, None, -2, 130):           # -2 / 130: stopped by Ctrl-C with the launch
             raise ConsensusError(f"{name} ended the run with exit code {event.returncode} (its error is above)")
-        return [EmitEvent(event=Shutdown(reason=f"{name} finished the run"))]
+        live = [path for path in firsts if path in firsts_left]
+        if not live:
+            return shutdown(name)
+        grace = max(spec.grace_s for spec in specs if spec.path in live) or 10.0
+        return [*(EmitEvent(event=SignalProcess(signal_number=signal.SIGINT,
+                                                process_matcher=lambda action, node=firsts[path]: action is node))
+                  for path in live),
+                TimerAction(period=grace, actions=shutdown(name))]
+
+    def first_stopped(event, context, name):
+        firsts_left.discard(name)
+        if not firsts_left and not context.is_shutdown:
+            return shutdown(f"{name} (the last of the processes that stop first)")
+        return lost(event, context, name)
 
     def died(event, context) -> bool:
         # the exits of a launch that is shutting down, and a stop by a signal, are not deaths
@@ -98,9 +122,11 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
 
     actions = []
     for spec in specs:
+        own = spec.own_params_file(params_file.parent)     # another package's parameter tree, in the run directory
         node = Node(package=spec.package, executable=spec.executable, name=spec.name,
                     namespace=spec.namespace or None,
-                    parameters=[str(params_file), spec.ros_params] if spec.ours else [spec.ros_params],
+                    parameters=([str(params_file)] if spec.ours else []) + ([str(own)] if own else [])
+                    + [spec.ros_params],
                     ros_arguments=security.enclave_args(spec) or None,     # security:=true: its enclave
                     output="screen", emulate_tty=True,
                     **({"sigterm_timeout": str(FINISH_GRACE_S)} if writes_record(spec) else {}))
@@ -108,6 +134,10 @@ def node_actions(specs: list[ProcessSpec], params_file: Path) -> list:
         on_death = {FINISHES: functools.partial(end_of_run, name=spec.name),           # ProcessSpec.death_rule
                     EXPENDABLE: functools.partial(robot_lost, name=spec.path),
                     NEEDED: functools.partial(lost, name=spec.name)}.get(spec.death_rule)    # GOES_ON: nothing
+        if spec.stop_stage == STOP_FIRST:
+            firsts[spec.path] = node
+            firsts_left.add(spec.path)
+            on_death = functools.partial(first_stopped, name=spec.path)
         if on_death is not None:
             actions.append(RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_death)))
     return actions

@@ -44,6 +44,15 @@ NEEDED = "needed"            # the run ends with an error (the sim, the fleet, t
 DEATH_RULES = (FINISHES, GOES_ON, EXPENDABLE, NEEDED)
 
 
+#: the order processes stop in at the end of a run (``ProcessSpec.stop_stage``), the same under ``consensus run``
+#: (``runs.ros_runner.stop_all``) and ``ros2 launch`` (``runs.launch_file.node_actions``): each stage is signalled
+#: only once the one before has exited
+STOP_FIRST = 0        # a robot's link to its driver that must act before anything else stops (a drone's link lands it)
+STOP_WITH_RUN = 1     # our nodes
+STOP_LAST = 2         # the vendors' simulators, which move the bodies until the links have landed them
+STOP_STAGES = (STOP_FIRST, STOP_WITH_RUN, STOP_LAST)
+
+
 def writes_record(spec: "ProcessSpec") -> bool:
     """Does this process write the run's record on its way out (``FINISH_GRACE_S``)?"""
     return spec.death_rule in (FINISHES, GOES_ON)
@@ -58,6 +67,11 @@ class ProcessSpec:
     ends_run: bool = False        # the run is over when this process exits
     expendable: bool = False      # one robot of many: if it dies, the run goes on without it (a lost robot)
     package: str = "consensus"    # another package's node (e.g. turtlesim) gets only ``params``, not the run's file
+    #: another package's node whose parameters are a tree (crazyswarm2's server): the whole ``ros__parameters``
+    #: mapping, written into the run directory (``own_params_file``) and given as its params file
+    params_tree: dict = field(default_factory=dict)
+    stop_stage: int = STOP_WITH_RUN   # when it is stopped at the end of the run (``STOP_STAGES``)
+    grace_s: float = 0.0          # how long it may take to stop after SIGINT (0: the runner's default)
 
     @property
     def ours(self) -> bool:
@@ -81,6 +95,19 @@ class ProcessSpec:
         if self.executable in GOES_ON_WITHOUT:
             return GOES_ON
         return EXPENDABLE if self.expendable else NEEDED
+
+    def own_params_file(self, out_dir: str | Path) -> Path | None:
+        """``params_tree`` written as ``out_dir/params/<namespace>_<name>.yaml`` (keyed ``/**``, so the node's name
+        and namespace do not matter), or None when the spec has no tree."""
+        if not self.params_tree:
+            return None
+        import yaml
+
+        folder = Path(out_dir) / "params"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.path.replace('/', '_')}.yaml"
+        path.write_text(yaml.safe_dump({"/**": {"ros__parameters": self.params_tree}}, sort_keys=False))
+        return path
 
     @property
     def path(self) -> str:
@@ -153,3 +180,24 @@ def bag_specs(cfg, params: dict) -> list[ProcessSpec]:
     """The ``bag_recorder`` process (``consensus.ros.bag_recorder``: every topic into ``RUN/bag``) with ``params``,
     unless the config's ``bag`` switch is off. A config without that switch always records."""
     return [ProcessSpec("bag_recorder", "bag_recorder", params=params)] if getattr(cfg, "bag", True) else []
+
+
+#: how long a robot's link may take to stop after SIGINT (a drone's link lands it first: crazyflie_link's land_s
+#: + 1 s, with room to spare)
+LINK_GRACE_S = 6.0
+
+
+def link_specs(cfg, params: dict) -> list[ProcessSpec]:
+    """The links of a robots file's robots whose preset has one (``Preset.link``: a Crazyflie's ``crazyflie_link``),
+    one process named ``link`` in each robot's driver namespace, with ``params`` (``use_sim_time``), the drone's
+    name in its driver (its namespace) and the map's frame. They stop first (``STOP_FIRST``: they land the drones
+    while the rest still runs) and the run needs them (a dead link leaves its robot uncommanded)."""
+    if not getattr(cfg, "robots_file", ""):
+        return []
+    from consensus.robots.map import check_robots, load_robots
+
+    robots = load_robots(cfg.robots_file)
+    return [ProcessSpec(e.preset.link, "link", namespace=e.namespace,
+                        params={**params, "robot_name": e.namespace, "world_frame": robots.frame},
+                        stop_stage=STOP_FIRST, grace_s=LINK_GRACE_S)
+            for e in check_robots(robots, cfg.workspace, cfg.robots_file) if e.preset.link]

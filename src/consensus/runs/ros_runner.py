@@ -54,6 +54,8 @@ def executable_command(exe: str, package: str = "consensus") -> list[str]:
         path = prefix / "lib" / package / exe
         if not path.is_file():
             raise ConsensusError(f"{path} not found")
+        if python_script(path):        # e.g. crazyswarm2's server: run by this Python, whatever its first line names
+            return [sys.executable, str(path)]
         return [str(path)]
     installed = Path(sys.prefix) / "lib" / "consensus" / exe
     if installed.is_file():
@@ -66,12 +68,26 @@ def executable_command(exe: str, package: str = "consensus") -> list[str]:
     return [sys.executable, "-c", f"import sys; from {module} import main; sys.exit(main())"]
 
 
+def python_script(path: Path) -> bool:
+    """Is the executable ``path`` a Python script (its first line a ``#!`` naming python)? Another package's
+    script names the Python of the machine it was built on, which may not be this one (or may not exist)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
 def ros_args(spec: ProcessSpec, params_file: Path) -> list[str]:
     args = ["--ros-args", "-r", f"__node:={spec.name}"]
     if spec.namespace:
         args += ["-r", f"__ns:=/{spec.namespace}"]
     if spec.ours:
         args += ["--params-file", str(params_file)]
+    own = spec.own_params_file(params_file.parent)      # another package's parameter tree, in the run directory
+    if own is not None:
+        args += ["--params-file", str(own)]
     args += security.enclave_args(spec)       # ROS_SECURITY_ENABLE=true: the process's SROS2 enclave
     for key, value in spec.ros_params.items():
         val = str(value).lower() if isinstance(value, bool) else str(value)
@@ -159,8 +175,16 @@ def _wait_llm_ready(base_url: str, proc: _Proc, timeout: float) -> None:
 
 
 def stop_all(procs: list[_Proc], grace_s: float = 8.0) -> None:
-    """SIGINT every process, then SIGTERM and SIGKILL what is left: after ``grace_s``, or ``FINISH_GRACE_S`` for a
-    process that writes the run's record on its way out (``writes_record``)."""
+    """Stop the processes stage by stage (``ProcessSpec.stop_stage``: a drone's link lands it before our nodes stop,
+    and the vendors' simulators stop last), each stage as ``_stop_stage``."""
+    for stage in sorted({p.spec.stop_stage for p in procs}):
+        _stop_stage([p for p in procs if p.spec.stop_stage == stage], grace_s)
+
+
+def _stop_stage(procs: list[_Proc], grace_s: float) -> None:
+    """SIGINT every process, then SIGTERM and SIGKILL what is left: after ``grace_s`` (a process's own
+    ``ProcessSpec.grace_s`` when it has one), or ``FINISH_GRACE_S`` for a process that writes the run's record on its
+    way out (``writes_record``)."""
     for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
         live = [p for p in procs if p.popen.poll() is None]
         if not live:
@@ -169,8 +193,9 @@ def stop_all(procs: list[_Proc], grace_s: float = 8.0) -> None:
             p.signal(sig)
         start = time.monotonic()
         for p in live:
+            own = p.spec.grace_s if sig == signal.SIGINT and p.spec.grace_s > 0 else wait
             longer = sig == signal.SIGINT and writes_record(p.spec)
-            deadline = start + (max(wait, FINISH_GRACE_S) if longer else wait)
+            deadline = start + (max(own, FINISH_GRACE_S) if longer else own)
             try:
                 p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

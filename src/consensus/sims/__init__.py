@@ -1,5 +1,6 @@
 """Simulators and external worlds the robots can move in, one package each: ``builtin`` (our ``sim`` node),
-``turtlesim``, ``gazebo`` (gz sim), ``none`` (real robots) and ``mujoco``.
+``turtlesim``, ``gazebo`` (gz sim), ``none`` (real robots), ``mujoco``, and the vendors' driver-level simulators
+``turtlebot3_fake`` (TurtleBot 3's fake node) and ``crazyswarm2`` (crazyswarm2's simulator).
 
 A simulator's package holds everything of it: its record ``SIM`` (a ``consensus.control.motion.Simulator``) in its
 ``__init__`` (which imports nothing else, so naming a simulator imports none of its code), its world, process
@@ -27,6 +28,8 @@ SIMULATORS = (
     "consensus.sims.gazebo:SIM",
     "consensus.sims.none:SIM",
     "consensus.sims.mujoco:SIM",
+    "consensus.sims.turtlebot3_fake:SIM",
+    "consensus.sims.crazyswarm2:SIM",
 )
 
 

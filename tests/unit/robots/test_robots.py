@@ -27,7 +27,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "config" / "robots_example.yaml"
 EXPECTED = {
     "turtlebot3": ("/ns1/cmd_vel", TWIST, "/ns1/odom", ODOMETRY),
     "turtlebot4": ("/ns1/cmd_vel", TWIST_STAMPED, "/ns1/odom", ODOMETRY),
-    "crazyflie": ("/ns1/cmd_vel", TWIST, "/ns1/pose", POSE_STAMPED),
+    "crazyflie": ("/ns1/cmd_vel", TWIST, "/ns1/link/pose", POSE_STAMPED),
     "generic": ("/ns1/cmd_vel", TWIST, "/ns1/odom", ODOMETRY),
     "sim": ("/ns1/cmd_vel", TWIST, "/ns1/odom", ODOMETRY),
 }
@@ -365,7 +365,7 @@ class _FakeDriver:
 
 @pytest.mark.ros
 def test_every_preset_drives_its_fake_driver_in_one_shared_frame(tmp_path):
-    """TurtleBot 3 and 4, a generic robot and a Crazyflie (motion-capture pose) with no simulator: each robot
+    """TurtleBot 3 and 4, a generic robot and a motion-captured one (PoseStamped) with no simulator: each robot
     publishes its preset's type on its driver topic, reads its preset's pose and the fleet gathers."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
@@ -374,7 +374,10 @@ def test_every_preset_drives_its_fake_driver_in_one_shared_frame(tmp_path):
     robots = {"tb3_a": {"preset": "turtlebot3", "initial_pose": [-1.5, -1.5, 0.0]},
               "tb4_1": {"preset": "turtlebot4", "initial_pose": [1.5, -1.5, 1.5708]},
               "rover": {"preset": "generic", "initial_pose": [1.5, 1.5, 3.1416]},
-              "cf1": {"preset": "crazyflie", "initial_pose": [-1.5, 1.5]},
+              # a motion-captured robot (PoseStamped in the shared frame); a Crazyflie needs crazyswarm2 and its
+              # link (tests/ros/test_driver_sims.py)
+              "mocap": {"preset": "generic", "initial_pose": [-1.5, 1.5], "pose_source": "world_pose",
+                        "pose_topic": "pose"},
               "cf2": {"preset": "crazyflie", "initial_pose": [0.0, 0.0], "enabled": False}}
     path = tmp_path / "robots.yaml"
     path.write_text(json.dumps({"frame": "world", "robots": robots}))
