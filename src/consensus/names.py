@@ -129,6 +129,16 @@ def turtle_name(turtle: str, name: str) -> str:
     return f"{turtle}/{name}"
 
 
+# --- crazyswarm2 (its servers' own names, inside /<cf>) and our crazyflie_link between it and a robot ---------------
+# (consensus.ros.crazyflie_link, one process per drone in /<cf>; the drone's pose comes on TF, world -> <cf>)
+CF_CMD_FULL_STATE = "cmd_full_state"                # crazyflie_interfaces/msg/FullState (the link publishes)
+CF_TAKEOFF = "takeoff"                              # crazyflie_interfaces/srv/Takeoff
+CF_LAND = "land"                                    # crazyflie_interfaces/srv/Land
+CF_NOTIFY_SETPOINTS_STOP = "notify_setpoints_stop"  # crazyflie_interfaces/srv/NotifySetpointsStop
+LINK_POSE = "link/pose"           # geometry_msgs/msg/PoseStamped in the map's frame: what the drone's robot reads
+LINK_STATUS = "link/status"       # std_msgs/msg/String, JSON (phase, reason, counters), latched
+
+
 # --- frames --------------------------------------------------------------------------------------------------------
 WORLD_FRAME = "world"
 
@@ -144,3 +154,4 @@ FLEET_NODE = "fleet"          # /fleet (all robots in one process)
 SIM_NODE = "sim"
 TOPOLOGY_NODE = "topology"
 RECORDER_NODE = "recorder"
+LINK_NODE = "link"            # /<cf>/link (crazyflie_link: one process per drone, in its crazyswarm2 name)
