@@ -48,7 +48,11 @@ def executable_command(exe: str, package: str = "consensus") -> list[str]:
     if package != "consensus":
         from consensus.runs.ament import package_prefix
 
+        # the ament index, else this venv (an ament prefix once the package is pip-installed into it, e.g. with the
+        # vendors' simulators of `make drivers`), as for our own executables
         prefix = package_prefix(package)
+        if prefix is None and (Path(sys.prefix) / "lib" / package / exe).is_file():
+            prefix = Path(sys.prefix)
         if prefix is None:
             raise ConsensusError(f"ROS package '{package}' not found (AMENT_PREFIX_PATH)")
         path = prefix / "lib" / package / exe

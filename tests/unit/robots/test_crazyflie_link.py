@@ -80,7 +80,7 @@ def flying(params: LinkParams | None = None, yaw: float = 0.0) -> tuple[LinkCore
 def test_params_have_the_documented_defaults_and_every_field_a_meaning_unit_and_range():
     p = LinkParams()
     assert (p.flight_height_m, p.takeoff_s, p.land_s, p.leash_m, p.cmd_timeout_s, p.lost_after_s, p.pose_timeout_s,
-            p.rate_hz, p.landed_z_m) == (0.5, 2.0, 2.0, 0.2, 0.5, 2.0, 0.5, 10.0, 0.1)
+            p.rate_hz, p.landed_z_m) == (0.5, 2.0, 2.0, 0.2, 0.5, 2.0, 0.5, 10.0, 0.03)
     for name, (doc, unit, (lo, hi)) in FIELDS.items():
         assert doc and unit and lo < getattr(p, name) <= hi, name
     assert set(FIELDS) == set(LinkParams.__dataclass_fields__)
@@ -200,9 +200,9 @@ def test_the_estop_lands_at_once_and_its_release_never_takes_off_again():
     drone.z = 0.3
     out = drone.step(t + 1.0)
     assert kinds(out) == ["publish_pose"] and core.phase == LAND   # no setpoint while landing; still a body
-    drone.z = 0.05
+    drone.z = 0.02
     out = drone.step(t + 2.0)
-    assert kinds(out) == ["status"] and core.phase == LANDED and core.touchdown_z == 0.05
+    assert kinds(out) == ["status"] and core.phase == LANDED and core.touchdown_z == 0.02
     core.estop(False, t + 3.0)
     core.servers_ready(t + 3.0)
     for i in range(30):
