@@ -16,8 +16,10 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 
 ROS2_TOOLS ?= ../shared/ros2-tools
 ROS2_TOOLS_SRC ?=
+DRIVERS ?= ../shared/drivers
+DRIVERS_SRC ?=
 
-.PHONY: setup install model ros2-tools demo lint test test-fast bench clean
+.PHONY: setup install model ros2-tools drivers demo lint test test-fast bench clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || \
@@ -81,6 +83,14 @@ lint: setup
 ros2-tools: setup
 	@$(PY) tools/ros2-tools/install.py --shared $(ROS2_TOOLS) $(if $(ROS2_TOOLS_SRC),--src $(ROS2_TOOLS_SRC))
 
+# the vendors' driver simulators (TurtleBot 3's fake node, crazyswarm2's sim; not on PyPI) linked into the venv, so
+# that they start without sourcing anything: a sourced ROS 2 that has them, else the prebuilt tree of ../shared/drivers
+# (DRIVERS) whose pins match the venv's, else a build from the sources pinned in requirements/drivers-sources.txt
+# (DRIVERS_SRC or CONSENSUS_DRIVERS_SRC, ../shared/drivers-src, GitHub); undo: $(PY) tools/drivers/install.py --uninstall
+# (docs/drivers.md)
+drivers: setup
+	@$(PY) tools/drivers/install.py --shared $(DRIVERS) $(if $(DRIVERS_SRC),--src $(DRIVERS_SRC))
+
 # tests that need a tool this machine lacks skip with the reason and the install command (listed at the end); so
 # does the ROS 2 launch/CLI when `make ros2-tools` cannot get them (offline, no ../shared, no ROS2_TOOLS_SRC).
 # .ci/run sets CONSENSUS_REQUIRE_ALL=1 where ../shared is there, so that the tools it provides must run
@@ -90,6 +100,8 @@ TEST_WORKERS ?= 3
 test: model lint
 	@$(MAKE) --no-print-directory ros2-tools || \
 		echo "make test: going on without the real ros2 launch/CLI (the line above says why); their tests skip"
+	@$(MAKE) --no-print-directory drivers || \
+		echo "make test: going on without the vendors' driver simulators (the line above says why); their tests skip"
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 test-fast: install
