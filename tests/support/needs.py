@@ -115,6 +115,21 @@ def have_turtlesim() -> bool:
     return False
 
 
+def _driver(check: str) -> Callable[[], bool]:
+    """A fleet's driver simulator is here (``consensus.runs.drivers``' ``check``: None when present)."""
+    def present() -> bool:
+        from consensus.runs import drivers
+
+        return getattr(drivers, check)() is None
+    return present
+
+
+def _drivers_hint() -> str:
+    from consensus.runs.drivers import INSTALL_HINT
+
+    return INSTALL_HINT
+
+
 ROS2_TOOLS_HINT = ("`make ros2-tools` (the real launch/launch_ros/ros2 CLI as wheels: from ../shared/ros2-tools, or "
                    "built from the ROS 2 sources, docs/ros2-tools.md), or a ROS 2 install (apt install "
                    "ros-kilted-ros-base; source /opt/ros/kilted/setup.bash)")
@@ -159,6 +174,10 @@ TOOLS: dict[str, Tool] = {
     "gz": Tool("Gazebo (`gz sim`)", lambda: shutil.which("gz") is not None,
                "apt install ros-kilted-ros-gz (Gazebo Ionic)", _never),
     "docker": Tool("a Docker engine", have_docker_engine, "install Docker Engine and start dockerd", _never),
+    "turtlebot3_fake": Tool("TurtleBot 3's fake node (turtlebot3_fake_node, the vendor's driver simulator)",
+                            _driver("turtlebot3_available"), _drivers_hint(), _shared("drivers")),
+    "crazyswarm2": Tool("crazyswarm2's simulator (crazyflie_server with crazyflie_interfaces, tf2_ros, cffirmware, "
+                        "rowan)", _driver("crazyswarm2_available"), _drivers_hint(), _shared("drivers")),
     "ray": Tool("Ray (the package and its `ray` command)", lambda: _spec("ray") is not None and
                 (Path(sys.prefix) / "bin" / "ray").is_file(), "pip install -r requirements/ray.txt (`make setup` does)",
                 lambda: True),
