@@ -108,3 +108,31 @@ def test_silent_and_never_heard_robots_are_bodies_until_an_operator_clears_them(
         assert 1 in _heard(relay, node, 2).ids.tolist()
     finally:
         node.destroy_node()
+
+
+def test_a_silent_robot_whose_start_is_unknown_is_no_body_and_no_bad_row(ros):
+    """A motion-captured robot's start is unknown (``topology.known_starts``: NaN; e.g. a Crazyflie before its link has
+    taken off): until it speaks the relay sends nothing of it - not a NaN position, which every robot would count as a
+    bad row (found in the first crazyswarm2 run: 1-3 bad messages per robot)."""
+    from rclpy.node import Node
+
+    from consensus.ros.health import Health
+    from consensus.ros.nearby import NearbyRelay, read_nearby
+
+    cfg = load_config(None, num_robots=3, collision_avoidance="cbf", planner="average", seed=5, single_process=False,
+                      nearby_horizon_s=0.0)
+    starts = np.array([[0.0, 0.0], [np.nan, np.nan], [-2.0, 1.0]])
+    node = Node("relay_unknown_start")
+    try:
+        relay = NearbyRelay(node, cfg, Health(), subscribe=False, starts=starts)
+        relay.pubs = [_Capture() for _ in range(3)]
+        relay.relay()
+        t = node.get_clock().now().nanoseconds * 1e-9
+        got = read_nearby(_raw(relay.pubs[0].msgs[-1]), t, 2)
+        assert got is not None and got[1] == 0                    # no bad row
+        assert got[0].ids.tolist() == [2]                         # robot 2 at its known start; robot 1 not at all
+        assert relay.accept(1, _state(node, (0.4, 0.3))) is not None      # it speaks: where it is
+        relay.relay()
+        assert sorted(read_nearby(_raw(relay.pubs[0].msgs[-1]), t, 2)[0].ids.tolist()) == [1, 2]
+    finally:
+        node.destroy_node()

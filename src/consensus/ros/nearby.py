@@ -306,7 +306,9 @@ class NearbyRelay:
         """The bodies besides each robot's track: which robots never spoke (``(n,)`` bool, None without known
         starts), and every other stream of positions claimed for a robot (``Plausibility.bodies``: ``(robot,
         position, time)``)."""
-        silent = None if self.starts is None else ~np.isfinite(self.plausible.last_t)
+        # a robot whose start is unknown (NaN: a motion-capture pose is wherever the robot stands) is no body there
+        silent = None if self.starts is None else (~np.isfinite(self.plausible.last_t)
+                                                   & np.isfinite(self.starts).all(axis=1))
         extra = [(j, p[:2], t) for j in range(self.n) for p, t in self.plausible.bodies(j, now)]
         return silent, extra
 
