@@ -89,7 +89,7 @@ ros2-tools: setup
 # (DRIVERS_SRC or CONSENSUS_DRIVERS_SRC, ../shared/drivers-src, GitHub); undo: $(PY) tools/drivers/install.py --uninstall
 # (docs/drivers.md)
 drivers: setup
-	@$(PY) tools/drivers/install.py --shared $(DRIVERS) $(if $(DRIVERS_SRC),--src $(DRIVERS_SRC))
+	@$(PY) tools/drivers/install.py --shared $(DRIVERS) $(if $(DRIVERS_SRC),--src $(DRIVERS_SRC)) $(DRIVERS_ARGS)
 
 # tests that need a tool this machine lacks skip with the reason and the install command (listed at the end); so
 # does the ROS 2 launch/CLI when `make ros2-tools` cannot get them (offline, no ../shared, no ROS2_TOOLS_SRC).
@@ -100,7 +100,7 @@ TEST_WORKERS ?= 3
 test: model lint
 	@$(MAKE) --no-print-directory ros2-tools || \
 		echo "make test: going on without the real ros2 launch/CLI (the line above says why); their tests skip"
-	@$(MAKE) --no-print-directory drivers || \
+	@$(MAKE) --no-print-directory drivers DRIVERS_ARGS=--no-build || \
 		echo "make test: going on without the vendors' driver simulators (the line above says why); their tests skip"
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
 

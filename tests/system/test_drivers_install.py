@@ -114,6 +114,21 @@ def test_without_any_source_it_stops_with_one_line_saying_what_it_looked_for_and
     assert not (tmp_path / "cache").exists() and not (venv / "share" / "consensus-drivers").exists()
 
 
+def test_make_test_never_starts_a_build_even_with_the_sources_at_hand(tmp_path):
+    """``make test`` calls it with ``--no-build``: with archives at hand but nothing prebuilt it stops with one line
+    naming ``make drivers`` instead of spending 11 minutes of both cores inside the suite's 15."""
+    venv = fake_venv(tmp_path / "venv")
+    fake_archives(tmp_path / "src")
+    result = run_script("--venv", str(venv), "--shared", str(tmp_path / "no-shared"),
+                        "--shared-src", str(tmp_path / "src"), "--cache", str(tmp_path / "cache"), "--no-pip",
+                        "--no-build")
+    assert result.returncode == 1
+    line = one_line(result)
+    assert "`make test` does not build them" in line and "make drivers" in line
+    assert not (tmp_path / "cache" / "downloads").exists() and not (venv / "share" / "consensus-drivers").exists()
+    assert "--no-build" in (ROOT / "Makefile").read_text()
+
+
 # --- the source order ------------------------------------------------------------------------------------------------
 
 def _sourced_ros(tmp_path: Path, packages=PACKAGES, broken: str = "") -> dict[str, str]:

@@ -581,6 +581,10 @@ def build(args, venv: Path, dry_run: bool) -> Path:
     if (work / "COMPLETE").is_file() and (work / "install").is_dir():
         say(f"using the build in {work}")
         return work / "install"
+    if getattr(args, "no_build", False):
+        raise Stop("drivers: no ROS 2 with turtlebot3_fake_node/crazyflie_sim, no prebuilt tree (../shared/drivers) "
+                   "and no earlier build; `make test` does not build them (about 11 min on 2 cores): run "
+                   "`make drivers` (docs/drivers.md)")
     folders = []
     if args.src:
         src = Path(args.src).expanduser()
@@ -648,6 +652,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
     parser.add_argument("--uninstall", action="store_true", help="remove what the MANIFEST lists")
     parser.add_argument("--no-pip", action="store_true", help="do not pip-(un)install requirements/drivers.txt")
+    parser.add_argument("--no-build", action="store_true",
+                        help="only link what is there (a ROS 2 install, the prebuilt tree, an earlier build); never "
+                             "start a build from sources (make test)")
     args = parser.parse_args(argv)
     venv = Path(args.venv).absolute()
     started = time.monotonic()
