@@ -61,8 +61,8 @@ def drones(out: Path, seed: int) -> dict:
     takeoff, final = [], []
     for name, tr in tracks.items():
         p = tr.array()
-        moved = next(i for i, q in enumerate(p) if math.dist(q[:2], CF[name][:2]) > 0.02)
-        takeoff.append(float(p[moved][2]))
+        moved = next((i for i, q in enumerate(p) if math.dist(q[:2], CF[name][:2]) > 0.02), None)
+        takeoff.append(float(p[moved][2]) if moved is not None else math.nan)      # nan: it never moved
         final.append(float(p[-1][2]))
     fastest = max(math.hypot(m.twist.linear.x, m.twist.linear.y) for _t, _ty, _l, m in
                   read_messages(out / "bag", [f"/{n}/cmd_full_state" for n in CF]))

@@ -26,8 +26,10 @@ Phases (``PHASES``), one way only::
   the robot turns its world velocity into the body frame with the yaw it measures). A command older than
   ``cmd_timeout_s`` holds (zero velocity). The tick after a new pose came publishes it to the robot, in FLY and in
   LAND (a landing drone is still a body the others avoid); never before take-off is done, nor once LANDED.
-* **LAND** when, in TAKEOFF or FLY: the e-stop is true; no command came for ``lost_after_s`` since FLY began or since
-  the last one (the robot's process died: a lost drone is commanded to land); no pose for ``pose_timeout_s``
+* **LAND** when, in TAKEOFF or FLY: the e-stop is true; no command came for ``lost_after_s`` since the last one (the
+  robot's process died: a lost drone is commanded to land), or none at all for ``first_command_s`` since FLY began
+  (its robot never came: the robots start after the links, and on a loaded host one took 5 s, longer than
+  ``lost_after_s``; a drone landed so before its robot spoke in the first benchmark run); no pose for ``pose_timeout_s``
   (motion-capture loss, a dead server); the end of the run (``shutdown``). Actions: ``NotifySetpointsStop(100 ms)``
   (hardware ignores high-level commands while setpoints stream), then ``Land(0, land_s)``; streaming stops.
 * **LANDED** when the measured z is below ``landed_z_m`` or ``land_s`` + ``LANDED_AFTER_S`` passed. It stays: an
@@ -69,6 +71,7 @@ class LinkParams:
     leash_m: float = 0.2
     cmd_timeout_s: float = 0.5
     lost_after_s: float = 2.0
+    first_command_s: float = 30.0
     pose_timeout_s: float = 0.5
     rate_hz: float = 10.0
     landed_z_m: float = 0.03     # crazyswarm2 lands to z 0; the run's end waits for the touch-down
@@ -101,6 +104,8 @@ FIELDS: dict[str, tuple[str, str, tuple[float, float]]] = {
                       (0.05, 10.0)),
     "lost_after_s": ("no velocity command for this long in flight: the robot is lost and the drone lands", "s",
                      (0.1, 60.0)),
+    "first_command_s": ("a flying drone whose robot never commanded it lands after this long (the robots start after "
+                        "the links and may take seconds to come up)", "s", (1.0, 600.0)),
     "pose_timeout_s": ("no pose of the drone on /tf for this long (motion capture lost, server gone): it lands",
                        "s", (0.05, 10.0)),
     "rate_hz": ("setpoints per second (node clock); the firmware levels off 500 ms after its last one", "Hz",
@@ -335,8 +340,9 @@ class LinkCore:
             age = "never" if self._pose is None else f"{t - self._pose.t:.2f} s ago"
             return f"no pose for {self.p.pose_timeout_s:g} s (last {age}): motion capture or server lost"
         if self.phase == FLY:
-            last = max(self._since[FLY], self._cmd[0] if self._cmd is not None else -math.inf)
-            if t - last > self.p.lost_after_s:
+            if self._cmd is None and t - self._since[FLY] > self.p.first_command_s:
+                return f"no command for {self.p.first_command_s:g} s since take-off: the robot never came"
+            if self._cmd is not None and t - self._cmd[0] > self.p.lost_after_s:
                 return f"no command for {self.p.lost_after_s:g} s: the robot is lost"
         return ""
 

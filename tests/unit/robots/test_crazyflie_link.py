@@ -80,7 +80,7 @@ def flying(params: LinkParams | None = None, yaw: float = 0.0) -> tuple[LinkCore
 def test_params_have_the_documented_defaults_and_every_field_a_meaning_unit_and_range():
     p = LinkParams()
     assert (p.flight_height_m, p.takeoff_s, p.land_s, p.leash_m, p.cmd_timeout_s, p.lost_after_s, p.pose_timeout_s,
-            p.rate_hz, p.landed_z_m) == (0.5, 2.0, 2.0, 0.2, 0.5, 2.0, 0.5, 10.0, 0.03)
+            p.rate_hz, p.landed_z_m, p.first_command_s) == (0.5, 2.0, 2.0, 0.2, 0.5, 2.0, 0.5, 10.0, 0.03, 30.0)
     for name, (doc, unit, (lo, hi)) in FIELDS.items():
         assert doc and unit and lo < getattr(p, name) <= hi, name
     assert set(FIELDS) == set(LinkParams.__dataclass_fields__)
@@ -221,14 +221,27 @@ def test_a_silent_robot_hovers_then_its_drone_lands():
     assert t == pytest.approx(t0 + 0.1 + 2.1) and "the robot is lost" in core.reason
 
 
-def test_a_robot_that_never_commands_lands_its_drone_lost_after_s_after_the_take_off():
-    core, drone, t0 = flying()
+def test_a_robot_that_never_commands_lands_its_drone_first_command_s_after_the_take_off():
+    """Its robot may come up seconds after the drone flies (the robots start after the links; 5 s on a loaded host,
+    longer than lost_after_s): the drone hovers and waits first_command_s for it, then lands (the robot never
+    came); once it has commanded, lost_after_s of silence lands it."""
+    core, drone, t0 = flying(LinkParams(first_command_s=6.0))
     t = t0
     while core.phase == FLY:
         t = round(t + 0.1, 10)
         out = drone.step(t)
+        assert t < t0 + 2.1 or core.phase != LAND or "never came" in core.reason
     landing(out)
-    assert t == pytest.approx(t0 + 2.1)
+    assert t == pytest.approx(t0 + 6.1) and "the robot never came" in core.reason
+    core, drone, t0 = flying()
+    t = round(t0 + 5.0, 10)                           # the robot comes 5 s after the take-off: still flying
+    while t < t0 + 5.0 + 1e-9:
+        drone.step(t)
+        t = round(t + 0.1, 10)
+    assert core.phase == FLY
+    assert core.command(t, 0.1, 0.0, 0.0)
+    drone.step(t)
+    assert core.phase == FLY
 
 
 def test_a_lost_pose_lands_and_it_is_landed_after_land_s_plus_one_second_without_one():

@@ -153,3 +153,16 @@ def test_the_runner_stops_the_links_first_and_the_vendors_simulators_last(tmp_pa
     assert times["robot"][0] >= times["link"][1]                         # ours only after the link exited
     assert times["sim"][0] >= times["robot"][1]                          # the simulator last
     assert all(p.popen.returncode == 0 for p in procs)
+
+
+@pytest.mark.parametrize("name, sim", [("robots_turtlebot3_fake.yaml", "turtlebot3_fake"),
+                                       ("robots_crazyswarm2.yaml", "crazyswarm2")])
+def test_the_shipped_driver_maps_are_valid_and_keep_their_simulator(name, sim):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "config" / name
+    cfg = apply_robots_file(load_config(None, planner="average", llm_backend="openai", robots_file=str(path),
+                                        sim=sim))
+    assert cfg.sim == sim and cfg.num_robots == 4
+    assert apply_robots_file(load_config(None, planner="average", llm_backend="openai",
+                                         robots_file=str(path))).sim == "none"       # the same map, real robots
