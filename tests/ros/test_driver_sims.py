@@ -41,10 +41,19 @@ CF_V, CF_R, FLIGHT_Z = 0.5, 0.10, 0.5            # the crazyflie preset; crazyfl
 LAND_S = 2.0                                     # crazyflie_link's landing time
 
 
+CONFIG = Path(__file__).resolve().parents[2] / "config"
+#: the shipped maps the docs' commands name (docs/real-robots.md, "The vendors' simulators")
+MAPS = {"turtlebot3": CONFIG / "robots_turtlebot3_fake.yaml", "crazyflie": CONFIG / "robots_crazyswarm2.yaml"}
+
+
 def _robots_file(folder: Path, preset: str, poses: dict) -> Path:
-    path = folder / f"{preset}.yaml"
-    path.write_text(json.dumps({"frame": "world", "robots": {
-        name: {"preset": preset, "initial_pose": list(pose)} for name, pose in poses.items()}}))
+    """The shipped map of ``preset``, checked to hold ``poses`` (the ones the verdicts below compose with)."""
+    from consensus.robots.map import load_robots
+
+    path = MAPS[preset]
+    entries = load_robots(path).enabled
+    assert {e.name: e.initial_pose for e in entries} == {n: tuple(map(float, p)) for n, p in poses.items()}
+    assert all(e.preset.name == preset for e in entries)
     return path
 
 

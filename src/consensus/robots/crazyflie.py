@@ -24,8 +24,9 @@ Phases (``PHASES``), one way only::
   time sees 0.2 s gaps), the horizontal setpoint kept within ``leash_m`` of the measured position (no wind-up when
   the drone lags), z at the flight height, yaw 0 (the command's turn rate is not used: the drone keeps yaw 0 and
   the robot turns its world velocity into the body frame with the yaw it measures). A command older than
-  ``cmd_timeout_s`` holds (zero velocity). The tick after a new pose came publishes it to the robot, in FLY and in
-  LAND (a landing drone is still a body the others avoid); never before take-off is done, nor once LANDED.
+  ``cmd_timeout_s`` holds (zero velocity). A new pose is published to the robot as it comes (``fresh_pose``; else
+  by the next tick), in FLY and in LAND (a landing drone is still a body the others avoid); never before take-off is
+  done, nor once LANDED.
 * **LAND** when, in TAKEOFF or FLY: the e-stop is true; no command came for ``lost_after_s`` since the last one (the
   robot's process died: a lost drone is commanded to land), or none at all for ``first_command_s`` since FLY began
   (its robot never came: the robots start after the links, and on a loaded host one took 5 s, longer than
@@ -242,6 +243,14 @@ class LinkCore:
         self._pose_new = True
         self.counters.poses += 1
         return True
+
+    def fresh_pose(self) -> list[Action]:
+        """The pose just received (``pose``), to publish at once in FLY and LAND: the robot then gets its drone's pose
+        one ``/tf`` message old, not up to one tick older (the node calls it after each pose)."""
+        out: list[Action] = []
+        if self.phase in (FLY, LAND):
+            self._publish_pose(out)
+        return out
 
     def command(self, t: float, vx: float, vy: float, wz: float) -> bool:
         """A body-frame velocity command from the robot, received at ``t``. Used only in FLY: False (counted as

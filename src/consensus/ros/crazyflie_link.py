@@ -215,7 +215,9 @@ class CrazyflieLink:
             if not sane(*pose):
                 self.health.count_bad_message("link.tf")      # the core counts it too (its status), and drops it
             stamp = tr.header.stamp.sec + tr.header.stamp.nanosec * 1e-9
-            self.core.pose(t, *pose, stamp if stamp > 0 else None)
+            if self.core.pose(t, *pose, stamp if stamp > 0 else None):
+                for action in self.core.fresh_pose():          # to the robot at once, not at the next tick
+                    self._do(action, t)
 
     def _on_estop(self, msg) -> None:
         self.core.estop(bool(msg.data), self._now())

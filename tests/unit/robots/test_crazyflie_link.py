@@ -332,3 +332,16 @@ def test_go_to_is_never_among_the_actions_nor_in_the_node():
     assert seen == EXPECTED_KINDS
     node = Path(__file__).resolve().parents[3] / "src" / "consensus" / "ros" / "crazyflie_link.py"
     assert "GoTo" not in node.read_text() and "go_to(" not in node.read_text()
+
+
+def test_a_pose_goes_to_the_robot_as_it_comes_in_flight_and_never_before_take_off():
+    core = LinkCore()
+    core.servers_ready(0.0)
+    core.pose(0.05, 0.5, -0.5, 0.0, 0.0)
+    assert core.fresh_pose() == []                     # WAIT: an idle drone's pose is not the robot's
+    core, drone, t = flying()
+    core.pose(t + 0.03, 0.52, -0.5, H, 0.0)
+    out = core.fresh_pose()
+    assert kinds(out) == ["publish_pose"] and out[0].x == 0.52
+    assert core.fresh_pose() == []                     # once per pose
+    assert "publish_pose" not in kinds(core.tick(t + 0.1))      # the tick does not send it again
