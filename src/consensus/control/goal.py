@@ -142,11 +142,15 @@ class GoalKeeper:
             keep = np.asarray(source.ids) != st.id
             if members is not None:
                 keep &= np.isin(source.ids, members)
-            ages = np.asarray(source.ages, dtype=float)[keep]
-            if source is self.census:
-                ages = ages + (now - self.census_stamp)
+            sent = np.asarray(source.ages, dtype=float)[keep]
+            # a census is a snapshot (taken until census_max_age): whether a robot in it was silent is judged by its
+            # age when the census was sent, not aged by the census's own age. Aged, a census taken about 1 s before a
+            # planning round counted every robot silent at that round (their ages plus the 1 s over fresh_s), so
+            # the round's slots and the next census's disagreed and the robots' goals flipped every second (4 drones
+            # in crazyswarm2's simulator chattered around their slots for 120 s)
+            ages = sent + (now - self.census_stamp) if source is self.census else sent
             where = np.asarray(source.positions, dtype=float)[keep][:, : st.dim]
-            silent = ages > filt.fresh_s
+            silent = sent > filt.fresh_s
             bodies = where[silent]
             keep_out = filt.keep_out(ages[silent], np.asarray(source.speeds)[keep][silent])
             ids += [int(i) for i in np.asarray(source.ids)[keep][~silent]]

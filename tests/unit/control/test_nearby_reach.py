@@ -332,3 +332,24 @@ def test_robots_that_solved_their_slots_on_different_censuses_agree_after_the_ne
         c.check_census(3.0, now, stamp=3.0)
     goals = [c.step(3.0, nobody).goal for c in cores]
     assert not np.allclose(goals[0], goals[1]) and goals[0][0] > goals[1][0]     # each keeps its own side
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_census_a_second_old_still_counts_its_robots_as_robots_not_silent_bodies(seed):
+    """A census is a snapshot for the slots: whether a robot in it is silent is judged by its age when the census was
+    sent. Aged by the census's own age, a census taken 1.1 s before a planning round counted every robot silent at that
+    round (0.2 s + 1.1 s over FRESH_AGE_S), so the round's slots and the next census's disagreed and the goals flipped
+    every second (4 drones in crazyswarm2's simulator chattered around their slots for 120 s)."""
+    cfg = _cfg(num_robots=4)
+    rng = np.random.default_rng(seed)
+    pos = rng.uniform(-3.0, 3.0, (4, 2))
+    target = rng.uniform(-1.0, 1.0, 2)
+    census = Nearby(pos, np.full(4, 0.2), np.zeros(4), np.arange(4))
+    for i in range(4):
+        fresh, late = _agreed(cfg, i, pos[i] + 0.01, target), _agreed(cfg, i, pos[i] + 0.01, target)
+        assert fresh.check_census(0.0, census, stamp=0.0) == 0 and late.check_census(0.0, census, stamp=0.0) == 0
+        now = fresh.step(0.0, Nearby.of(np.empty((0, 2)))).goal
+        late.observe(1.1, pos[i] + 0.01)
+        later = late.step(1.1, Nearby.of(np.empty((0, 2)))).goal
+        assert np.allclose(now, later), (i, now, later)
+        assert late.counters["census_fallbacks"] == 0
