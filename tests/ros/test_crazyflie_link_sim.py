@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from support import needs
+from support.ros_watch import SpinningNode
 
 pytestmark = pytest.mark.ros
 
@@ -80,26 +81,20 @@ def _link_params(folder: Path) -> Path:
     return path
 
 
-class _Watch:
+class _Watch(SpinningNode):
     """The test's own node on sim time, spinning in a thread: every /tf sample of the drones, each link's first
     pose and newest status; it commands the drones and presses the e-stop."""
 
     def __init__(self) -> None:
-        import rclpy
         from geometry_msgs.msg import PoseStamped, Twist
-        from rclpy.node import Node
-        from rclpy.parameter import Parameter
         from std_msgs.msg import Bool, String
         from tf2_msgs.msg import TFMessage
 
         from consensus import names
         from consensus.ros import qos
 
-        self.rclpy, self.Twist, self.Bool = rclpy, Twist, Bool
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = Node("link_test_watch", context=self.context,
-                         parameter_overrides=[Parameter("use_sim_time", value=True)])
+        super().__init__("link_test_watch", use_sim_time=True, period_s=0.02)
+        self.Twist, self.Bool = Twist, Bool
         self.lock = threading.Lock()
         self.tf: dict[str, list[tuple]] = {cf: [] for cf in START}          # (stamp, x, y, z)
         self.first_pose: dict[str, tuple] = {}                             # (stamp, x, y, z)
@@ -114,8 +109,6 @@ class _Watch:
                                           lambda m, cf=cf: self._on_status(cf, m), qos.LATCHED)
             self.cmd[cf] = self.node.create_publisher(Twist, f"/{cf}/{names.CMD_VEL.name}", qos.profile(names.CMD_VEL))
         self.estop = self.node.create_publisher(Bool, names.ESTOP.name, qos.profile(names.ESTOP))
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._spin, daemon=True)
 
     def _on_tf(self, msg) -> None:
         with self.lock:
@@ -135,24 +128,6 @@ class _Watch:
     def _on_status(self, cf: str, m) -> None:
         with self.lock:
             self.status[cf] = json.loads(m.data)
-
-    def _spin(self) -> None:
-        from rclpy.executors import SingleThreadedExecutor
-
-        ex = SingleThreadedExecutor(context=self.context)
-        ex.add_node(self.node)
-        while not self.stop.is_set():
-            ex.spin_once(timeout_sec=0.02)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
-        self.node.destroy_node()
-        self.rclpy.try_shutdown(context=self.context)
 
     def now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -295,7 +270,8 @@ def test_the_link_parameters_are_declared_with_meaning_and_range_and_a_bad_one_i
 
     from consensus.errors import ConfigError
     from consensus.robots.crazyflie import FIELDS
-    from consensus.ros.crazyflie_link import declare_link_parameters, yaw_of
+    from consensus.control.controller import yaw_from_quaternion
+    from consensus.ros.crazyflie_link import declare_link_parameters
 
     node = Node("link", namespace="/fleet_a/cf3")
     try:
@@ -321,6 +297,9 @@ def test_the_link_parameters_are_declared_with_meaning_and_range_and_a_bad_one_i
             assert words in str(err.value) and "\n" not in str(err.value), str(err.value)
         finally:
             node.destroy_node()
-    assert yaw_of(0.0, 0.0, math.sin(0.35), math.cos(0.35)) == pytest.approx(0.7)
-    assert yaw_of(0.0, 0.0, 2 * math.sin(0.35), 2 * math.cos(0.35)) == pytest.approx(0.7)    # not unit: same yaw
-    assert math.isnan(yaw_of(0.0, 0.0, 0.0, 0.0)) and math.isnan(yaw_of(math.nan, 0.0, 0.0, 1.0))
+    # the yaw the link reads from /tf (the project's yaw_from_quaternion; an invalid rotation is a bad pose)
+    assert yaw_from_quaternion(0.0, 0.0, math.sin(0.35), math.cos(0.35)) == pytest.approx(0.7)
+    assert yaw_from_quaternion(0.0, 0.0, 2 * math.sin(0.35), 2 * math.cos(0.35)) == pytest.approx(0.7)   # not unit
+    for bad in ((0.0, 0.0, 0.0, 0.0), (math.nan, 0.0, 0.0, 1.0)):
+        with pytest.raises(ValueError):
+            yaw_from_quaternion(*bad)

@@ -217,19 +217,33 @@ def apply_robots_file(cfg):
 
 
 def _drives_all(cfg, enabled) -> bool:
-    """Does ``cfg``'s ``sim`` simulate every enabled robot's preset (``Simulator.drives``: a vendor's simulator of
-    those robots, e.g. ``turtlebot3_fake``)? Then the run keeps it; a sim that drives some but not all is refused."""
+    """Does ``cfg``'s ``sim`` simulate the enabled robots' presets (``Simulator.drives``: a vendor's simulator of
+    those robots, e.g. ``turtlebot3_fake``)? Then the run keeps it; a sim that drives some but not all is refused
+    (``simulated_entries``)."""
     from consensus.control.motion import sim_spec
 
-    sim = getattr(cfg, "sim", "none")
-    drives = sim_spec(sim).drives
-    if not drives:
+    sim = sim_spec(getattr(cfg, "sim", "none"))
+    if not sim.drives:
         return False
-    others = sorted({e.preset.name for e in enabled if e.preset.name not in drives})
-    if others:
-        raise ConfigError(f"{cfg.robots_file}: sim '{sim}' simulates {', '.join(drives)} robots only, not "
-                          f"{', '.join(others)} (use one robots file per kind, or sim none for real robots)")
+    simulated_entries(cfg, sim, enabled)
     return True
+
+
+def simulated_entries(cfg, sim, enabled: tuple[RobotEntry, ...] | None = None) -> tuple[RobotEntry, ...]:
+    """The enabled robots of ``cfg``'s robots file, which the simulator ``sim`` (a ``Simulator`` record whose
+    ``drives`` names the presets it stands in for) simulates: one ``ConfigError`` without a robots file or when a
+    robot's preset is not one of them. ``enabled``: the file's enabled robots when the caller has read them."""
+    robots_file = _robots_file(cfg)
+    if not robots_file:
+        raise ConfigError(f"sim '{sim.name}' simulates the robots of a robots file: give --robots-file with "
+                          f"{' / '.join(sim.drives)} robots (docs/real-robots.md)")
+    if enabled is None:
+        enabled = check_robots(load_robots(robots_file), cfg.workspace, robots_file)
+    others = sorted({e.preset.name for e in enabled if e.preset.name not in sim.drives})
+    if others:
+        raise ConfigError(f"{robots_file}: sim '{sim.name}' simulates {', '.join(sim.drives)} robots only, not "
+                          f"{', '.join(others)} (use one robots file per kind, or sim none for real robots)")
+    return enabled
 
 
 def robot_entry(cfg, robot_id: int) -> RobotEntry | None:

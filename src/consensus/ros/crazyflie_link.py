@@ -52,6 +52,7 @@ from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValu
 from rclpy.node import Node
 
 from consensus import names
+from consensus.control.controller import yaw_from_quaternion
 from consensus.errors import ConfigError, ConsensusError
 from consensus.robots.crazyflie import (
     FIELDS,
@@ -104,14 +105,6 @@ def _interfaces() -> SimpleNamespace:
     from std_msgs.msg import Bool, String
     return SimpleNamespace(FullState=FullState, LandSrv=LandSrv, NotifySrv=NotifySrv, TakeoffSrv=TakeoffSrv,
                            TFMessage=TFMessage, PoseStamped=PoseStamped, Twist=Twist, Bool=Bool, String=String)
-
-
-def yaw_of(x: float, y: float, z: float, w: float) -> float:
-    """The yaw of a quaternion (not necessarily unit); NaN for a zero or non-finite one."""
-    n = x * x + y * y + z * z + w * w
-    if not math.isfinite(n) or n < 1e-12:
-        return math.nan
-    return math.atan2(2.0 * (w * z + x * y), w * w + x * x - y * y - z * z)
 
 
 def _declare(node: Node, name: str, default, doc: str, unit: str = "", bounds: tuple | None = None):
@@ -211,7 +204,11 @@ class CrazyflieLink:
                 continue
             t = self._now() if t is None else t
             p, q = tr.transform.translation, tr.transform.rotation
-            pose = (p.x, p.y, p.z, yaw_of(q.x, q.y, q.z, q.w))
+            try:
+                yaw = yaw_from_quaternion(q.x, q.y, q.z, q.w)
+            except ValueError:                    # a zero or non-finite rotation: a bad pose, counted below
+                yaw = math.nan
+            pose = (p.x, p.y, p.z, yaw)
             if not sane(*pose):
                 self.health.count_bad_message("link.tf")      # the core counts it too (its status), and drops it
             stamp = tr.header.stamp.sec + tr.header.stamp.nanosec * 1e-9

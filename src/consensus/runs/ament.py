@@ -6,6 +6,8 @@ callers decide what a missing package means (a fallback, or one ``ConfigError`` 
 """
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 
@@ -41,7 +43,11 @@ def package_share(package: str) -> Path | None:
 
 
 def executable(package: str, name: str) -> Path | None:
-    """``lib/<package>/<name>`` under ``package``'s prefix when that file exists, else None."""
-    prefix = package_prefix(package)
-    path = prefix / "lib" / package / name if prefix else None
-    return path if path is not None and path.is_file() else None
+    """``lib/<package>/<name>``, an executable file, under ``package``'s prefix in the ament index, else under this
+    Python's prefix (an ament prefix once a package is pip-installed into the venv, as ours and the vendors'
+    simulators of ``make drivers`` are, though ``AMENT_PREFIX_PATH`` may be unset); None when neither has one."""
+    prefixes = [package_prefix(package), Path(sys.prefix)]
+    for path in (prefix / "lib" / package / name for prefix in prefixes if prefix is not None):
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    return None

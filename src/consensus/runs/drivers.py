@@ -3,16 +3,15 @@
 ``make drivers`` (tools/drivers/install.py, docs/drivers.md) links them into the venv, so that they need no sourced
 environment: their executables sit in ``<venv>/lib/<package>/`` and their Python packages import. A ROS 2 install that
 has them works too (its ament index). No ROS import here: the modules are looked up with ``importlib.util.find_spec``
-(found, not imported), the executables with ``runs.ament`` or by path.
+(found, not imported), the executables with ``runs.ament.executable`` (re-exported here).
 """
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
-from consensus.runs import ament
+from consensus.runs.ament import executable  # the ament index, else this venv (where make drivers links)
 
 INSTALL_HINT = ("`make drivers` (links ../shared/drivers into the venv, or builds the vendors' sources pinned in "
                 "requirements/drivers-sources.txt; docs/drivers.md)")
@@ -23,18 +22,6 @@ CRAZYFLIE_SERVER = ("crazyflie_sim", "crazyflie_server")
 #: what crazyswarm2's simulator imports (and what our Crazyflie link needs): its messages, tf2 for Python, the
 #: firmware's bindings (the ``np`` backend), rowan
 CRAZYSWARM2_MODULES = ("crazyflie_interfaces", "tf2_msgs", "tf2_ros", "cffirmware", "rowan")
-
-
-def executable(package: str, name: str) -> Path | None:
-    """``lib/<package>/<name>`` through the ament index (``AMENT_PREFIX_PATH``), else under this Python's prefix
-    (where ``make drivers`` puts it; ament finds nothing when ``AMENT_PREFIX_PATH`` is unset); None when neither
-    has an executable file."""
-    if os.environ.get("AMENT_PREFIX_PATH"):
-        found = ament.executable(package, name)
-        if found is not None and os.access(found, os.X_OK):
-            return found
-    path = Path(sys.prefix) / "lib" / package / name
-    return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
 def missing_modules(names: tuple[str, ...]) -> list[str]:

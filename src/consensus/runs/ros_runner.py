@@ -46,18 +46,12 @@ def executable_command(exe: str, package: str = "consensus") -> list[str]:
     """The installed node executable (lib/consensus/<exe>, as ros2 launch runs it) or the module as a fallback;
     another package's executable is found through the ament index (lib/<package>/<exe> under its prefix)."""
     if package != "consensus":
-        from consensus.runs.ament import package_prefix
+        from consensus.runs.ament import executable
 
-        # the ament index, else this venv (an ament prefix once the package is pip-installed into it, e.g. with the
-        # vendors' simulators of `make drivers`), as for our own executables
-        prefix = package_prefix(package)
-        if prefix is None and (Path(sys.prefix) / "lib" / package / exe).is_file():
-            prefix = Path(sys.prefix)
-        if prefix is None:
-            raise ConsensusError(f"ROS package '{package}' not found (AMENT_PREFIX_PATH)")
-        path = prefix / "lib" / package / exe
-        if not path.is_file():
-            raise ConsensusError(f"{path} not found")
+        path = executable(package, exe)       # the ament index, else this venv (e.g. the drivers of `make drivers`)
+        if path is None:
+            raise ConsensusError(f"ROS package '{package}' has no executable lib/{package}/{exe} in the ament index "
+                                 f"(AMENT_PREFIX_PATH) nor in {sys.prefix}")
         if python_script(path):        # e.g. crazyswarm2's server: run by this Python, whatever its first line names
             return [sys.executable, str(path)]
         return [str(path)]

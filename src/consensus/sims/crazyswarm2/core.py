@@ -20,12 +20,11 @@ nodes (``STOP_LAST``), once the links have landed the drones.
 from __future__ import annotations
 
 from consensus.errors import ConfigError
+from consensus.runs import drivers
 from consensus.runs.processes import STOP_LAST, ProcessSpec
 
-PACKAGE = "crazyflie_sim"
-EXECUTABLE = "crazyflie_server"
+PACKAGE, EXECUTABLE = drivers.CRAZYFLIE_SERVER      # where runs.drivers looks for it
 NODE = "crazyflie_server"
-PRESET = "crazyflie"
 BACKENDS = ("none", "np")
 MAX_DT_S = 0.1
 STATES_DIR = "crazyswarm2_states"
@@ -35,18 +34,10 @@ ROBOT_DESCRIPTION = '<robot name="$NAME"/>'
 
 
 def _entries(cfg):
-    from consensus.robots.map import check_robots, load_robots
+    from consensus.robots.map import simulated_entries
+    from consensus.sims.crazyswarm2 import SIM
 
-    if not getattr(cfg, "robots_file", ""):
-        raise ConfigError("sim 'crazyswarm2' flies the Crazyflies of a robots file: give --robots-file with "
-                          "crazyflie robots (docs/real-robots.md)")
-    robots = load_robots(cfg.robots_file)
-    entries = check_robots(robots, cfg.workspace, cfg.robots_file)
-    others = sorted({e.name for e in entries if e.preset.name != PRESET})
-    if others:
-        raise ConfigError(f"{cfg.robots_file}: sim 'crazyswarm2' flies crazyflie robots only; "
-                          f"{', '.join(others)} are not")
-    return robots.frame, entries
+    return simulated_entries(cfg, SIM)
 
 
 def server_parameters(cfg, out_dir: str, backend: str = "none") -> dict:
@@ -54,7 +45,7 @@ def server_parameters(cfg, out_dir: str, backend: str = "none") -> dict:
     docstring); ``out_dir``: the run directory (its record of the states)."""
     if backend not in BACKENDS:
         raise ConfigError(f"sim 'crazyswarm2': backend {backend!r} is not one of {', '.join(BACKENDS)}")
-    frame, entries = _entries(cfg)
+    entries = _entries(cfg)
     robots = {e.namespace: {"enabled": True, "uri": f"radio://0/80/2M/E7E7E7E7{i + 1:02X}",
                             "initial_position": [float(e.initial_pose[0]), float(e.initial_pose[1]), 0.0],
                             "type": ROBOT_TYPE}
@@ -63,7 +54,7 @@ def server_parameters(cfg, out_dir: str, backend: str = "none") -> dict:
         "fileversion": 3,
         "robots": robots,
         "robot_types": {ROBOT_TYPE: {"big_quad": False}},
-        "all": {"reference_frame": frame},
+        "all": {"reference_frame": entries[0].frame},          # the map's frame
         "sim": {"max_dt": MAX_DT_S, "backend": backend, "controller": "none" if backend == "none" else "mellinger",
                 "visualizations": {"rviz": {"enabled": True},
                                    "record_states": {"enabled": True, "output_dir": f"{out_dir}/{STATES_DIR}",
@@ -72,25 +63,16 @@ def server_parameters(cfg, out_dir: str, backend: str = "none") -> dict:
     }
 
 
-def find_server():
-    from consensus.runs import drivers
-
-    exe = drivers.executable(PACKAGE, EXECUTABLE)
-    if exe is None:
-        raise ConfigError(f"sim 'crazyswarm2': crazyswarm2's crazyflie_server is not installed; "
-                          f"{drivers.INSTALL_HINT}")
-    return exe
-
-
 def prepare(cfg):
     """Check that the run can start: a robots file of Crazyflies, each in a namespace of its own (crazyswarm2's
     name of the drone), and crazyswarm2's simulator installed. Nothing of ``cfg`` changes."""
-    _, entries = _entries(cfg)
-    for e in entries:
+    for e in _entries(cfg):
         if not e.namespace:
             raise ConfigError(f"{cfg.robots_file}: crazyflie '{e.name}' needs a namespace (crazyswarm2's name of the "
                               f"drone, e.g. cf1)")
-    find_server()
+    missing = drivers.crazyswarm2_available()
+    if missing:
+        raise ConfigError(f"sim 'crazyswarm2': {missing}; {drivers.INSTALL_HINT}")
     return cfg, {}
 
 

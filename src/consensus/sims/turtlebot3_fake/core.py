@@ -20,46 +20,30 @@ aborts. So each robot's fake node gets them here, one process per robot in the r
 from __future__ import annotations
 
 from consensus.errors import ConfigError
+from consensus.runs import drivers
 from consensus.runs.processes import STOP_LAST, ProcessSpec
 
-PACKAGE = "turtlebot3_fake_node"
-EXECUTABLE = "turtlebot3_fake_node"
+PACKAGE, EXECUTABLE = drivers.TURTLEBOT3_FAKE      # where runs.drivers looks for it
 NODE = "turtlebot3_fake_node"
 #: the burger's wheels (turtlebot3_fake_node's param/burger.yaml) and the frames of the real driver
 PARAMETERS = {"wheels.separation": 0.160, "wheels.radius": 0.033, "joint_states_frame": "base_footprint",
               "odom_frame": "odom", "base_frame": "base_footprint"}
-PRESET = "turtlebot3"
 
 
 def _entries(cfg):
-    from consensus.robots.map import check_robots, load_robots
+    from consensus.robots.map import simulated_entries
+    from consensus.sims.turtlebot3_fake import SIM
 
-    if not getattr(cfg, "robots_file", ""):
-        raise ConfigError("sim 'turtlebot3_fake' runs one fake node per robot of a robots file: give "
-                          "--robots-file with turtlebot3 robots (docs/real-robots.md)")
-    entries = check_robots(load_robots(cfg.robots_file), cfg.workspace, cfg.robots_file)
-    others = sorted({e.name for e in entries if e.preset.name != PRESET})
-    if others:
-        raise ConfigError(f"{cfg.robots_file}: sim 'turtlebot3_fake' simulates turtlebot3 robots only; "
-                          f"{', '.join(others)} are not")
-    return entries
-
-
-def find_fake_node():
-    """The ``turtlebot3_fake_node`` executable, or one ``ConfigError`` saying how to get it."""
-    from consensus.runs import drivers
-
-    exe = drivers.executable(PACKAGE, EXECUTABLE)
-    if exe is None:
-        raise ConfigError(f"sim 'turtlebot3_fake': turtlebot3_fake_node is not installed; {drivers.INSTALL_HINT}")
-    return exe
+    return simulated_entries(cfg, SIM)
 
 
 def prepare(cfg):
     """Check that the run can start (module docstring); nothing of ``cfg`` changes (the entries' preset sets the
     kinematics and limits)."""
     _entries(cfg)
-    find_fake_node()
+    missing = drivers.turtlebot3_available()
+    if missing:
+        raise ConfigError(f"sim 'turtlebot3_fake': {missing}; {drivers.INSTALL_HINT}")
     return cfg, {}
 
 
