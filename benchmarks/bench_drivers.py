@@ -1,8 +1,8 @@
 """The figures of our fleets in the vendors' own simulators (issue 43; docs/real-robots.md, "The vendors'
 simulators"): 4 TurtleBot 3 fake nodes and 4 Crazyflies in crazyswarm2's simulator, each gathered by
-``consensus run aggregation --robots-file ... --sim ... --planner average --per-robot-processes`` (one process per
-robot), judged on the drivers' own ground truth (the fake nodes' odometry composed with the start poses; crazyswarm2's
-``/tf``, both from the run's MCAP bag):
+``consensus run aggregation --robots-file config/robots_<turtlebot3_fake|crazyswarm2>.yaml --sim ... --planner average
+--per-robot-processes`` (the shipped maps; one process per robot), judged on the drivers' own ground truth (the
+fake nodes' odometry composed with the start poses; crazyswarm2's ``/tf``, both from the run's MCAP bag):
 
 * time to consensus (the run's summary), the closest pair of bodies by the driver's truth (for the drones while all
   are airborne), the largest commanded speed against the preset's limit (the fake nodes' odometry twist, which is
@@ -27,14 +27,18 @@ import _common
 
 from support.driver_truth import closest_pair, tb3_tracks, tf_tracks
 
-TB3 = {"tb3_0": (-1.2, -1.0, 0.4), "tb3_1": (1.3, -0.9, 2.6), "tb3_2": (1.1, 1.2, -2.0), "tb3_3": (-1.0, 1.1, -0.9)}
-CF = {"cf1": (-1.0, -0.8, 0.0), "cf2": (1.1, -0.9, 0.0), "cf3": (0.9, 1.0, 0.0), "cf4": (-0.9, 1.1, 0.0)}
+#: the shipped maps the docs' commands name (docs/real-robots.md, "The vendors' simulators")
+TB3_MAP = _common.ROOT / "config" / "robots_turtlebot3_fake.yaml"
+CF_MAP = _common.ROOT / "config" / "robots_crazyswarm2.yaml"
 
 
-def _run(out: Path, preset: str, poses: dict, sim: str, seed: int, sim_time: bool) -> tuple[dict, float]:
-    robots = out.parent / f"{preset}.yaml"
-    robots.write_text(json.dumps({"frame": "world", "robots": {
-        n: {"preset": preset, "initial_pose": list(p)} for n, p in poses.items()}}))
+def _poses(robots: Path) -> dict[str, tuple[float, float, float]]:
+    from consensus.robots.map import load_robots
+
+    return {e.namespace: e.initial_pose for e in load_robots(robots).enabled}
+
+
+def _run(out: Path, robots: Path, sim: str, seed: int, sim_time: bool) -> tuple[dict, float]:
     cmd = [sys.executable, "-m", "consensus.cli", "run", "aggregation", "--robots-file", str(robots), "--sim", sim,
            "--planner", "average", "--per-robot-processes", "--seed", str(seed), "--duration", "120",
            "--settle", "3", "--out", str(out), "-q"] + (["--use-sim-time"] if sim_time else [])
@@ -44,8 +48,8 @@ def _run(out: Path, preset: str, poses: dict, sim: str, seed: int, sim_time: boo
 
 
 def tb3(out: Path, seed: int) -> dict:
-    summary, wall = _run(out, "turtlebot3", TB3, "turtlebot3_fake", seed, False)
-    tracks = tb3_tracks(out, TB3)
+    summary, wall = _run(out, TB3_MAP, "turtlebot3_fake", seed, False)
+    tracks = tb3_tracks(out, _poses(TB3_MAP))
     return {"fleet": "turtlebot3_fake x4", "seed": seed, "converged": summary["converged"],
             "time_to_consensus_s": summary.get("time_to_converge_s"), "wall_s": round(wall, 1),
             "closest_pair_m": round(closest_pair(tracks), 3),
@@ -56,16 +60,17 @@ def tb3(out: Path, seed: int) -> dict:
 def drones(out: Path, seed: int) -> dict:
     from consensus.runs.bag import read_messages
 
-    summary, wall = _run(out, "crazyflie", CF, "crazyswarm2", seed, True)
-    tracks = tf_tracks(out, list(CF))
+    summary, wall = _run(out, CF_MAP, "crazyswarm2", seed, True)
+    start = _poses(CF_MAP)
+    tracks = tf_tracks(out, list(start))
     takeoff, final = [], []
     for name, tr in tracks.items():
         p = tr.array()
-        moved = next((i for i, q in enumerate(p) if math.dist(q[:2], CF[name][:2]) > 0.02), None)
+        moved = next((i for i, q in enumerate(p) if math.dist(q[:2], start[name][:2]) > 0.02), None)
         takeoff.append(float(p[moved][2]) if moved is not None else math.nan)      # nan: it never moved
         final.append(float(p[-1][2]))
     fastest = max(math.hypot(m.twist.linear.x, m.twist.linear.y) for _t, _ty, _l, m in
-                  read_messages(out / "bag", [f"/{n}/cmd_full_state" for n in CF]))
+                  read_messages(out / "bag", [f"/{n}/cmd_full_state" for n in start]))
     return {"fleet": "crazyswarm2 x4", "seed": seed, "converged": summary["converged"],
             "time_to_consensus_s": summary.get("time_to_converge_s"), "wall_s": round(wall, 1),
             "closest_pair_airborne_m": round(closest_pair(

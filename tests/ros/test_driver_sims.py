@@ -21,15 +21,14 @@ import math
 import os
 import signal
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from support.cli_run import run_cli
+from support.cli_run import finish_cli, run_cli, start_cli
 from support.driver_truth import closest_pair, tb3_tracks, tf_tracks
+from support.ros_watch import SpinningNode
 
 pytestmark = pytest.mark.ros
 
@@ -46,7 +45,7 @@ CONFIG = Path(__file__).resolve().parents[2] / "config"
 MAPS = {"turtlebot3": CONFIG / "robots_turtlebot3_fake.yaml", "crazyflie": CONFIG / "robots_crazyswarm2.yaml"}
 
 
-def _robots_file(folder: Path, preset: str, poses: dict) -> Path:
+def _robots_file(preset: str, poses: dict) -> Path:
     """The shipped map of ``preset``, checked to hold ``poses`` (the ones the verdicts below compose with)."""
     from consensus.robots.map import load_robots
 
@@ -67,23 +66,13 @@ def _summary(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
-class _Watch:
+class _Watch(SpinningNode):
     """A node of the test's own, spinning in a thread: the newest odometry twist / tf z it heard (live decisions
     only: when to kill a robot, when to press the e-stop; every judgement is on the bag)."""
 
     def __init__(self, use_sim_time: bool = False) -> None:
-        import rclpy
-        from rclpy.node import Node
-        from rclpy.parameter import Parameter
-
-        self.rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = Node("driver_test_watch", context=self.context,
-                         parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)])
+        super().__init__("driver_test_watch", use_sim_time=use_sim_time)
         self.latest: dict[str, tuple] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._spin, daemon=True)
 
     def odom(self, ns: str) -> None:
         from nav_msgs.msg import Odometry
@@ -101,24 +90,6 @@ class _Watch:
                                                      t.transform.translation.z)
         self.node.create_subscription(TFMessage, "/tf", on_tf, 10)
 
-    def _spin(self) -> None:
-        from rclpy.executors import SingleThreadedExecutor
-
-        ex = SingleThreadedExecutor(context=self.context)
-        ex.add_node(self.node)
-        while not self.stop.is_set():
-            ex.spin_once(timeout_sec=0.05)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
-        self.node.destroy_node()
-        self.rclpy.try_shutdown(context=self.context)
-
     def wait(self, predicate, timeout: float) -> bool:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -126,21 +97,6 @@ class _Watch:
                 return True
             time.sleep(0.05)
         return False
-
-
-def _start_cli(args: list[str]) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", "import sys; from consensus.cli import main; sys.exit(main())", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
-def _finish(proc: subprocess.Popen, timeout: float) -> str:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        subprocess.run(["pkill", "-KILL", "-s", str(proc.pid)], check=False)
-        out, _ = proc.communicate()
-        raise AssertionError(f"the run outlived {timeout} s:\n{out[-3000:]}")
-    return out
 
 
 def _robot_pid(ns: str) -> int | None:
@@ -177,13 +133,13 @@ def _check_tb3(out: Path, *, killed: str = "", t_kill: float = 0.0) -> dict:
 @pytest.mark.needs("turtlebot3_fake")
 def test_four_turtlebot3_fake_nodes_gather_within_their_limits_and_a_killed_robot_stops(runs):
     out = runs / "tb3"
-    robots = _robots_file(runs, "turtlebot3", TB3_POSES)
+    robots = _robots_file("turtlebot3", TB3_POSES)
     with _Watch() as watch:
         for ns in TB3_POSES:
             watch.odom(ns)
-        proc = _start_cli(["run", "aggregation", "--robots-file", str(robots), "--sim", "turtlebot3_fake",
-                           "--planner", "average", "--per-robot-processes", "--seed", "2", "--duration", "120",
-                           "--settle", "3", "--out", str(out), "-q"])
+        proc = start_cli(["run", "aggregation", "--robots-file", str(robots), "--sim", "turtlebot3_fake",
+                          "--planner", "average", "--per-robot-processes", "--seed", "2", "--duration", "120",
+                          "--settle", "3", "--out", str(out), "-q"])
         try:
             # robot 2 (tb3_2) is killed while it moves: its fake node stops it by its own command timeout
             moving = watch.wait(lambda s: "tb3_2" in s and abs(s["tb3_2"][1]) > 0.1, timeout=90)
@@ -193,11 +149,11 @@ def test_four_turtlebot3_fake_nodes_gather_within_their_limits_and_a_killed_robo
             assert pid is not None
             t_kill = time.time()
             os.killpg(pid, signal.SIGKILL)
-            log = _finish(proc, timeout=200)
+            run = finish_cli(proc, timeout=200)
         finally:
             if proc.poll() is None:
                 subprocess.run(["pkill", "-KILL", "-s", str(proc.pid)], check=False)
-    assert proc.returncode == 0, log[-3000:]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     summary = _summary(out)
     assert summary["converged"] is True, summary
     assert summary["bad_messages"] == 0 and summary["callback_errors"] == 0
@@ -239,7 +195,7 @@ def _fastest_setpoint(out: Path) -> float:
 @pytest.mark.needs("crazyswarm2")
 def test_four_crazyflies_in_crazyswarm2s_simulator_take_off_gather_and_land(runs):
     out = runs / "cf"
-    robots = _robots_file(runs, "crazyflie", CF_POSES)
+    robots = _robots_file("crazyflie", CF_POSES)
     run = run_cli(["run", "aggregation", "--robots-file", str(robots), "--sim", "crazyswarm2", "--use-sim-time",
                    "--planner", "average", "--per-robot-processes", "--seed", "2", "--duration", "60",
                    "--settle", "3", "--out", str(out), "-q"], env=dict(os.environ), timeout=240)
@@ -265,7 +221,7 @@ def test_turtlebots_under_ros2_launch(runs):
     from support.ros2_tools import start_ros2, stop_group
 
     out = runs / "tb3_launch"
-    robots = _robots_file(runs, "turtlebot3", TB3_POSES)
+    robots = _robots_file("turtlebot3", TB3_POSES)
     proc = start_ros2("launch", "consensus", "aggregation.launch.py", f"robots_file:={robots}",
                       "sim:=turtlebot3_fake", "planner:=average", "single_process:=false", "duration_s:=120",
                       "settle_s:=3", "seed:=2", f"output_dir:={out}", log=runs / "tb3_launch.log")
@@ -284,20 +240,20 @@ def test_turtlebots_under_ros2_launch(runs):
 @pytest.mark.needs("crazyswarm2", "ros2_launch", "ros2_cli")
 def test_crazyflies_under_ros2_launch_land_on_the_e_stop(runs):
     from std_msgs.msg import Bool
-    from rclpy.qos import DurabilityPolicy, QoSProfile
 
+    from consensus import names
+    from consensus.ros import qos
     from support.ros2_tools import start_ros2, stop_group
 
     out = runs / "cf_launch"
-    robots = _robots_file(runs, "crazyflie", CF_POSES)
+    robots = _robots_file("crazyflie", CF_POSES)
     proc = start_ros2("launch", "consensus", "aggregation.launch.py", f"robots_file:={robots}",
                       "sim:=crazyswarm2", "use_sim_time:=true", "planner:=average", "single_process:=false",
                       "duration_s:=40", "seed:=2", f"output_dir:={out}", log=runs / "cf_launch.log")
     try:
         with _Watch(use_sim_time=True) as watch:
             watch.tf()
-            pub = watch.node.create_publisher(Bool, "/estop", QoSProfile(
-                depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+            pub = watch.node.create_publisher(Bool, names.ESTOP.name, qos.profile(names.ESTOP))
             flying = watch.wait(lambda s: all(n in s and s[n][1] > FLIGHT_Z - 0.05 for n in CF_POSES), timeout=120)
             assert flying, (runs / "cf_launch.log").read_text()[-3000:]
             time.sleep(3.0)                                       # they move towards each other

@@ -8,16 +8,27 @@ import subprocess
 import sys
 
 
-def run_cli(args: list[str], *, env: dict, timeout: float) -> subprocess.CompletedProcess:
-    """``consensus <args>`` with this interpreter, its output captured; on ``timeout`` every process of its session
-    is killed, then ``subprocess.TimeoutExpired`` is raised as ``subprocess.run`` would."""
+def start_cli(args: list[str], *, env: dict | None = None) -> subprocess.Popen:
+    """``consensus <args>`` with this interpreter, started in a session of its own, its output captured (a test
+    that acts on the run while it goes: ``finish_cli`` then)."""
     cmd = [sys.executable, "-c", "import sys; from consensus.cli import main; sys.exit(main())", *args]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+
+
+def finish_cli(proc: subprocess.Popen, *, timeout: float) -> subprocess.CompletedProcess:
+    """Wait for ``start_cli``'s run; on ``timeout`` every process of its session is killed, then
+    ``subprocess.TimeoutExpired`` is raised as ``subprocess.run`` would."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         subprocess.run(["pkill", "-KILL", "-s", str(proc.pid)], check=False)      # the session: the CLI and its nodes
         proc.communicate()
         raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run_cli(args: list[str], *, env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """``consensus <args>`` with this interpreter, its output captured; on ``timeout`` every process of its session
+    is killed, then ``subprocess.TimeoutExpired`` is raised as ``subprocess.run`` would."""
+    return finish_cli(start_cli(args, env=env), timeout=timeout)
