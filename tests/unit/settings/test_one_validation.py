@@ -92,9 +92,14 @@ def test_consensus_run_refuses_a_bad_value_before_any_folder(tmp_path, capsys, n
     ("initial_positions: [0, 0, 1, 1, 2, 2, .nan, 3]", "initial_positions"),
 ])
 def test_a_params_file_is_checked_by_the_same_ranges(tmp_path, capsys, no_runner, item, message):
+    from consensus.scenarios.aggregation.config import AggregationConfig
+    from consensus.settings import ros_names
+
     key, value = item.split(": ")
+    # the file as the parameters are written now, nested by group (a flat name adds its deprecation warning)
+    group, leaf = ros_names(AggregationConfig)[key].split(".", 1)
     path = tmp_path / "params.yaml"
-    path.write_text(f"/**:\n  ros__parameters:\n    {key}: {value}\n")
+    path.write_text(f"/**:\n  ros__parameters:\n    {group}:\n      {leaf}: {value}\n")
     err = refused(["run", "aggregation", "--headless", "--config", str(path), "--out", str(tmp_path / "run")], capsys)
     assert str(path) in err and message in err
     assert not (tmp_path / "run").exists()
