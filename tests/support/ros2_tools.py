@@ -57,6 +57,30 @@ def ros2(*args: str, timeout: float = 30.0, check: bool = False) -> subprocess.C
     return result
 
 
+#: what ``ros2 param`` prints when its fixed 5 s wait for a node's parameter services ran out (ros2param's
+#: ``wait_for_services(timeout_sec=5.0)``; the CLI has no option for it): under the suite's load a fresh CLI process
+#: can take longer than that to discover a node that is there (failed a CI run once)
+PARAM_SERVICE_TIMED_OUT = "Wait for service timed out"
+
+
+def ros2_param(*args: str, attempts: int = 4, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """``ros2 param ARGS``, asked again while the CLI's own wait for the node's services runs out."""
+    result = ros2("param", *args, timeout=timeout)
+    for _ in range(attempts - 1):
+        if PARAM_SERVICE_TIMED_OUT not in result.stdout:
+            break
+        result = ros2("param", *args, timeout=timeout)
+    return result
+
+
+def param_list(node: str, timeout: float = 60.0) -> set[str]:
+    """The parameter names ``ros2 param list NODE`` prints (asked again as ``ros2_param`` does)."""
+    out = ros2_param("list", node, timeout=timeout).stdout
+    if PARAM_SERVICE_TIMED_OUT in out or not out.strip():
+        raise AssertionError(f"ros2 param list {node} gave no list:\n{out}")
+    return set(out.split())
+
+
 def start_ros2(*args: str, log: Path) -> subprocess.Popen:
     """Start ``ros2 ARGS`` in the background (its own process group), output into ``log``."""
     handle = open(log, "w")

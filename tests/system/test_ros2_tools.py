@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from support.ros2_tools import ros2, ros2_daemon, start_ros2, stop_group, wait_until  # noqa: F401 - fixture
+from support.ros2_tools import param_list, ros2, ros2_daemon, ros2_param, start_ros2, stop_group, wait_until  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.ros
 
@@ -145,19 +145,19 @@ def test_ros2_cli_sees_and_drives_a_running_aggregation(tmp_path):
         rates = [float(r) for r in re.findall(r"average rate: ([0-9.]+)", hz.stdout)]
         assert rates and 8.0 <= rates[-1] <= 12.0, hz.stdout        # the controller's ΔTc = 0.1 s
 
-        ok = ros2("param", "set", "/topology", "aggregation.topology", "ring", timeout=20)
+        ok = ros2_param("set", "/topology", "aggregation.topology", "ring", timeout=20)
         assert "Set parameter successful" in ok.stdout, ok.stdout
-        assert "ring" in ros2("param", "get", "/topology", "aggregation.topology", timeout=20).stdout
+        assert "ring" in ros2_param("get", "/topology", "aggregation.topology", timeout=20).stdout
         graph = ros2("topic", "echo", "--once", "--qos-durability", "transient_local", "--qos-reliability",
                      "reliable", "--field", "data", "/topology/graph", timeout=30).stdout
         assert json.loads(graph.split("\n---")[0])["name"] == "ring", graph        # the latched graph follows
 
-        bad = ros2("param", "set", "/topology", "aggregation.topology", "hexagon", timeout=20)
+        bad = ros2_param("set", "/topology", "aggregation.topology", "hexagon", timeout=20)
         assert "Setting parameter failed" in bad.stdout and "unknown topology 'hexagon'" in bad.stdout, bad.stdout
-        assert "ring" in ros2("param", "get", "/topology", "aggregation.topology", timeout=20).stdout   # unchanged
+        assert "ring" in ros2_param("get", "/topology", "aggregation.topology", timeout=20).stdout   # unchanged
 
         # honest parameters (issue 30): each node lists only the fields it reads, nested by group (issue 42)
-        listed = {name: set(ros2("param", "list", name, timeout=20).stdout.split()) for name in ("/recorder", "/sim")}
+        listed = {name: param_list(name) for name in ("/recorder", "/sim")}
         assert 10 <= len(listed["/recorder"]) <= 30 and "aggregation.converge_tol_m" in listed["/recorder"], listed
         assert not {"bag.exclude", "llm.model", "control.kp"} & listed["/recorder"], listed
         assert "sim.rate_hz" in listed["/sim"] and "aggregation.converge_tol_m" not in listed["/sim"], listed
@@ -211,19 +211,19 @@ def test_ros2_param_set_changes_the_speed_limit_live_and_refuses_read_only_param
         # one process per robot: the robot node lists the groups it reads, nested (issue 42)
         from consensus.scenarios.aggregation.ros import robot
 
-        listed = set(ros2("param", "list", "/robot_0/agent", timeout=CLI_TIMEOUT_S).stdout.split())
+        listed = param_list("/robot_0/agent", timeout=CLI_TIMEOUT_S)
         config = listed - {"use_sim_time", "start_type_description_service", "robot_id"}
         assert config and all("." in name for name in config), sorted(listed)
         assert {name.split(".")[0] for name in config} == {*robot.GROUPS, "aggregation"}, sorted(listed)
         assert {"control.kp", "llm.backend", "planner.period_s"} <= config and "sim.rate_hz" not in config
-        ok = ros2("param", "set", "/robot_0/agent", "control.v_max", "0.3", timeout=CLI_TIMEOUT_S)
+        ok = ros2_param("set", "/robot_0/agent", "control.v_max", "0.3", timeout=CLI_TIMEOUT_S)
         assert "Set parameter successful" in ok.stdout, ok.stdout
-        assert "0.3" in ros2("param", "get", "/robot_0/agent", "control.v_max", timeout=CLI_TIMEOUT_S).stdout
-        ro = ros2("param", "set", "/robot_0/agent", "fleet.num_robots", "5", timeout=CLI_TIMEOUT_S)
+        assert "0.3" in ros2_param("get", "/robot_0/agent", "control.v_max", timeout=CLI_TIMEOUT_S).stdout
+        ro = ros2_param("set", "/robot_0/agent", "fleet.num_robots", "5", timeout=CLI_TIMEOUT_S)
         assert "Setting parameter failed" in ro.stdout and "read-only" in ro.stdout, ro.stdout
-        bad = ros2("param", "set", "/robot_0/agent", "control.v_max", "-1.0", timeout=CLI_TIMEOUT_S)
+        bad = ros2_param("set", "/robot_0/agent", "control.v_max", "-1.0", timeout=CLI_TIMEOUT_S)
         assert "Setting parameter failed" in bad.stdout, bad.stdout
-        described = ros2("param", "describe", "/robot_0/agent", "control.v_max", timeout=CLI_TIMEOUT_S).stdout
+        described = ros2_param("describe", "/robot_0/agent", "control.v_max", timeout=CLI_TIMEOUT_S).stdout
         assert "speed limit" in described and "changeable at run time" in described, described
         log = wait_until(lambda: "controller settings changed: v_max=0.3" in (tmp_path / "launch.log").read_text()
                          or None, 20)

@@ -291,12 +291,16 @@ class LinkCore:
         self._last_tick = t
         out: list[Action] = []
         if self.phase == WAIT:
+            missing = self._waiting_for(t)
             if self._shutdown or self._estop:
-                self._enter(LANDED, t, "the run ended before take-off" if self._shutdown
-                            else "e-stop before take-off: it does not take off", out)
-            elif self._ready and self._pose_fresh(t):
+                why = ("the run ended before take-off" if self._shutdown
+                       else "e-stop before take-off: it does not take off")
+                self._enter(LANDED, t, f"{why} ({missing})" if missing else why, out)
+            elif not missing:
                 self._enter(TAKEOFF, t, f"taking off to {self.p.flight_height_m:g} m", out)
                 out.insert(0, Takeoff(self.p.flight_height_m, self.p.takeoff_s))
+            else:
+                self.reason = missing           # the status says what holds the drone on the ground
             return out
         if self.phase in (TAKEOFF, FLY):
             why = self._land_reason(t)
@@ -336,6 +340,15 @@ class LinkCore:
         self.phase, self.reason = phase, reason
         self._since[phase] = t
         out.append(StatusChange(phase, reason))
+
+    def _waiting_for(self, t: float) -> str:
+        """What keeps a waiting drone on the ground ("" when nothing does)."""
+        missing = [] if self._ready else ["the server's takeoff service"]
+        if self._pose is None:
+            missing.append("a pose (none came)")
+        elif not self._pose_fresh(t):
+            missing.append(f"a fresh pose (the last came {t - self._pose.t:.1f} s ago)")
+        return "waiting for " + " and ".join(missing) if missing else ""
 
     def _pose_fresh(self, t: float) -> bool:
         return self._pose is not None and t - self._pose.t <= self.p.pose_timeout_s

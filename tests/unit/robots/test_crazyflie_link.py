@@ -273,6 +273,22 @@ def test_the_end_of_the_run_lands_a_flying_drone_and_ends_a_waiting_one_at_once(
     assert kinds(estopped.tick(0.1)) == ["status"] and estopped.phase == LANDED     # never takes off
 
 
+def test_a_waiting_drone_says_what_keeps_it_on_the_ground():
+    ready = LinkCore(LinkParams(pose_timeout_s=0.5))
+    ready.servers_ready(0.1)
+    ready.tick(0.2)
+    assert ready.reason == "waiting for a pose (none came)" and ready.phase == WAIT
+    core = LinkCore(LinkParams(pose_timeout_s=0.5))
+    assert core.tick(0.0) == [] and core.reason == "waiting for the server's takeoff service and a pose (none came)"
+    core.pose(0.3, 0.0, 0.0, 0.0, 0.0)
+    core.tick(2.0)
+    assert core.reason == "waiting for the server's takeoff service and a fresh pose (the last came 1.7 s ago)"
+    core.shutdown(2.1)
+    assert core.tick(2.2) == [StatusChange(
+        LANDED, "the run ended before take-off (waiting for the server's takeoff service and a fresh pose "
+                "(the last came 1.9 s ago))")]
+
+
 # ------------------------------------------------------------------------------------------------ what it hears
 def test_commands_outside_flight_and_non_finite_inputs_are_counted_and_dropped():
     core = LinkCore()
