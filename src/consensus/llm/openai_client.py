@@ -7,6 +7,7 @@ inside the ``openai.OpenAI`` object; it never appears in logs, errors, ``repr`` 
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -36,6 +37,27 @@ def server_timings(timings: dict) -> dict:
 
     return {"prompt_n": int(num("prompt_n")), "cache_n": int(num("cache_n")), "predicted_n": int(num("predicted_n")),
             "prompt_s": round(num("prompt_ms") / 1000, 4), "predicted_s": round(num("predicted_ms") / 1000, 4)}
+
+
+#: the tools block of the Hermes / Qwen 2.5 chat templates (what llama.cpp's jinja template appends to the system
+#: prompt for a request with ``tools``), for a request that sends a grammar instead (``tools_in_system``)
+TOOLS_BLOCK = ("\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n"
+               "</tools>\n\nFor each function call, return a json object with function name and arguments within "
+               "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": "
+               "<args-json-object>}}\n</tool_call>")
+
+
+def tools_in_system(messages: list[dict], tools) -> list[dict]:
+    """``messages`` with the tools written into the system prompt (``TOOLS_BLOCK``; a system message is added first
+    when there is none)."""
+    block = TOOLS_BLOCK.format(tools="\n".join(json.dumps(t, ensure_ascii=False) for t in tools))
+    out = [dict(m) for m in messages]
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = f"{out[0].get('content') or ''}{block}"
+    else:
+        out.insert(0, {"role": "system", "content": block.lstrip()})
+    return out
 
 
 class OpenAIChatClient:
@@ -178,7 +200,15 @@ class OpenAIChatClient:
                 kw["tool_choice"] = req.tool_choice
         if self.llama_cpp:
             extra: dict = {"cache_prompt": True}
-            if req.grammar and not req.tools:
+            if req.grammar and req.tools:
+                # llama.cpp refuses a grammar beside tools ("Cannot use custom grammar constraints with tools"): the
+                # tools go into the system prompt as the chat template writes them, and the grammar (one call,
+                # e.g. prompts.tool_grammar) goes alone; the call comes back as text (styles.tool_calls_in_text)
+                kw["messages"] = tools_in_system(kw["messages"], req.tools)
+                kw.pop("tools", None)
+                kw.pop("tool_choice", None)
+                extra["grammar"] = req.grammar
+            elif req.grammar:
                 extra["grammar"] = req.grammar
             if self.slots > 1:
                 extra["id_slot"] = self.slot_for(req.tag)

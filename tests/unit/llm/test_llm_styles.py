@@ -59,6 +59,31 @@ def test_slots_pin_each_robot_to_its_own_slot_in_every_process():
     assert client.slot_for("coordinator/round_1") == client.slot_for("coordinator/round_2")
 
 
+def test_tools_style_on_a_llama_cpp_server_sends_one_call_grammar_with_the_tools_in_the_system_prompt():
+    """llama.cpp refuses a grammar beside ``tools``: the client writes the tools into the system prompt as the chat
+    template does and sends the grammar alone; the call comes back as text (issue 44: a few tokens, never prose)."""
+    from consensus.scenarios.aggregation.prompts import tool_definitions, tool_grammar
+
+    with FakeOpenAIServer(default='{"name": "move_to_centroid", "arguments": {"robots": ["robot_1", "robot_2"]}}'
+                          ) as srv:
+        _, res = plan(srv, "tools", llama_cpp=True, slots=4)
+        body = srv.requests[0]
+    assert res.meeting_point.tolist() == pytest.approx([3.0, 3.0]) and not res.fallback     # the others' centroid
+    assert "tools" not in body and "tool_choice" not in body and body["grammar"] == tool_grammar(2, 2)
+    system = body["messages"][0]
+    assert system["role"] == "system" and "<tools>" in system["content"]
+    for tool in tool_definitions(2):
+        assert json.dumps(tool) in system["content"]
+    names = re.search(r"robot ::= (.*)", body["grammar"]).group(1)
+    assert names == '"\\"me\\"" | "\\"robot_1\\"" | "\\"robot_2\\""'    # only the robots the prompt names
+    # the positions come last: the rest of the prompt is the same every round (a slot's cache keeps it)
+    assert body["messages"][-1]["content"].endswith("robot_2 at (2, 6).")
+    with FakeOpenAIServer(default='{"name": "move_to", "arguments": {"x": 1, "y": 1}}') as srv:
+        plan(srv, "tools")                                          # not llama.cpp: the API's tools, no grammar
+        body = srv.requests[0]
+    assert "grammar" not in body and [t["function"]["name"] for t in body["tools"]][0] == "move_to_centroid"
+
+
 def test_json_style_sends_the_schema():
     with FakeOpenAIServer(default='{"reasoning": "mean", "position": [2, 2]}') as srv:
         _, res = plan(srv, "json")

@@ -47,6 +47,7 @@ Which prompt is used:
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -219,14 +220,22 @@ def user_prompt(*, dim: int, own: Sequence[float] | np.ndarray, neighbors: Seque
             extra = " " + MEETING_POINTS_TEXT.format(own=format_position(meeting_points[0]),
                                                      others=format_positions(meeting_points[1]))
     if not neighbors:
-        task = t["alone"].format(own=own_s)
+        template, values = t["alone"], dict(own=own_s)
     elif group == 2 and len(neighbors) == 1:
-        key = "later_two" if later else "round0_two"
-        task = t[key].format(own=own_s, other=shown[0])
+        template, values = t["later_two" if later else "round0_two"], dict(own=own_s, other=shown[0])
     else:
-        key = "later_many" if later else "round0_many"
-        task = t[key].format(own=own_s, others=", ".join(shown))
-    return f"{task}{extra} {format_instruction(dim, style)}"
+        template, values = t["later_many" if later else "round0_many"], dict(own=own_s, others=", ".join(shown))
+    if style == "tools":
+        # the task's sentences that hold positions go last, after the instruction: the rest of the prompt is the same
+        # every round, so a llama.cpp slot keeps it cached and evaluates only the positions (issue 44)
+        sentences = _SENTENCE_END.split(template)
+        fixed = [x for x in sentences if "{" not in x]
+        moving = [x.format(**values) for x in sentences if "{" in x]
+        return " ".join([*fixed, format_instruction(dim, style), *moving])
+    return f"{template.format(**values)}{extra} {format_instruction(dim, style)}"
+
+
+_SENTENCE_END = re.compile(r"(?<=\.) ")      # between a template's sentences (the templates hold no other ". ")
 
 
 def build_messages(*, dim: int, own: Sequence[float] | np.ndarray,
@@ -306,6 +315,28 @@ def answer_regex(dim: int) -> str:
 # --- the tools style ------------------------------------------------------------------------------------------------
 ANSWER_TOOLS = ("move_to_centroid", "move_toward", "move_to")    # a call to one of these is the agent's answer
 QUERY_TOOLS = ("distance_to",)                                   # answered with a number; the agent asks again
+
+
+def tool_grammar(dim: int, neighbors: int) -> str:
+    """GBNF of one tool call and nothing else, as compact JSON (``{"name": "move_to", "arguments": {"x": 1, "y": 2}}``):
+    one of the tools of ``tool_definitions``, each with its own arguments, the robots named only as the prompt names
+    them (``me`` and ``robot_1`` .. ``robot_<neighbors>``), a fraction in [0, 1]. On a llama.cpp server the tools
+    style sends it (``consensus.llm.openai_client`` then writes the tools into the system prompt, as the model's
+    chat template does): an answer is then a few tokens, never prose and never the token cap."""
+    _check_dim(dim)
+    names = " | ".join(f'"\\"{n}\\""' for n in ["me", *robot_names(max(0, int(neighbors)))])
+    axes = ' ", " '.join(f'"\\"{a}\\": " num' for a in ("x", "y")[:dim])
+    return "\n".join([
+        'root ::= "{\\"name\\": \\"" call "}"',
+        'call ::= centroid | toward | moveto | distance',
+        'centroid ::= "move_to_centroid\\", \\"arguments\\": {\\"robots\\": [" robot (", " robot){0,99} "]}"',
+        'toward ::= "move_toward\\", \\"arguments\\": {\\"robot\\": " robot ", \\"fraction\\": " fraction "}"',
+        f'moveto ::= "move_to\\", \\"arguments\\": {{" {axes} "}}"',
+        'distance ::= "distance_to\\", \\"arguments\\": {\\"robot\\": " robot "}"',
+        f"robot ::= {names}",
+        'fraction ::= "0" ("." [0-9]{1,3})? | "1" (".0")?',
+        GBNF_NUMBER,
+    ])
 
 
 def tool_definitions(dim: int, meeting_points: bool = False) -> tuple[dict, ...]:

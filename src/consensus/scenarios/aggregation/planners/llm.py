@@ -50,7 +50,7 @@ from consensus.llm.base import ChatRequest, LLMClient, LLMError
 from consensus.control.planner import PlanRequest, PlanResult
 from consensus.scenarios.aggregation.prompts import (ANSWER_TOOLS, QUERY_TOOLS, answer_grammar, build_messages,
                                                      format_position, personality_text, response_schema,
-                                                     retry_message, robot_names, tool_definitions)
+                                                     retry_message, robot_names, tool_definitions, tool_grammar)
 from consensus.llm.parsing import MAX_REASONING_CHARS, format_number, parse_position
 from consensus.llm.styles import (PROMPT_STYLES, assistant_tool_message, tool_arguments, tool_calls_in_text)
 
@@ -214,7 +214,8 @@ class LLMPlanner:
         request = ChatRequest(
             messages=tuple(messages), model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
             response_format=response_schema(self.dim) if self.style == "json" else None,
-            grammar=answer_grammar(self.dim) if self.style == "paper" else None,
+            grammar=(answer_grammar(self.dim) if self.style == "paper"
+                     else tool_grammar(self.dim, len(req.neighbors)) if tools else None),
             tools=tool_definitions(self.dim, self.meeting_points) if tools else None,
             tool_choice="auto" if tools else None,
             seed=self.seed, tag=tag if attempt == 0 else f"{tag}/retry_{attempt}")
