@@ -8,10 +8,11 @@
    together). Each ``--repeat`` times, the median printed.
 2. **Our round.** A run's ``transcripts.jsonl`` (``--run DIR``; or ``--demo``: the `make demo` command run here, its
    wall time, time to consensus and CPU per process measured): per planning round, the calls (retries included),
-   the prompt tokens taken from the slot's cache and the new ones, the generated tokens, the round's wall time
-   (its first request sent to its last answer), the floor for its tokens (``new / pp + generated / tg``) and the
-   ratio. Then where the rest goes: time in the server's queue (a call's latency minus llama.cpp's time for it),
-   prompt tokens evaluated again, answers that ran to the token cap, retries and fallbacks, and (``--demo``) the CPU
+   the prompt tokens taken from the slot's cache and the new ones, the generated tokens, the round's wall time (from
+   the previous round's completion, when its last robot had its answer, to this one's: the robots' rounds overlap),
+   the floor for its tokens (``new / pp + generated / tg``) and the ratio. Then where the rest goes: time in the
+   server's queue (a call's latency minus llama.cpp's time for it), prompt tokens evaluated again, answers that ran
+   to the token cap, retries and fallbacks, and (``--demo``) the CPU
    the other nodes took.
 
     PYTHONPATH=src python benchmarks/bench_llm_floor.py                     # the floor only
@@ -96,6 +97,7 @@ def rounds(run: Path, fl: dict, max_tokens: int) -> dict:
         if rnd is not None:
             by_round.setdefault(rnd, []).append(c)
     rows = []
+    done_before = None                   # when the previous round was complete (its last robot answered)
     for rnd in sorted(by_round):
         cs = by_round[rnd]
         st = [c.get("server_timings") or {} for c in cs]
@@ -103,7 +105,11 @@ def rounds(run: Path, fl: dict, max_tokens: int) -> dict:
         cached = sum(s.get("cache_n", 0) for s in st)
         gen = sum(s.get("predicted_n", 0) for s in st)
         start = min(c["time"] - c["latency_s"] for c in cs)
-        wall = max(c["time"] for c in cs) - start
+        done = max(c["time"] for c in cs)
+        # a round's time: from the previous round's completion to this one's (the robots' rounds overlap: a robot
+        # asks its next question while another still waits for its answer); the first from its first request
+        wall = done - (start if done_before is None else done_before)
+        done_before = done
         fl_s = new / fl["pp"] + gen / fl["tg"]
         server_s = sum(s.get("prompt_s", 0) + s.get("predicted_s", 0) for s in st)
         rows.append({"round": rnd, "calls": len(cs), "robots": len({c["tag"].split("/")[0] for c in cs}),
