@@ -173,6 +173,11 @@ class RecordingClient:
     def model(self) -> str:
         return self.inner.model
 
+    @property
+    def llama_cpp(self) -> bool:
+        """Whether the wrapped client talks to a llama.cpp server (its slots keep prompt prefixes)."""
+        return bool(getattr(self.inner, "llama_cpp", False))
+
     def complete(self, req: ChatRequest) -> ChatResponse:
         t0 = time.monotonic()
         try:

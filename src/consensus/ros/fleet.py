@@ -97,6 +97,11 @@ def planners_with_llm(cfg: Any, build: Callable[[Any], list], prefix: str = "pla
     planners = build(client)
     if client is None:
         return planners, None, None, close_client
+    # the prompt's fixed part into the server's cache before the robots start (a planner's ``warm_up``; one is
+    # enough: with a shared prefix it is the primer the other slots start from, consensus.llm.slots)
+    warm = next((p.warm_up for p in planners if callable(getattr(p, "warm_up", None))), None)
+    if warm is not None:
+        warm()                              # recorded in the transcripts (tag robot_<i>/warm_up); a failure is logged
     pool = ThreadPoolExecutor(max_workers=cfg.llm_concurrency, thread_name_prefix=prefix)
 
     def close() -> None:

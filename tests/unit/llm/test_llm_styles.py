@@ -84,6 +84,27 @@ def test_tools_style_on_a_llama_cpp_server_sends_one_call_grammar_with_the_tools
     assert "grammar" not in body and [t["function"]["name"] for t in body["tools"]][0] == "move_to_centroid"
 
 
+def test_the_tools_style_warms_a_llama_cpp_slot_with_the_prompt_up_to_the_positions():
+    """``warm_up`` (issue 44): before the run, the prompt's fixed part into the robot's slot; the first round then
+    shares every token of it up to the positions (what a llama.cpp slot keeps and does not evaluate again)."""
+    reply = '{"name": "move_to_centroid", "arguments": {"robots": ["robot_1", "robot_2"]}}'
+    with FakeOpenAIServer(default=reply) as srv:
+        client = OpenAIChatClient(srv.base_url, "fake", llama_cpp=True, slots=4)
+        planner = LLMPlanner(client, dim=2, robot_id=2, style="tools", num_agents=3)
+        assert planner.warm_up() is True
+        planner.plan(PlanRequest(robot_id=2, own=np.array(OWN), neighbors=[np.array(p) for p in OTHERS], round=0))
+        warm, first = srv.requests
+    assert warm["max_tokens"] == 1 and warm["id_slot"] == first["id_slot"] == 2
+    assert warm["messages"][0] == first["messages"][0]                   # system prompt with the tools
+    fixed = first["messages"][-1]["content"].split("Your position is:")[0]
+    assert fixed and warm["messages"][-1]["content"].startswith(fixed + "Your position is:")
+    with FakeOpenAIServer(default=reply) as srv:                         # not llama.cpp, or another style: nothing
+        assert not LLMPlanner(OpenAIChatClient(srv.base_url, "fake"), dim=2, robot_id=0, style="tools").warm_up()
+        assert not LLMPlanner(OpenAIChatClient(srv.base_url, "fake", llama_cpp=True), dim=2, robot_id=0,
+                              style="paper").warm_up()
+        assert srv.requests == []
+
+
 def test_json_style_sends_the_schema():
     with FakeOpenAIServer(default='{"reasoning": "mean", "position": [2, 2]}') as srv:
         _, res = plan(srv, "json")

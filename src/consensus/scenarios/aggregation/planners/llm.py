@@ -144,6 +144,32 @@ class LLMPlanner:
             self._recent.clear()
 
     # ------------------------------------------------------------------
+    def warm_up(self) -> bool:
+        """Evaluate the prompt's fixed part (system prompt, tools, the task's sentences before the positions) into this
+        robot's server slot before the run (issue 44): a round-0 request with placeholder positions and one token
+        to generate. On a llama.cpp server its slot then keeps that prefix, and with a shared prefix
+        (``consensus.llm.slots``) it is the primer every other slot starts from, so the first round evaluates only
+        the positions. Sent only by the tools style (its positions come last; the other styles' prompts change
+        earlier) to a llama.cpp server. False when not sent or it failed (logged: a warm-up changes no decision,
+        only the first round's time)."""
+        if self.style != "tools" or not getattr(self.client, "llama_cpp", False):
+            return False
+        n = max(1, (self.num_agents or 2) - 1)
+        zero = np.zeros(self.dim)
+        messages = build_messages(dim=self.dim, own=zero, neighbors=[zero] * n, round=0,
+                                  personality=self.personality, num_agents=self.num_agents, style=self.style,
+                                  meeting_points=(zero, [zero] * n) if self.meeting_points else None)
+        try:
+            self.client.complete(ChatRequest(
+                messages=tuple(messages), model=self.model, temperature=0.0, max_tokens=1,
+                grammar=tool_grammar(self.dim, n), tools=tool_definitions(self.dim, self.meeting_points),
+                tool_choice="auto", seed=self.seed, tag=f"robot_{self.robot_id}/warm_up"))
+        except Exception as exc:      # noqa: BLE001 - a warm-up must not stop a run: its first round is slower
+            log.warning("robot %d: the LLM warm-up failed (%s); the first round evaluates the whole prompt",
+                        self.robot_id, exc)
+            return False
+        return True
+
     def plan(self, req: PlanRequest) -> PlanResult:
         if req.robot_id != self.robot_id:
             raise ValueError(f"planner of robot {self.robot_id} got a request for robot {req.robot_id}")
