@@ -15,6 +15,7 @@ import urllib.request
 import numpy as np
 import pytest
 
+from consensus.control.planner import PlanRequest
 from consensus.graphs.topology import make_graph
 from consensus.llm.base import ChatRequest
 from consensus.llm.factory import make_client
@@ -44,6 +45,10 @@ def test_demo_style_closes_in_and_the_paper_grammar_holds(embedded_model_install
                     {"role": "user", "content": "Reply with your answer line only."}]
         reply = client.complete(ChatRequest(messages=tuple(messages), temperature=0.0, max_tokens=80,
                                             grammar=answer_grammar(2), tag="robot_0/grammar"))
+        # the tools style's one-call grammar (issue 44) where the model looped before: a robot that sees nobody may
+        # only name "me", once; the reply is the call and nothing else, far below the token cap
+        alone = LLMPlanner(client, dim=2, robot_id=0, style="tools", temperature=0.7, max_tokens=160, seed=1)
+        plan = alone.plan(PlanRequest(robot_id=0, own=np.array([1.0, 2.0]), neighbors=[], round=0))
     finally:
         close()
     with pytest.raises(urllib.error.URLError):               # the client's own server is gone after close()
@@ -51,3 +56,4 @@ def test_demo_style_closes_in_and_the_paper_grammar_holds(embedded_model_install
     assert reply.meta.get("server_timings", {}).get("predicted_n", 0) > 0      # llama.cpp's own timings are kept
     assert reply.meta.get("finish_reason") == "stop", reply.meta             # the grammar's end, not max_tokens
     assert re.fullmatch(answer_regex(2), reply.text), reply.text
+    assert not plan.fallback and plan.llm_calls == 1, plan          # one call, read at once

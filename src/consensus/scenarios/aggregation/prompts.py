@@ -320,20 +320,26 @@ QUERY_TOOLS = ("distance_to",)                                   # answered with
 def tool_grammar(dim: int, neighbors: int) -> str:
     """GBNF of one tool call and nothing else, as compact JSON (``{"name": "move_to", "arguments": {"x": 1, "y": 2}}``):
     one of the tools of ``tool_definitions``, each with its own arguments, the robots named only as the prompt names
-    them (``me`` and ``robot_1`` .. ``robot_<neighbors>``), a fraction in [0, 1]. On a llama.cpp server the tools
-    style sends it (``consensus.llm.openai_client`` then writes the tools into the system prompt, as the model's
-    chat template does): an answer is then a few tokens, never prose and never the token cap."""
+    them (``me`` and ``robot_1`` .. ``robot_<neighbors>``), ``move_to_centroid``'s list each robot at most once in
+    that order (so it cannot repeat a name up to the token cap), a fraction in [0, 1]. On a llama.cpp server the
+    tools style sends it (``consensus.llm.openai_client`` then writes the tools into the system prompt, as the model's
+    chat template does): an answer is a few tokens, never prose and never the token cap."""
     _check_dim(dim)
-    names = " | ".join(f'"\\"{n}\\""' for n in ["me", *robot_names(max(0, int(neighbors)))])
+    names = ["me", *robot_names(max(0, int(neighbors)))]
+    quoted = [f'"\\"{n}\\""' for n in names]
+    # robots ::= any non-empty subset of the names, in the prompt's order: l<k> starts at name k
+    subsets = [f'l{k} ::= {q} (", " l{k + 1})? | l{k + 1}' for k, q in enumerate(quoted[:-1])]
+    subsets.append(f"l{len(quoted) - 1} ::= {quoted[-1]}")
     axes = ' ", " '.join(f'"\\"{a}\\": " num' for a in ("x", "y")[:dim])
     return "\n".join([
         'root ::= "{\\"name\\": \\"" call "}"',
         'call ::= centroid | toward | moveto | distance',
-        'centroid ::= "move_to_centroid\\", \\"arguments\\": {\\"robots\\": [" robot (", " robot){0,99} "]}"',
+        'centroid ::= "move_to_centroid\\", \\"arguments\\": {\\"robots\\": [" l0 "]}"',
         'toward ::= "move_toward\\", \\"arguments\\": {\\"robot\\": " robot ", \\"fraction\\": " fraction "}"',
         f'moveto ::= "move_to\\", \\"arguments\\": {{" {axes} "}}"',
         'distance ::= "distance_to\\", \\"arguments\\": {\\"robot\\": " robot "}"',
-        f"robot ::= {names}",
+        f"robot ::= {' | '.join(quoted)}",
+        *subsets,
         'fraction ::= "0" ("." [0-9]{1,3})? | "1" (".0")?',
         GBNF_NUMBER,
     ])
