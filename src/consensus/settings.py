@@ -681,6 +681,11 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
         "limit beyond the hull check (within reach of what it heard)",
         bounds=(0.0, 100.0), unit="m", group="planner")
     max_rounds: int = param(0, "planning rounds at most; 0 = unlimited", bounds=(0, INT64[1]), group="planner")
+    news_wait_s: float = param(0.0,
+        "rounds in step, as paper 1's Algorithm 1 has them: a robot's first round waits until it heard a neighbour, "
+        "every later one until each neighbour heard has a new meeting point, each at most this long; 0: a round "
+        "every planner period, on whatever was heard (slow LLM rounds then drift apart and repeat stale inputs)",
+        bounds=(0.0, 3600.0), unit="s", group="planner")
     initial_positions: list[float] = param([], "flat [x0, y0, x1, y1, ...]; empty = seeded random", unit="m",
                                            group="sim")
     init_radius: float = param(5.0, "random initial positions uniform in [-r, r]^dim", bounds=(1e-6, 1e6), unit="m",

@@ -12,7 +12,8 @@ import numpy as np
 from consensus.control.safety import Geofence
 
 COUNTERS = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops", "estops",
-            "deadlocks", "census_fallbacks", "pose_suspect_stops", "odom_creeps", "slots_blocked", "blocked")
+            "deadlocks", "census_fallbacks", "pose_suspect_stops", "odom_creeps", "slots_blocked", "blocked",
+            "news_waits")
 EMPTY = np.empty((0, 2))
 
 

@@ -50,6 +50,7 @@ class PlannerSchedule:
         self.pending: Future | None = None
         self.planner_error = ""                       # the last planner exception (the node logs it)
         self._heard_mps = np.empty((0, state.dim))    # the meeting points heard for the running round
+        self._waiting_since: float | None = None       # since when a due round waits for news (news_wait_s)
 
     def own_meeting_point(self) -> np.ndarray | None:
         """The robot's meeting point, or its position before its first round."""
@@ -68,6 +69,9 @@ class PlannerSchedule:
         if self.pending is not None:
             st.counters["overruns"] += 1          # the previous plan is still running (slow LLM): skip this slot
             return None
+        if self._waits_for_news(now, heard):
+            st.counters["news_waits"] += 1
+            return None
         own_mp = self.own_meeting_point()
         if self.meeting_points:
             own, neighbors = own_mp.copy(), list(np.asarray(heard.meeting_points, dtype=float))
@@ -78,6 +82,7 @@ class PlannerSchedule:
                           own_meeting_point=own_mp.copy(),
                           neighbor_meeting_points=list(np.asarray(heard.meeting_points, float)))
         self.round += 1
+        self._waiting_since = None
         self._heard_mps = np.asarray(heard.meeting_points, dtype=float).reshape(-1, st.dim)
         if self.pool is None:
             fut: Future = Future()
@@ -86,6 +91,25 @@ class PlannerSchedule:
             fut = self.pool.submit(self._safe_plan, req)
         self.pending = fut
         return req
+
+    def _waits_for_news(self, now: float, heard: Heard) -> bool:
+        """``news_wait_s`` (rounds in step): the first round waits until a neighbour was heard, a later one until each
+        neighbour heard has a meeting point other than the one the last round used; each at most ``news_wait_s``
+        (a silent or settled neighbour never holds a round up longer)."""
+        wait = float(getattr(self.state.cfg, "news_wait_s", 0.0) or 0.0)
+        if wait <= 0:
+            return False
+        if self._waiting_since is None:
+            self._waiting_since = now
+        if now - self._waiting_since >= wait:
+            return False
+        mps = np.asarray(heard.meeting_points, dtype=float).reshape(-1, self.state.dim)
+        if self.round == 0:
+            return len(mps) == 0
+        last = self._heard_mps
+        if len(mps) == 0 or mps.shape != last.shape:
+            return False                           # the neighbours changed: that is news
+        return bool(np.any(np.all(np.isclose(mps, last, rtol=0.0, atol=1e-9), axis=1)))
 
     def _safe_plan(self, req: PlanRequest) -> tuple[PlanRequest, PlanResult]:
         try:

@@ -218,6 +218,7 @@ class StatusRecord(Record):
     llm_fallbacks: int = doc("rounds planned without a usable LLM reply", 0)
     clamped: int = doc("meeting points clamped into the workspace", 0)
     overruns: int = doc("planning slots skipped while the previous plan still ran", 0)
+    news_waits: int = doc("planning slots that waited for its neighbours' new meeting points (news_wait_s)", 0)
     planner_errors: int = doc("rounds whose planner raised", 0)
     stale_stops: int = doc("stops for stale odometry or plans", 0)
     estops: int = doc("e-stop engagements", 0)
