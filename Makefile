@@ -50,6 +50,9 @@ model: install
 # planner from the same start.
 DEMO_STYLE ?= tools
 DEMO_MEETING_POINTS ?= on
+# Rounds in step (paper 1's Algorithm 1): a robot's round waits for its neighbours' new meeting points, at most this
+# long [s] (docs/benchmarks.md, "The LLM floor")
+DEMO_NEWS_WAIT ?= 10
 # The run ends DEMO_SETTLE s after the robots have gathered (within converge_tol_m); DEMO_SECONDS is only the upper
 # bound for slow machines. A progress line (time, round, spread, LLM calls) comes every planning period.
 DEMO_SECONDS ?= 600
@@ -58,7 +61,7 @@ demo: model
 	rm -rf $(DEMO_OUT) $(DEMO_OUT)-average
 	$(VENV)/bin/consensus run aggregation --robots 4 --planner llm --prompt-style $(DEMO_STYLE) --backend embedded \
 		--duration $(DEMO_SECONDS) --settle $(DEMO_SETTLE) --set llm_timeout_s=300 --set llm_max_tokens=160 \
-		--set meeting_points=$(DEMO_MEETING_POINTS) \
+		--set meeting_points=$(DEMO_MEETING_POINTS) --set news_wait_s=$(DEMO_NEWS_WAIT) \
 		--out $(DEMO_OUT)
 	@if $(PY) -c 'import json, sys; sys.exit(not json.load(open("$(DEMO_OUT)/summary.json")).get("converged"))'; then \
 		echo "demo: the 4 LLM robots (embedded model, prompt style $(DEMO_STYLE)) reached consensus (the time is on the"; \

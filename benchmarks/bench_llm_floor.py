@@ -41,7 +41,7 @@ from _common import ProcessCPU, isolate_ros  # noqa: E402
 #: the demo's command (Makefile ``demo``), without its output folder
 DEMO = ["aggregation", "--robots", "4", "--planner", "llm", "--prompt-style", "tools", "--backend", "embedded",
         "--duration", "600", "--settle", "20", "--set", "llm_timeout_s=300", "--set", "llm_max_tokens=160",
-        "--set", "meeting_points=on"]
+        "--set", "meeting_points=on", "--set", "news_wait_s=10"]
 
 FILLER = ("The robots in the space report their positions to each other and each one chooses where to move next. ")
 
