@@ -682,7 +682,7 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
         bounds=(0.0, 100.0), unit="m", group="planner")
     max_rounds: int = param(0, "planning rounds at most; 0 = unlimited", bounds=(0, INT64[1]), group="planner")
     news_wait_s: float = param(0.0,
-        "rounds in step, as paper 1's Algorithm 1 has them: a robot's first round waits until it heard a neighbour, "
+        "rounds in step, as paper 1's Algorithm 1 has them: a robot's first round waits until it heard the others, "
         "every later one until each neighbour heard has a new meeting point, each at most this long; 0: a round "
         "every planner period, on whatever was heard (slow LLM rounds then drift apart and repeat stale inputs)",
         bounds=(0.0, 3600.0), unit="s", group="planner")

@@ -93,7 +93,8 @@ class PlannerSchedule:
         return req
 
     def _waits_for_news(self, now: float, heard: Heard) -> bool:
-        """``news_wait_s`` (rounds in step): the first round waits until a neighbour was heard, a later one until each
+        """``news_wait_s`` (rounds in step): the first round waits until every other robot was heard (a robot whose
+        graph gives it fewer neighbours waits the bound once), a later one until each
         neighbour heard has a meeting point other than the one the last round used; each at most ``news_wait_s``
         (a silent or settled neighbour never holds a round up longer)."""
         wait = float(getattr(self.state.cfg, "news_wait_s", 0.0) or 0.0)
@@ -104,8 +105,8 @@ class PlannerSchedule:
         if now - self._waiting_since >= wait:
             return False
         mps = np.asarray(heard.meeting_points, dtype=float).reshape(-1, self.state.dim)
-        if self.round == 0:
-            return len(mps) == 0
+        if self.round == 0:                         # every other robot of the fleet heard (a sparser graph: the bound)
+            return len(mps) < max(1, int(getattr(self.state.cfg, "num_robots", 2)) - 1)
         last = self._heard_mps
         if len(mps) == 0 or mps.shape != last.shape:
             return False                           # the neighbours changed: that is news

@@ -92,14 +92,15 @@ def test_the_schedule_alone_clamps_a_round_into_the_fence():
 
 
 def test_news_wait_keeps_the_rounds_in_step_and_never_longer_than_its_bound():
-    """``news_wait_s`` (issue 44): the first round waits until a neighbour was heard, a later one until each
+    """``news_wait_s`` (issue 44): the first round waits until the others were heard, a later one until each
     neighbour's meeting point is new since the last round, each at most news_wait_s; 0 plans every slot."""
-    st = _state(robot_config(news_wait_s=6.0))
+    st = _state(robot_config(news_wait_s=6.0, num_robots=3))
     st.pos = np.zeros(2)
     sched = PlannerSchedule(st, MeanPlanner(), None, meeting_points=True)
     mps = np.array([[1.0, 0.0], [0.0, 1.0]])
     assert sched.plan(0.0, Heard.none(2)) is None and st.counters["news_waits"] == 1       # heard nobody yet
-    assert sched.plan(2.0, Heard(mps, mps)) is not None and sched.collect(2.5)            # round 0 on what it heard
+    assert sched.plan(1.0, Heard(mps[:1], mps[:1])) is None                              # one of the two others
+    assert sched.plan(2.0, Heard(mps, mps)) is not None and sched.collect(2.5)            # round 0 on all it heard
     assert sched.plan(4.0, Heard(mps, mps)) is None                                      # nothing new: waits
     one_new = np.array([[2.0, 0.0], [0.0, 1.0]])
     assert sched.plan(6.0, Heard(one_new, one_new)) is None                              # one of two is new: waits
@@ -107,7 +108,7 @@ def test_news_wait_keeps_the_rounds_in_step_and_never_longer_than_its_bound():
     assert sched.plan(8.0, Heard(both_new, both_new)) is not None and sched.collect(8.5) and sched.round == 2
     assert sched.plan(10.0, Heard(both_new, both_new)) is None                            # a silent neighbour ...
     assert sched.plan(16.0, Heard(both_new, both_new)) is not None                        # ... holds it 6 s at most
-    assert st.counters["news_waits"] == 4
+    assert st.counters["news_waits"] == 5
     off = _state(robot_config())                                                          # the default: no wait
     off.pos = np.zeros(2)
     every = PlannerSchedule(off, MeanPlanner(), None, meeting_points=True)
