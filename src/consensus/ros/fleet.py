@@ -97,11 +97,6 @@ def planners_with_llm(cfg: Any, build: Callable[[Any], list], prefix: str = "pla
     planners = build(client)
     if client is None:
         return planners, None, None, close_client
-    # the prompt's fixed part into the server's cache before the robots start (a planner's ``warm_up``; one is
-    # enough: with a shared prefix it is the primer the other slots start from, consensus.llm.slots)
-    warm = next((p.warm_up for p in planners if callable(getattr(p, "warm_up", None))), None)
-    if warm is not None:
-        warm()                              # recorded in the transcripts (tag robot_<i>/warm_up); a failure is logged
     pool = ThreadPoolExecutor(max_workers=cfg.llm_concurrency, thread_name_prefix=prefix)
 
     def close() -> None:
@@ -175,9 +170,10 @@ class EndpointReady:
     answers) behave the same: no round is lost to a server still loading its model."""
 
     def __init__(self, base_url: str, logger, *, timeout_s: float = LLM_READY_TIMEOUT_S,
-                 poll_s: float = LLM_READY_POLL_S) -> None:
+                 poll_s: float = LLM_READY_POLL_S, warm: Callable[[], bool] | None = None) -> None:
         self.base_url, self.url = base_url, models_url(base_url)
         self.logger, self.timeout_s, self.poll_s = logger, timeout_s, poll_s
+        self.warm = warm                # a planner's warm_up, run once the server answers, before the robots plan
         self._done = threading.Event()
         self.answered = False
         threading.Thread(target=self._poll, name="llm-ready", daemon=True).start()
@@ -190,6 +186,13 @@ class EndpointReady:
         self.answered = wait_for_models(self.base_url, timeout_s=self.timeout_s, poll_s=self.poll_s)
         if self.answered:
             self.logger.info(f"LLM server ready at {self.url}")
+            if self.warm is not None:
+                # the prompt's fixed part into the server's cache before the first round (issue 44); the robots
+                # stand and report meanwhile (this thread, not the executor's)
+                t0 = time.monotonic()
+                if self.warm():
+                    self.logger.info(f"LLM warm-up: the prompt's fixed part evaluated in "
+                                     f"{time.monotonic() - t0:.1f} s")
         else:
             self.logger.error(f"the LLM server at {self.url} did not answer within {self.timeout_s:.0f} s; the "
                               f"robots plan anyway (failed requests are counted fallbacks)")
@@ -426,7 +429,10 @@ def run_robots(name: str, read_config: Callable[[Node], Any], build: Callable[[A
                 "single_process: true, so its robots will wait for the others' positions; start one robot per process "
                 "with single_process: false")
         base_url = ((status() or {}).get("base_url") or "") if status is not None else ""
-        ready = EndpointReady(base_url, main_node.get_logger()) if EndpointReady.local(base_url) else None
+        # one planner's warm_up (with a shared prefix it is the primer the other slots start from, consensus.llm.slots)
+        warm = next((p.warm_up for p in planners if callable(getattr(p, "warm_up", None))), None)
+        ready = (EndpointReady(base_url, main_node.get_logger(), warm=warm) if EndpointReady.local(base_url)
+                 else None)
         clock = FleetClock(main_node, cfg, robots, nearby_in_process=in_process, start=False, ready=ready)
         # every robot's status (and the clock's counts) on /diagnostics once a second, from its last planner/status
         robots_diagnostics = diagnostics.RobotsDiagnostics(main_node, robots, clock.health)

@@ -281,6 +281,20 @@ def test_endpoint_ready_waits_for_the_llm_server_s_models_route_and_gives_up_aft
         while not ready() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert ready() and ready.answered
+        # a planner's warm-up runs once the server answers, and the robots plan only after it (issue 44)
+        warming, release = threading.Event(), threading.Event()
+
+        def warm() -> bool:
+            warming.set()
+            return release.wait(5)
+
+        warmed = EndpointReady(url, log, poll_s=0.05, warm=warm)
+        assert warming.wait(5) and not warmed()         # the server answered; the warm-up still runs
+        release.set()
+        deadline = time.monotonic() + 5
+        while not warmed() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert warmed()
         never = EndpointReady(f"http://127.0.0.1:{server.server_address[1]}/nothing", log, timeout_s=0.3,
                               poll_s=0.05)
         time.sleep(0.8)
