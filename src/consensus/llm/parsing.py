@@ -199,9 +199,9 @@ def _finish(raw: Any, reasoning: str, method: str, dim: int, max_abs: float) -> 
     return ParseOutcome(np.asarray(floats, dtype=float), reasoning, method, "")
 
 
-def format_number(value: float) -> str:
-    """Compact number with at most 2 decimals: 3.0 -> "3", -3.256 -> "-3.26", 4.10 -> "4.1"."""
+def format_number(value: float, decimals: int = 2) -> str:
+    """Compact number with at most ``decimals`` decimals: 3.0 -> "3", -3.256 -> "-3.26", 4.10 -> "4.1"."""
     if not math.isfinite(value):
         raise ValueError(f"cannot put a non-finite number in a prompt: {value}")
-    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    text = f"{value:.{int(decimals)}f}".rstrip("0").rstrip(".") if decimals > 0 else f"{value:.0f}"
     return "0" if text in ("-0", "") else text

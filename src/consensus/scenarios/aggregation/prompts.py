@@ -148,12 +148,17 @@ def _check_dim(dim: int) -> None:
         raise ConfigError(f"dim must be 1 or 2 (got {dim})")
 
 
-def format_position(position: Sequence[float] | np.ndarray) -> str:
-    """A state as the prompts show it: "12.5" in 1-D, "(-3.25, 4.1)" in 2-D."""
+def format_position(position: Sequence[float] | np.ndarray, decimals: int = 2) -> str:
+    """A state as the prompts show it: "12.5" in 1-D, "(-3.25, 4.1)" in 2-D (at most ``decimals`` decimals)."""
     values = [float(v) for v in np.asarray(position, dtype=float).reshape(-1)]
     if len(values) == 1:
-        return format_number(values[0])
-    return "(" + ", ".join(format_number(v) for v in values) + ")"
+        return format_number(values[0], decimals)
+    return "(" + ", ".join(format_number(v, decimals) for v in values) + ")"
+
+
+#: the ``tools`` style shows positions with one decimal (each digit is a token of this model's prompt, and the tools
+#: compute on the exact values the robot heard, not on the text: issue 44)
+TOOLS_DECIMALS = 1
 
 
 def format_positions(positions: Sequence[Sequence[float] | np.ndarray]) -> str:
@@ -210,10 +215,14 @@ def user_prompt(*, dim: int, own: Sequence[float] | np.ndarray, neighbors: Seque
     own_s = format_position(own)
     extra = ""
     if style == "tools":
-        shown = [f"{name} at {format_position(nb)}" for name, nb in zip(robot_names(len(neighbors)), neighbors)]
+        def pos(p) -> str:
+            return format_position(p, TOOLS_DECIMALS)
+
+        own_s = pos(own)
+        shown = [f"{name} at {pos(nb)}" for name, nb in zip(robot_names(len(neighbors)), neighbors)]
         if meeting_points is not None:
-            own_s += f" (you intend to meet at {format_position(meeting_points[0])})"
-            shown = [f"{text} (meeting at {format_position(mp)})" for text, mp in zip(shown, meeting_points[1])]
+            own_s += f" (you intend to meet at {pos(meeting_points[0])})"
+            shown = [f"{text} (meeting at {pos(mp)})" for text, mp in zip(shown, meeting_points[1])]
     else:
         shown = [format_position(nb) for nb in neighbors]
         if meeting_points is not None and len(neighbors):
