@@ -222,7 +222,11 @@ def test_controller_rate_holds_while_planner_waits_on_a_slow_endpoint(tmp_path):
     with FakeOpenAIServer(lambda body: Reply(_averaging_llm(body), delay_s=3.0)) as srv:
         cfg = _cfg(num_robots=3, planner="llm", llm_backend="openai", llm_base_url=srv.base_url,
                    llm_model="fake", planner_period_s=2.0, duration_s=12.0, llm_timeout_s=10.0)
-        summary = run_ros(cfg, tmp_path / "run", echo=None)
+        lines: list[str] = []
+        summary = run_ros(cfg, tmp_path / "run", echo=lines.append)
+    # the progress line of an LLM run tells the person waiting the rounds done, their pace and an estimate (issue 44)
+    paced = [ln for ln in lines if re.search(r"rounds [1-9]\d* \(\d+\.\d s/round\), consensus in ", ln)]
+    assert paced, [ln for ln in lines if "progress" in ln][-3:]
     per_robot = summary["per_robot"]
     for st in per_robot:
         # never blocked by the 3 s LLM wait: no tick came anywhere near that late (how many ticks are within 10 ms

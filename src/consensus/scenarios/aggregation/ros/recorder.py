@@ -92,6 +92,7 @@ from consensus.ros.process import node_main
 from consensus.runs.rundir import (TrajectoryStream, default_run_dir, finalize, outside_geofence_m, release_space,
                                    write_manifest)
 from consensus.jsonl import AppendFile
+from consensus.metrics.progress import ProgressEstimate
 from consensus.robots.map import robot_entry
 from consensus.robots.presets import ODOMETRY
 from consensus.control.controller import yaw_from_quaternion
@@ -179,6 +180,7 @@ class Recorder:
         self.rounds_planned = np.zeros(cfg.num_robots, dtype=int)   # planning rounds recorded per robot
         self.t_all_planned: float | None = None                       # when every robot reached max_rounds
         self.settle = SettleWatch(cfg.converge_tol_m, cfg.settle_s)
+        self.estimate = ProgressEstimate(cfg.converge_tol_m)     # rounds, s/round, time to consensus (LLM runs)
         # collision avoidance: the fleet's clearance (largest footprint) judges convergence on the targets and the
         # packing radius, as headless
         self.footprint = fleet_footprint(cfg)
@@ -414,6 +416,7 @@ class Recorder:
         c = self.counters()
         held = self.settle.held_s(t)
         line = f"progress t={t:5.1f}/{self.cfg.duration_s:.0f} s  round {c['rounds_max']}  "
+        tsp = math.nan
         if self.avoid is None:
             line += f"spread {sp:.3f} m (tol {self.cfg.converge_tol_m:g})"
         else:                      # bodies: the meeting points agree, the robots pack around them
@@ -425,6 +428,10 @@ class Recorder:
             line += f"  consensus held {held:.0f}/{self.cfg.settle_s:g} s"
         if self.cfg.planner == "llm":
             line += f"  llm calls {c['llm_calls']}  fallbacks {c['llm_fallbacks']}"
+            # a person waiting on a slow model: the rounds all robots completed, their pace, and when consensus may
+            # come at that pace (metrics.progress; the meeting points' spread with bodies, else the positions')
+            disagreement = sp if self.avoid is None else tsp
+            line += "  " + self.estimate.update(t, c["rounds_min"], disagreement).text()
         return line
 
     def _agreement(self, pos: np.ndarray) -> float:
