@@ -23,6 +23,40 @@ def isolate_ros() -> None:
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
 
+def calibration(additions: int = 10_000_000, size: int = 1_000_000, repeats: int = 20) -> dict:
+    """How fast this machine is, so that figures taken on different machines can be compared: the seconds of a
+    pure-Python loop of ``additions`` integer additions (``python_s``; one thread, the interpreter's speed) and of
+    ``repeats`` numpy passes of ``a * b + c`` over ``size`` float64 (``numpy_s``; memory bandwidth and vector
+    units), each the best of three (the least disturbed). Takes ~2-4 s of one core."""
+    import numpy as np
+
+    def loop() -> float:
+        t = time.perf_counter()
+        s = 0
+        for i in range(additions):
+            s += i
+        return time.perf_counter() - t
+
+    a, b, c = (np.random.default_rng(k).random(size) for k in range(3))
+    out = np.empty(size)
+
+    def vec() -> float:
+        t = time.perf_counter()
+        for _ in range(repeats):
+            np.multiply(a, b, out=out)
+            np.add(out, c, out=out)
+        return time.perf_counter() - t
+
+    return {"python_s": min(loop() for _ in range(3)), "numpy_s": min(vec() for _ in range(3)),
+            "additions": additions, "numpy_size": size, "numpy_repeats": repeats}
+
+
+def calibration_line(cal: dict) -> str:
+    return (f"machine: {cal['python_s']:.2f} s for {cal['additions'] / 1e6:g} M pure-Python additions, "
+            f"{cal['numpy_s']:.3f} s for {cal['numpy_repeats']} numpy a*b+c over {cal['numpy_size'] / 1e6:g} M "
+            f"float64 (best of 3; lower is faster), {os.cpu_count()} cores")
+
+
 def timing(summary: dict) -> dict:
     """Control-timing figures over all robots of a run's summary: the ticks' start (``on_time_share``,
     ``max_late_ms``, as before) and the publish of their ``cmd_vel`` from the slot (``publish``:
@@ -111,7 +145,7 @@ class ProcessCPU:
     ``echo`` is a function for ``run_ros(echo=...)``: it notes when the recorder's progress lines arrive, which gives
     the steady window (from the first progress line at run time >= ``warmup_s`` to the last one: start-up, the
     nodes' creation, and the end, writing the summary and figures, left out). Other lines with "error" or "warning"
-    are printed.
+    are printed, and a node's warning that it cannot keep up with the machine (``consensus.runs.keepup``).
     """
 
     def __init__(self, period_s: float = 0.25, warmup_s: float = 2.0) -> None:
@@ -125,7 +159,7 @@ class ProcessCPU:
         m = _PROGRESS.search(line)
         if m:
             self.progress.append((time.monotonic(), float(m.group(1))))
-        elif "error" in line.lower() or "warning" in line.lower():
+        elif "error" in line.lower() or "warning" in line.lower() or "cannot keep up" in line:
             print(f"    {line}", file=sys.stderr, flush=True)
 
     def _sample(self) -> None:

@@ -187,6 +187,7 @@ class SlotGrid:
         self._next = 0                          # the first slot not stepped yet
         self._last_call = 0.0
         self.skipped = 0                        # slots not stepped at their own time (stepped late, or left out)
+        self.times: list[float] = []            # the slot times of the groups ``due`` returned last (the timer's clock)
 
     def due(self, next_call: float) -> list[int]:
         if (self._origin is None or next_call < self._last_call - self.interval / 2
@@ -199,6 +200,7 @@ class SlotGrid:
         first = max(self._next, last - self.groups + 1)
         self.skipped += last - self._next
         self._next = last + 1
+        self.times = [self._origin + k * self.interval for k in range(first, last + 1)]
         return [k % self.groups for k in range(first, last + 1)]
 
     def next_slot(self) -> int:

@@ -47,7 +47,7 @@ from rclpy.timer import TimerInfo
 from std_msgs.msg import Bool
 
 from consensus.control.fleet_core import FleetCore, NearbyBatch
-from consensus.control.ticks import SlotGrid
+from consensus.control.ticks import ON_TIME_S, SlotGrid
 from consensus.errors import ConfigError
 from consensus.robots.map import fleet_reach
 from consensus.settings import ControlParams, runtime_fields
@@ -59,6 +59,7 @@ from consensus.ros.params import changed_fields
 from consensus.ros.health import HEALTH, Health, guarded
 from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, control_thread_priority,
                                    destroy_nodes, freeze_startup_objects, make_executor, on_stop, run_node, spin)
+from consensus.runs.keepup import Shortfall
 from consensus.runs.processes import ROBOT_NODE
 from consensus import names
 
@@ -273,6 +274,13 @@ class FleetClock:
         self.period = cfg.control_period_s
         self.interval = self.period / len(self.groups)      # one group's slot to the next
         self.slots = SlotGrid(self.interval, len(self.groups))     # which group a callback steps (ROS clock)
+        # commands later than ON_TIME_S after their slot (the tick's slot to the group's last publish), said once,
+        # early: a machine too slow for the fleet (after the first second's start-up; consensus.runs.keepup)
+        self.late = Shortfall("fleet: control", unit="commands", missed=f"late by more than {ON_TIME_S * 1e3:.0f} ms",
+                              max_share=0.01, min_expected=20 * n,
+                              advice="the machine is too slow for this fleet: fewer robots or fewer processes on "
+                                     "this host")
+        self.warmup_ticks = round(1.0 / self.interval)      # the first second: start-up, not the machine
         self.timer = None
         if start:
             self.start()
@@ -285,12 +293,14 @@ class FleetClock:
 
     def stats(self) -> dict:
         """``robots``, ``groups`` (stepped one a slot), ``ticks`` (groups stepped), ``skipped`` (slots the timer
-        skipped, whose group the next callback stepped) and per phase of a tick (``prepare``: decode each
-        robot's inputs; ``step``: the nearby sets and the fleet core; ``publish``: every command out; ``after``: the
-        outputs of finished rounds, a scenario's work and the planning slots; all of one group) the mean and the
-        largest wall time [ms] (the ``control`` record of each robot's ``planner/status`` carries it)."""
+        skipped, whose group the next callback stepped), ``late_commands`` (commands whose group's last publish
+        came more than ``ON_TIME_S`` after its slot, after the first second) and per phase of a tick (``prepare``:
+        decode each robot's inputs; ``step``: the nearby sets and the fleet core; ``publish``: every command out;
+        ``after``: the outputs of finished rounds, a scenario's work and the planning slots; all of one group) the
+        mean and the largest wall time [ms] (the ``control`` record of each robot's ``planner/status`` carries it)."""
         n = max(self.ticks, 1)
         return {"robots": len(self.robots), "groups": len(self.groups), "ticks": self.ticks, "skipped": self.skipped,
+                "late_commands": self.late.lost,
                 "step_errors": self.health.errors_by_callback.get("fleet.step", 0),
                 **{f"{k}_ms": {"mean": round(1e3 * self._phase_sum[k] / n, 3),
                                "max": round(1e3 * self._phase_max[k], 2)} for k in PHASES}}
@@ -314,14 +324,29 @@ class FleetClock:
         late = info.actual_call_time.nanoseconds * 1e-9 - expected
         self.tick(expected + self.interval * (1 + max(0, int(late // self.interval))))
 
+    def _judge(self, g: int, slot: float) -> None:
+        """Group ``g``'s commands of the slot at ``slot`` [s, the timer's clock] went out now: late or not."""
+        if self.ticks <= self.warmup_ticks:
+            return
+        late = self.node.get_clock().now().nanoseconds * 1e-9 - slot
+        m = len(self.groups[g])
+        self.late.add(m, m if late <= ON_TIME_S else 0, f"group {g}")
+        warn = self.late.check()
+        if warn:
+            self.node.get_logger().warning(warn)
+
     def tick(self, next_call: float | None = None) -> None:
         """The control slots that are due, one group each (``consensus.control.ticks.SlotGrid``; ``next_call``:
         when the timer fires next [s, its clock]; None: the next slot). It never raises: each robot's failure is
         its own counted callback error, as with its own timer. A callback so late that the timer skipped slots (rcl
         skips missed ones) steps the skipped groups too, first, each at most once: every group keeps its slot in
         the period, and no robot misses a tick."""
-        for g in (self.slots.due(next_call) if next_call is not None else [self.slots.next_slot()]):
-            self._group_tick(g)
+        if next_call is None:
+            self._group_tick(self.slots.next_slot())
+            return
+        due = self.slots.due(next_call)
+        for g, slot in zip(due, self.slots.times):
+            self._group_tick(g, slot)
 
     def _on_estop(self, msg: Bool) -> None:
         """The process's e-stop subscription: every robot's ``_on_estop`` (each guarded as its own was)."""
@@ -332,14 +357,17 @@ class FleetClock:
     def skipped(self) -> int:
         return self.slots.skipped
 
-    def _group_tick(self, g: int) -> None:
-        """Group ``g``'s control slot: its commands, then its outputs and planning slots."""
+    def _group_tick(self, g: int, slot: float | None = None) -> None:
+        """Group ``g``'s control slot (at ``slot``, the timer's clock, when known): its commands, then its outputs
+        and planning slots."""
         # the commands first, without yielding the GIL to the planner's threads every 1 ms (CONTROL_SWITCH_INTERVAL_S)
         sys.setswitchinterval(CONTROL_SWITCH_INTERVAL_S)
         try:
             self._commands(g)
         finally:
             sys.setswitchinterval(SWITCH_INTERVAL_S)
+        if slot is not None:
+            self._judge(g, slot)
         p0 = time.perf_counter()
         for j in self.groups[g]:
             self._parts[j]["flush"]()

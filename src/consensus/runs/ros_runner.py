@@ -4,7 +4,8 @@ Each process gets ``--ros-args -r __node:=NAME [-r __ns:=/NS] --params-file RUN/
 package's node, e.g. ``turtlesim_node``, found through the ament index, gets no params file; with
 ``ROS_SECURITY_ENABLE=true``, e.g. ``consensus run --security``, also ``--enclave`` of its SROS2 enclave, whose
 files are checked in the keystore before anything starts: ``consensus.runs.security``), its output
-goes to ``RUN/logs/<name>.log``, the recorder's progress lines are echoed, and the run ends when the recorder exits
+goes to ``RUN/logs/<name>.log``, the recorder's progress lines, errors and a node's warning that it cannot keep up
+with the machine (``consensus.runs.keepup``) are echoed, and the run ends when the recorder exits
 (then every other process gets SIGINT, then SIGTERM, then SIGKILL: nothing is left behind). A robot whose own
 process died is named in ``summary.json`` (``lost_processes``, and ``lost_robots`` where the scenario keeps one:
 ``note_lost_robots``), whenever it died.
@@ -25,6 +26,7 @@ from typing import Callable
 from consensus import names
 from consensus.errors import ConsensusError
 from consensus.runs import security
+from consensus.runs.keepup import BEHIND
 from consensus.runs.processes import FINISH_GRACE_S, FINISHES, GOES_ON, NEEDED, ProcessSpec, writes_record
 
 LLM_READY_TIMEOUT_S = 600.0     # first start assembles and hashes the 1.1 GB model
@@ -137,7 +139,8 @@ class _Proc:
                     log_ok = False
                     if self.echo:
                         self.echo(f"warning: {self.log_path}: {exc.strerror or exc}; the rest of this log is lost")
-            if self.echo and ("progress" in line or "done" in line.split(": ", 1)[-1][:6] or "error" in line.lower()):
+            if self.echo and ("progress" in line or "done" in line.split(": ", 1)[-1][:6] or "error" in line.lower()
+                              or BEHIND in line):
                 self.echo(_readable(line.rstrip()))
         try:
             self.log.flush()

@@ -127,7 +127,9 @@ def test_slot_grid_steps_the_groups_in_turn_and_after_a_stall_catches_up_keeping
     # a stall: the callback of slot 5 came 80 ms late, rcl moved the next call past slots 6 and 7 to slot 9:
     # slots 5 to 8 are stepped now (each group once, in slot order), and the next callback is group 1 as on the grid
     assert g.due(1.0 + 9 * i) == [1, 2, 3, 0] and g.skipped == 3
-    assert g.due(1.0 + 10 * i) == [1]
+    # each stepped group's own slot time, which the fleet clock judges its commands' lateness against
+    assert g.times == pytest.approx([1.0 + k * i for k in (5, 6, 7, 8)])
+    assert g.due(1.0 + 10 * i) == [1] and g.times == pytest.approx([1.0 + 9 * i])
     # a second callback for a slot already stepped (the next call unchanged): nothing, not the next group early
     assert g.due(1.0 + 10 * i) == [] and g.due(1.0 + 11 * i) == [2]
     # a stall longer than a period (slots 11 to 17 due): each group once, the latest four slots (14 to 17) in slot

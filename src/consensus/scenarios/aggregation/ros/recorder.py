@@ -23,7 +23,9 @@ some other way: logged, and the odometry is read instead). A ``PoseStamped`` in 
 message with another number of poses than robots, a non-finite or absurd pose is a bad message. The ``state`` topic
 still tells the recorder a robot is alive and is what the planners see.
 Sampling starts once every robot has a pose and every robot has sent a state or some robot has a target (or after
-``START_WAIT_S``).
+``START_WAIT_S``). A sample the sampling timer skipped (a machine too slow for the run starves it, and rcl skips a
+timer's missed slots) is counted in the summary's ``samples_missed``, and the first time more than a thousandth of
+them is missed one warning says how many (``consensus.runs.keepup``).
 
 Lost robots (``consensus.metrics.convergence.LossWatch``): a robot whose state stops for ``robot_timeout_s`` is lost,
 and so is a robot that never sent one by ``robot_timeout_s`` after sampling started (its process died at start-up);
@@ -93,6 +95,7 @@ from consensus.runs.rundir import (TrajectoryStream, default_run_dir, finalize, 
                                    write_manifest)
 from consensus.jsonl import AppendFile
 from consensus.metrics.progress import ProgressEstimate
+from consensus.runs.keepup import Shortfall, TimerSlots
 from consensus.robots.map import robot_entry
 from consensus.robots.presets import ODOMETRY
 from consensus.control.controller import yaw_from_quaternion
@@ -187,6 +190,12 @@ class Recorder:
         self.avoid = avoidance_from_config(cfg, ros=True, radius=self.footprint)
         self.end_reason = "interrupted"                               # until the run ends on its own
         node.create_timer(1.0 / cfg.state_rate_hz, g(self.sample, "recorder.sample"))
+        # a starved sampling timer skips its missed slots (rcl): each is a sample the record lacks, said once, early
+        # (consensus.runs.keepup; the summary's ``samples_missed``)
+        self.missed = Shortfall("recorder: trajectory samples", unit="samples", min_expected=10,
+                                advice="the machine is too slow for this fleet: fewer robots, a lower state_rate_hz, "
+                                       "or fewer other processes on this host")
+        self.slots = TimerSlots(1.0 / cfg.state_rate_hz, self.missed)
         self.publish_health = publish_health(node, self.health)
         self.live = LiveView(cfg.foxglove, cfg.foxglove_host, name="consensus aggregation") if cfg.foxglove else None
         if self.live is not None:
@@ -383,6 +392,10 @@ class Recorder:
             self.node.get_logger().info(f"recording {self.cfg.num_robots} robots for {self.cfg.duration_s:.0f} s "
                                         f"into {self.out}")
         t = now - self.t0
+        self.slots.call(now)
+        warn = self.missed.check(t)
+        if warn:
+            self.node.get_logger().warning(warn)
         self._note_losses(now)
         living = self.watch.sample()
         self.times.append(t)
@@ -604,7 +617,8 @@ class Recorder:
                                   **self.body_safety(bodies),
                                   "positions_from": "ground_truth" if self.ground_truth else "odom",
                                   "topology_changes": self.topology_changes,
-                                  "write_errors": dict(self.write_errors)})
+                                  "write_errors": dict(self.write_errors),
+                                  "samples_missed": self.missed.lost})
         return summary, (f"{self.end_reason}, converged={summary['converged']} "
                          f"final_spread={_fmt(summary['final_spread_m'])} m")
 
