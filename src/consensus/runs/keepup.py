@@ -2,8 +2,8 @@
 and one loud warning, early, once it falls behind, instead of a record silently thinned.
 
 * ``Shortfall``: counts of work expected and work done (messages, samples, control slots); ``check()`` returns one
-  warning line, the first time that, with at least ``min_expected`` expected, more than ``max_share`` of it was
-  lost; ``None`` before and after (one warning per run and watch: a loaded machine does not flood the log).
+  warning line, the first time that, with at least ``min_expected`` expected, more than ``max_share`` of it and at
+  least ``min_lost`` units were lost; ``None`` before and after (one warning per run and watch: a loaded machine does not flood the log).
 * ``TimerSlots``: a periodic callback's slots since its first call (``period_s``) against the calls that came: a
   starved timer skips its missed slots silently (rcl), which is a sample the record lacks.
 
@@ -19,16 +19,20 @@ BEHIND = "cannot keep up with this machine"
 MAX_SHARE = 0.001
 #: a watch says nothing before this much work was expected (a handful of messages says nothing about the machine)
 MIN_EXPECTED = 50
+#: nor for fewer units lost than this: one sample a busy start-up skipped (the LLM server warming its cache on both
+#: cores at a demo's start) is not a machine that cannot keep up
+MIN_LOST = 3
 
 
 class Shortfall:
     """Work expected and work done by one part of a node (``what``, e.g. "bag_recorder: messages")."""
 
     def __init__(self, what: str, *, unit: str = "messages", max_share: float = MAX_SHARE,
-                 min_expected: int = MIN_EXPECTED, advice: str = "", missed: str = "lost") -> None:
+                 min_expected: int = MIN_EXPECTED, min_lost: int = MIN_LOST, advice: str = "",
+                 missed: str = "lost") -> None:
         """``missed``: what befell the work not done ("lost", "late by more than 10 ms", ...)."""
         self.what, self.unit, self.missed, self.advice = what, unit, missed, advice
-        self.max_share, self.min_expected = max_share, min_expected
+        self.max_share, self.min_expected, self.min_lost = max_share, min_expected, min_lost
         self.expected = 0
         self.done = 0
         self.warned = False
@@ -50,7 +54,7 @@ class Shortfall:
             self.by[source] = self.by.get(source, 0) + int(expected - done)
 
     def behind(self) -> bool:
-        return self.expected >= self.min_expected and self.share > self.max_share
+        return self.expected >= self.min_expected and self.lost >= self.min_lost and self.share > self.max_share
 
     def line(self, elapsed_s: float | None = None) -> str:
         """The figure: how much was lost, of what, where most."""

@@ -26,6 +26,14 @@ def test_warns_once_with_the_figure_and_where_most_was_lost():
     assert s.as_dict()["lost"] == 1210 and s.as_dict()["warned"]
 
 
+def test_one_or_two_skipped_samples_are_not_a_machine_that_cannot_keep_up():
+    s = Shortfall("recorder: trajectory samples", unit="samples", min_expected=25)
+    s.add(30, 28)                                     # a busy start-up skipped two samples (6.7 %)
+    assert s.check() is None
+    s.add(5, 4)
+    assert "3 of 35 samples lost" in s.check()
+
+
 def test_a_loss_at_the_threshold_is_not_a_warning():
     s = Shortfall("x", max_share=0.01, min_expected=100)
     s.add(1000, 990)

@@ -192,7 +192,7 @@ class Recorder:
         node.create_timer(1.0 / cfg.state_rate_hz, g(self.sample, "recorder.sample"))
         # a starved sampling timer skips its missed slots (rcl): each is a sample the record lacks, said once, early
         # (consensus.runs.keepup; the summary's ``samples_missed``)
-        self.missed = Shortfall("recorder: trajectory samples", unit="samples", min_expected=10,
+        self.missed = Shortfall("recorder: trajectory samples", unit="samples", min_expected=25,
                                 advice="the machine is too slow for this fleet: fewer robots, a lower state_rate_hz, "
                                        "or fewer other processes on this host")
         self.slots = TimerSlots(1.0 / cfg.state_rate_hz, self.missed)
