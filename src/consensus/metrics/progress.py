@@ -1,8 +1,9 @@
 """How far a run is from consensus, for the person watching it: the rounds done, the time a round takes, and an
 estimate of the time left.
 
-``ProgressEstimate`` is fed, once per progress line, the run time, the rounds every robot has completed (the
-slowest robot's count: a fleet round is done when its last robot has planned) and the disagreement the run judges
+``ProgressEstimate`` is fed, once per progress line, the run time, the rounds every robot has reached (the
+slowest robot's round counter, which counts a round when it starts: a fleet round is under way once its last robot
+has begun it) and the disagreement the run judges
 (the meeting points' spread with bodies, else the positions' spread). From the rounds it measures the time per
 round (the last ``window`` rounds' completion times); from the disagreement at each round's completion it fits the
 geometric rate a round shrinks it by (consensus rules contract the spread by a roughly constant factor a round:
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Estimate:
-    rounds: int                      # rounds every robot has completed
+    rounds: int                      # rounds every robot has reached (the slowest robot's round counter)
     s_per_round: float | None        # seconds per round (recent rounds)
     rate: float | None               # the disagreement's factor per round (< 1: shrinking)
     left_s: float | None             # estimated seconds to consensus (0 when within the tolerance)
