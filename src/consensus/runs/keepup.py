@@ -3,7 +3,8 @@ and one loud warning, early, once it falls behind, instead of a record silently 
 
 * ``Shortfall``: counts of work expected and work done (messages, samples, control slots); ``check()`` returns one
   warning line, the first time that, with at least ``min_expected`` expected, more than ``max_share`` of it and at
-  least ``min_lost`` units were lost; ``None`` before and after (one warning per run and watch: a loaded machine does not flood the log).
+  least ``min_lost`` units were lost; ``None`` before and after (one warning per run and watch: a loaded machine
+  does not flood the log).
 * ``TimerSlots``: a periodic callback's slots since its first call (``period_s``) against the calls that came: a
   starved timer skips its missed slots silently (rcl), which is a sample the record lacks.
 
