@@ -616,6 +616,35 @@ class LiveViewParams:
              f"foxglove_host must be a host name or address (got '{host}')")
 
 
+#: the act tools of ``consensus mcp`` (consensus.operator.policy.ACT_TOOLS); an allowlist entry names one of these
+OPERATOR_APPROVALS = ("auto", "elicit", "token")
+
+
+@dataclass
+class OperatorParams:
+    """The operator's seat of a run (``consensus mcp``, consensus.operator): which act tools are open, to whom, and
+    how a human approves what moves robots. Read from the run's parameters file by the MCP server only; read-only
+    in every node, so no tool call can widen it."""
+
+    GROUP: ClassVar[str] = "operator"     # its fields' ROS parameters: operator.<name> (settings.ros_names)
+
+    operator_allow: str = param(
+        "estop, estop_release, set_topology, set_parameter, suggest_meeting_point, start_run, stop_run",
+        "the act tools open to an MCP client, comma-separated; `tool=client1|client2` opens one only to those MCP "
+        "clients (their clientInfo name); a tool not named is refused (read tools are always open)")
+    operator_approval: str = param("auto",
+        "how a human approves a tool that moves robots or changes their safety: elicit (the MCP client asks its "
+        "user) | token (a code shown on the server's console, passed back as `confirm`) | auto (elicit where the "
+        "client supports it, else token)")
+    operator_approval_timeout_s: float = param(120.0, "how long an approval may take before the call is refused",
+                                               bounds=(1.0, 3600.0), unit="s")
+
+    def _check_operator(self) -> None:
+        need(self.operator_approval in OPERATOR_APPROVALS,
+             f"unknown operator_approval '{self.operator_approval}'; valid: {', '.join(OPERATOR_APPROVALS)}")
+        need(len(self.operator_allow) <= 4096, "operator_allow is longer than 4096 characters")
+
+
 @dataclass
 class SimParams:
     """Who moves the robots of a ROS run, for a scenario config that is not a ``RobotBaseConfig`` (which has the same
@@ -665,7 +694,8 @@ PHYSICS = tuple(f.name for f in fields(PhysicsParams))
 
 
 @dataclass
-class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams, BagParams, PhysicsParams):
+class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetParams, BagParams, PhysicsParams,
+                      OperatorParams):
     """What the kernel's robot nodes read (``sim``, the robot base ``consensus.ros.robot.RobotNode``,
     ``llm_server``): the groups above plus the workspace, the simulator and the planner period. Scenario configs
     of mobile robots extend it."""
@@ -685,6 +715,11 @@ class RobotBaseConfig(FlatParams, RunParams, LLMParams, ControlParams, FleetPara
         "rounds in step, as paper 1's Algorithm 1 has them: a robot's first round waits until it heard the others, "
         "every later one until each neighbour heard has a new meeting point, each at most this long; 0: a round "
         "every planner period, on whatever was heard (slow LLM rounds then drift apart and repeat stale inputs)",
+        bounds=(0.0, 3600.0), unit="s", group="planner")
+    suggestion_hold_s: float = param(10.0,
+        "an operator's meeting point (consensus mcp's suggest_meeting_point, on names.MEETING_POINT_SUGGESTION) is "
+        "every robot's meeting point for this long before its planner plans again from it; a round in flight when "
+        "it came is dropped",
         bounds=(0.0, 3600.0), unit="s", group="planner")
     initial_positions: list[float] = param([], "flat [x0, y0, x1, y1, ...]; empty = seeded random", unit="m",
                                            group="sim")
