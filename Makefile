@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 REQS := requirements/base.txt requirements/ros-kilted.txt requirements/embedded.txt requirements/studies.txt \
 	requirements/security.txt requirements/foxglove.txt requirements/ray.txt requirements/video.txt \
-	requirements/mujoco.txt requirements/test.txt
+	requirements/mujoco.txt requirements/mcp.txt requirements/test.txt
 DEPS_STAMP := $(VENV)/.deps-$(shell cat $(REQS) setup.py | sha256sum | cut -c1-12)
 DEMO_OUT ?= runs/demo
 # ROS traffic stays on this machine unless the caller says otherwise

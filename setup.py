@@ -69,6 +69,8 @@ setup(
         "video": pins("video"),
         # the physics world of `sim: mujoco`: bodies with mass that collide, contacts judged by the engine
         "mujoco": pins("mujoco"),
+        # the operator's seat `consensus mcp` (an MCP server over stdio / streamable HTTP): the official MCP SDK
+        "mcp": pins("mcp"),
         "test": ["pytest>=8", "hypothesis>=6", "pytest-xdist>=3.5", "ruff>=0.5", "import-linter>=2.1",
                  "rosbags>=0.10"],     # an independent rosbag2 reader: repaired bags open outside our own code
     },

@@ -220,6 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
     gazebo.add_arguments(sub.add_parser("gazebo-world", help="write a gz sim world + ros_gz bridge config"))
     from consensus.runs import security      # `consensus security keystore DIR --robots N`: SROS2 without sros2
     security.add_arguments(sub.add_parser("security", help="SROS2: make a run's keystore, check the DDS plugins"))
+    # `consensus mcp`: the running fleet as an MCP server, with approval before anything moves (docs/operator.md)
+    from consensus.operator import cli as operator_cli
+    operator_cli.add_arguments(sub.add_parser(
+        "mcp", help="the running fleet as an MCP server (an assistant's or supervisor's seat, approval-gated)",
+        description="Serve a running ROS fleet to MCP clients (Claude Desktop, VS Code, any MCP client) over stdio "
+                    "or streamable HTTP: read tools, and act tools behind the run's allowlist and a human's "
+                    "approval; every call is appended to RUN_DIR/operator.jsonl."))
     # `consensus plot BAG`: a run's figures redrawn from its MCAP bag (consensus.runs.bag)
     plot = sub.add_parser("plot", help="redraw a run's figures from its MCAP bag",
                           description="Redraw the trajectories (paths, planned vs actual) and the spread over time "
@@ -318,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "gazebo-world":
             from consensus.sims.gazebo.world import command
             return command(args, _default_config)
+        if args.command == "mcp":
+            from consensus.operator.cli import command as operator_command
+            return operator_command(args)
         if args.command == "security":
             from consensus.runs.security import command as security_command
             return security_command(args)

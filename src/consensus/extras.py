@@ -28,6 +28,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "ray": ("ray", "ray"),
     "imageio_ffmpeg": ("imageio-ffmpeg", "video"),
     "mujoco": ("mujoco", "mujoco"),
+    "mcp": ("mcp", "mcp"),
 }
 
 

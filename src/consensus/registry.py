@@ -56,6 +56,9 @@ class Scenario:
     headless_world: bool = False                   # its --headless loop moves bodies in a sim's world (sim: mujoco)
     executables: dict = field(default_factory=dict)    # executable -> module with main()
     studies: tuple = ()                            # modules defining STUDIES
+    graph_node: str = ""                           # the node (relative) owning the run's communication graph
+    graph_fields: tuple = ()                       # the config fields it switches at run time (consensus mcp's
+                                                   # set_topology, ros2 param set)
 
 
 _SCENARIOS: dict[str, Scenario] = {}

@@ -124,9 +124,23 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
+def ros_context(namespace: str = "") -> dict:
+    """Where a ROS run's traffic is (the manifest's ``ros``): its domain, discovery range, static peers, middleware
+    and the run's namespace (``""``: the root), so that a tool attaching to the run later (``consensus mcp --run``)
+    joins the same graph."""
+    env = os.environ
+    domain = env.get("ROS_DOMAIN_ID", "").strip()
+    return {"domain_id": int(domain) if domain.isdigit() else 0,
+            "discovery_range": env.get("ROS_AUTOMATIC_DISCOVERY_RANGE", ""),
+            "static_peers": env.get("ROS_STATIC_PEERS", ""),
+            "rmw_implementation": env.get("RMW_IMPLEMENTATION", ""),
+            "namespace": namespace.rstrip("/")}
+
+
 def write_manifest(out_dir: str | Path, *, scenario: str, config: dict, seed: int, backend: str, model: str,
                    mode: str, extra: dict | None = None) -> Path:
-    """manifest.json: enough to reproduce the run. Holds the name of the API-key variable, never its value."""
+    """manifest.json: enough to reproduce the run. Holds the name of the API-key variable, never its value. A ROS
+    run (``mode`` "ros") also records where its traffic is (``ros_context``) unless ``extra`` gives ``ros``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manifest = {
@@ -143,6 +157,8 @@ def write_manifest(out_dir: str | Path, *, scenario: str, config: dict, seed: in
         "command": sys.argv,
         "config": config,
     }
+    if mode == "ros":
+        manifest["ros"] = ros_context()
     if extra:
         manifest.update(extra)
     return write_json(out / "manifest.json", manifest)

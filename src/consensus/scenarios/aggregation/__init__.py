@@ -6,8 +6,9 @@ processes), ``study`` and ``strategies`` (paper 1's consensus studies), ``ros/``
 """
 from __future__ import annotations
 
+from consensus import names
 from consensus.registry import Scenario, lazy, register
-from consensus.scenarios.aggregation.config import PERSONALITIES, PLANNERS, AggregationConfig
+from consensus.scenarios.aggregation.config import GRAPH_FIELDS, PERSONALITIES, PLANNERS, AggregationConfig
 from consensus.graphs.topology import TOPOLOGIES
 from consensus.llm.styles import PROMPT_STYLES
 from consensus.runs import foxglove_live
@@ -50,4 +51,6 @@ register(Scenario(
         "recorder": "consensus.scenarios.aggregation.ros.recorder",
     },
     studies=("consensus.scenarios.aggregation.study",),
+    graph_node=names.TOPOLOGY_NODE,
+    graph_fields=GRAPH_FIELDS,
 ))

@@ -26,6 +26,11 @@ PERSONALITIES = ("none", "stubborn", "suggestible")
 MEETING_POINTS = ("auto", "on", "off")
 
 
+#: the fields of the communication graph a running topology node switches (``ros2 param set /topology ...``,
+#: ``consensus mcp``'s set_topology); every other parameter is read-only once it runs
+GRAPH_FIELDS = ("topology", "adjacency", "directed", "topology_p", "leader")
+
+
 @dataclass
 class AggregationConfig(RobotBaseConfig, LiveViewParams):
     """Parameters of a multi-robot aggregation run (paper 1, section 4). The shared groups (run, LLM, control and

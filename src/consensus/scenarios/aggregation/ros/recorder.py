@@ -92,7 +92,7 @@ from consensus.ros.inputs import read_xy
 from consensus.ros.params import declare_config
 from consensus.ros.process import node_main
 from consensus.runs.rundir import (TrajectoryStream, default_run_dir, finalize, outside_geofence_m, release_space,
-                                   write_manifest)
+                                   write_manifest, ros_context)
 from consensus.jsonl import AppendFile
 from consensus.metrics.progress import ProgressEstimate
 from consensus.runs.keepup import Shortfall, TimerSlots
@@ -130,7 +130,7 @@ class Recorder:
         if not (self.out / "manifest.json").exists():
             write_manifest(self.out, scenario="aggregation", config=cfg.to_dict(), seed=cfg.seed,
                            **cfg.manifest_llm(),
-                           mode="ros")
+                           mode="ros", extra={"ros": ros_context(names.split_robot_namespace(node.get_namespace())[0])})
         self.pos = np.full((n, 2), np.nan)              # each robot's newest pose from its pose source
         self.state_pos = np.full((n, 2), np.nan)        # what it broadcast on `state` (liveness only)
         self.entries = [robot_entry(cfg, i) for i in range(n)]     # None each: our sims' /robot_<i>/odom
