@@ -102,12 +102,17 @@ CENSUS = Topic("/census", "sensor_msgs/msg/PointCloud2", "latched")
 # an operator's word that robot <data>'s silent body is gone (lifted away, switched off): the nearby relay stops sending
 # its last position until it speaks again (consensus.ros.nearby); shared by the robots' namespaces and the run's root
 CLEAR_BODY = Topic("/clear_body", "std_msgs/msg/Int32", "events")
+# an operator's meeting point for the whole fleet, approved by a human (`consensus mcp`'s suggest_meeting_point,
+# frame world): every planning robot takes it and holds it for suggestion_hold_s (RobotCore.suggest), the topology node
+# accepts it as evidence; shared by the robots' namespaces and the run's root
+MEETING_POINT_SUGGESTION = Topic("/operator/meeting_point", "geometry_msgs/msg/PointStamped", "events")
 TOPOLOGY_GRAPH = Topic("topology/graph", "std_msgs/msg/String", "latched")    # the communication graph (JSON)
 MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", "events")    # relative to the recorder: /markers
 
 ROBOT_TOPICS = (ODOM, CMD_VEL, STATE, NEIGHBORS, NEIGHBOR_TARGETS, NEARBY, TARGET, PLANNER_REASONING,
                 PLANNER_STATUS)
-FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, GROUND_TRUTH, TF, CENSUS, CLEAR_BODY, TOPOLOGY_GRAPH, MARKERS)
+FLEET_TOPICS = (HEALTH, DIAGNOSTICS, ESTOP, CLOCK, GROUND_TRUTH, TF, CENSUS, CLEAR_BODY, MEETING_POINT_SUGGESTION,
+                TOPOLOGY_GRAPH, MARKERS)
 
 
 def robot_topic(robot_id: int, name: str) -> str:

@@ -26,6 +26,7 @@ A ``RobotCore`` holds everything a robot decides; its callers only bring inputs 
   ``stale_stops``: the relay of robots in separate processes sends each robot only the robots it can meet within
   that horizon); then the controller towards the robot's *goal*, the speed limit, and the collision filter with the
   others' positions (``Nearby``); a robot with no slot it can reach holds (zero, ``blocked``: "Deadlock" below);
+* ``suggest(point, now)``: an operator's meeting point for the whole fleet (below);
 * ``broadcast_pose(now)``: what the node broadcasts as the robot's ``state``: its pose and the time it came, or
   nothing while it has no pose, its odometry is stale or its pose is suspect (the others then keep its last state,
   ageing, as a silent body, rather than hear a position it cannot vouch for).
@@ -63,6 +64,18 @@ silent body (below) takes no slot, and no slot within its keep-out (d_min + its 
 (below): the robot takes the nearest free ones of the pattern, as many more as needed (the pattern still placed
 inside the fence by its first ``num_robots`` slots, the extra ones only where they lie in the filter's box).
 
+**Operator's meeting point.** ``suggest(point, now)`` (the robots' nodes call it for each message of
+``names.MEETING_POINT_SUGGESTION``, ``consensus mcp``'s approved ``suggest_meeting_point``) returns None when it
+applied the point, else the one reason it refused it: the robot has no planner (a scenario's protocol sets its meeting
+points), the point has not the run's ``dim`` coordinates (the nodes pass x alone in a 1-D run: its line is the x axis,
+as for odometry), is not finite, or lies outside the geofence (``workspace``: refused, never clamped, so the operator
+learns "(x, y) is outside the fence [xmin, xmax] x [ymin, ymax]"). Applied, the point is the robot's meeting point
+(``set_meeting_point``) and agreed (every robot got the same point: with bodies it packs around it at once), no
+planning round starts before ``now + suggestion_hold_s`` and the round in flight, if any, is dropped when it completes
+(``PlannerSchedule.hold``). After the hold the planner plans as before, from the operator's point: a planner on the
+neighbours' meeting points (``meeting_points``) then averages points that all are it. Counted as ``suggestions``,
+``suggestions_refused`` and ``rounds_dropped``.
+
 **Deadlock.** A robot in its packing (slot goal) that the filter keeps from its slot — more than ``ARRIVED_M`` away,
 commanded at most a quarter of its nominal speed — for ``deadlock_s`` is in a deadlock (Wang, Ames & Egerstedt 2017
 §V: barrier certificates have such stable points). It is counted (``deadlocks``) and escapes by the right-hand rule:
@@ -92,7 +105,8 @@ about it governs): a forged empty message costs nothing.
 
 Status (``status()``): the counters (``llm_calls``, ``llm_fallbacks``, ``clamped``, ``overruns``,
 ``planner_errors``, ``stale_stops``, ``estops``, ``deadlocks``, ``census_fallbacks``, ``pose_suspect_stops``,
-``odom_creeps``, ``slots_blocked``, ``blocked``), ``round``, ``state`` (``estopped``, ``waiting``, ``pose_suspect``,
+``odom_creeps``, ``slots_blocked``, ``blocked``, ``news_waits``, ``suggestions``, ``suggestions_refused``,
+``rounds_dropped``), ``round``, ``state`` (``estopped``, ``waiting``, ``pose_suspect``,
 ``stopped``, ``blocked``, ``degraded`` or ``ok``), ``meeting_point``, ``goal``, ``agreed``, ``slot``, the filter's
 ``collision`` record and ``implausible`` (per kind: what the robot refused of its odometry and of its neighbours)
 with ``suspects`` (the nearby robots suspect now).
@@ -301,6 +315,48 @@ class RobotCore:
         if now is not None:
             self.alive(now)
         return point, clamped
+
+    def suggest(self, point, now: float) -> str | None:
+        """An operator's meeting point for the fleet (module docstring, "Operator's meeting point"): applied (returns
+        None) or refused (returns the reason, one sentence for the operator), counted either way."""
+        reason = self._suggestion_problem(point)
+        if reason is not None:
+            self.counters["suggestions_refused"] += 1
+            return reason
+        p = np.asarray(point, dtype=float).reshape(self.dim)
+        self.set_meeting_point(p, now)
+        self.goals.set_agreed(True)       # the whole fleet got the same point: with bodies it packs around it at once
+        self.schedule.hold(float(now) + self.suggestion_hold_s)
+        self.counters["suggestions"] += 1
+        return None
+
+    def _suggestion_problem(self, point) -> str | None:
+        """Why the operator's ``point`` cannot be the robot's meeting point, or None."""
+        if self.planner is None:
+            return "this robot has no planner: its meeting points are its scenario's"
+        try:
+            p = np.asarray(point, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            return f"not a point: {point!r}"
+        if p.size != self.dim:
+            return f"a {self.dim}-D run takes {self.dim} coordinate{'s' if self.dim > 1 else ''}, got {p.size}"
+        if not np.all(np.isfinite(p)):
+            return f"not a finite point: {p.tolist()}"
+        if not self.geofence.contains(p):
+            fence = " x ".join(f"[{lo:g}, {hi:g}]" for lo, hi in zip(self.geofence.lo, self.geofence.hi))
+            where = ", ".join(f"{v:g}" for v in p)
+            return f"({where}) is outside the fence {fence}"
+        return None
+
+    @property
+    def suggestion_hold_s(self) -> float:
+        """How long an operator's meeting point holds before the planner plans again (``suggestion_hold_s``)."""
+        return float(getattr(self.cfg, "suggestion_hold_s", 10.0))
+
+    @property
+    def planning_held_until(self) -> float:
+        """No planning round starts before this time (an operator's meeting point; -inf: none held)."""
+        return self.schedule.hold_until
 
     # ------------------------------------------------------------------ planning (the slow loop)
     def own_meeting_point(self) -> np.ndarray | None:

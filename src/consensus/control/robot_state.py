@@ -13,7 +13,7 @@ from consensus.control.safety import Geofence
 
 COUNTERS = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops", "estops",
             "deadlocks", "census_fallbacks", "pose_suspect_stops", "odom_creeps", "slots_blocked", "blocked",
-            "news_waits")
+            "news_waits", "suggestions", "suggestions_refused", "rounds_dropped")
 EMPTY = np.empty((0, 2))
 
 

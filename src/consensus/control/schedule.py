@@ -4,7 +4,12 @@
 A planning slot starts a round (a ``PlanRequest`` from what the robot heard) unless one is still running (an
 overrun), the robot has no pose yet or ``max_rounds`` are done; the round runs in the thread pool, or at once
 without one; ``collect`` applies a finished round (its meeting point clamped into the geofence, a fallback holding the
-last one) as a ``Round``, and ``agrees`` says whether the meeting points heard for it agree with the robot's."""
+last one) as a ``Round``, and ``agrees`` says whether the meeting points heard for it agree with the robot's.
+
+An operator's meeting point (``RobotCore.suggest``) puts the schedule on ``hold(until)``: no round starts before
+``until`` (each slot meanwhile counts as the planner alive: ``target_timeout_s`` does not stop a robot that holds the
+operator's point), and the round in flight when it came (requested before it) is dropped when it completes (counted
+as ``rounds_dropped``; its LLM calls and planner errors still counted), so it cannot overwrite the operator's point."""
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -51,6 +56,8 @@ class PlannerSchedule:
         self.planner_error = ""                       # the last planner exception (the node logs it)
         self._heard_mps = np.empty((0, state.dim))    # the meeting points heard for the running round
         self._waiting_since: float | None = None       # since when a due round waits for news (news_wait_s)
+        self.hold_until = -np.inf                      # no round starts before (an operator's meeting point: hold)
+        self._drop_pending = False                     # the round in flight was requested before that point came
 
     def own_meeting_point(self) -> np.ndarray | None:
         """The robot's meeting point, or its position before its first round."""
@@ -65,6 +72,9 @@ class PlannerSchedule:
         if st.pos is None or self.planner is None:
             return None
         if st.cfg.max_rounds and self.round >= st.cfg.max_rounds:
+            return None
+        if now < self.hold_until:
+            st.last_round_done = float(now)      # holding the operator's point is no late planner (target_timeout_s)
             return None
         if self.pending is not None:
             st.counters["overruns"] += 1          # the previous plan is still running (slow LLM): skip this slot
@@ -91,6 +101,13 @@ class PlannerSchedule:
             fut = self.pool.submit(self._safe_plan, req)
         self.pending = fut
         return req
+
+    def hold(self, until: float) -> bool:
+        """An operator's meeting point came (module docstring): no round starts before ``until``; the round in flight,
+        if any, is dropped when it completes. Returns whether one was in flight."""
+        self.hold_until = float(until)
+        self._drop_pending = self.pending is not None
+        return self._drop_pending
 
     def _waits_for_news(self, now: float, heard: Heard) -> bool:
         """``news_wait_s`` (rounds in step): the first round waits until every other robot was heard (a robot whose
@@ -130,7 +147,7 @@ class PlannerSchedule:
 
     def collect(self, now: float) -> Round | None:
         """Apply a finished round to the state (its meeting point, clamped into the geofence, or the last one held; the
-        planner alive at ``now``), counted; None when none finished."""
+        planner alive at ``now``), counted; None when none finished or the one that finished was dropped (``hold``)."""
         st = self.state
         fut = self.pending
         if fut is None or not fut.done():
@@ -138,6 +155,12 @@ class PlannerSchedule:
         self.pending = None
         req, res = fut.result()
         st.counters["llm_calls"] += res.llm_calls
+        if self._drop_pending:                    # requested before an operator's meeting point: not applied
+            self._drop_pending = False
+            st.counters["rounds_dropped"] += 1
+            st.counters["planner_errors"] += int(res.fallback_reason.startswith("planner_exception"))
+            st.last_round_done = float(now)
+            return None
         fallback = res.fallback
         if res.fallback:
             st.counters["llm_fallbacks"] += 1

@@ -44,6 +44,7 @@ import rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.timer import TimerInfo
+from geometry_msgs.msg import PointStamped
 from std_msgs.msg import Bool
 
 from consensus.control.fleet_core import FleetCore, NearbyBatch
@@ -57,6 +58,7 @@ from consensus.ros import diagnostics, qos
 from consensus.ros.nearby import FleetNearby
 from consensus.ros.params import changed_fields
 from consensus.ros.health import HEALTH, Health, guarded
+from consensus.ros.robot import SUGGESTION_APPLIED
 from consensus.ros.process import (CONTROL_SWITCH_INTERVAL_S, SWITCH_INTERVAL_S, control_thread_priority,
                                    destroy_nodes, freeze_startup_objects, make_executor, on_stop, run_node, spin)
 from consensus.runs.keepup import Shortfall
@@ -205,6 +207,16 @@ class EndpointReady:
         return is_local_url(base_url)
 
 
+def robots_phrase(ids: list[int]) -> str:
+    """``robot 3``, ``robots 0, 1, 2`` or, for more than eight, ``12 robots (0..99)``: whom a fleet's log line is
+    about."""
+    if len(ids) == 1:
+        return f"robot {ids[0]}"
+    if len(ids) <= 8:
+        return "robots " + ", ".join(str(i) for i in ids)
+    return f"{len(ids)} robots ({min(ids)}..{max(ids)})"
+
+
 def slot_groups(n: int, per_step: int, period_s: float) -> list[list[int]]:
     """Robots ``0 .. n-1`` in the groups a clock steps one a slot: ``per_step`` robots a group (contiguous, of nearly
     equal size), but at most one group per ``MIN_SLOT_S`` of the period (then larger groups)."""
@@ -221,7 +233,11 @@ class FleetClock:
     ``len(groups)`` times a period, and each tick steps one group (its robots' inputs, nearby sets, fleet core and
     commands, then their outputs and planning slots). Every robot is still stepped once a period, but its command
     waits only for its group's work, not the whole fleet's (at 100 robots one step of all puts the last command past
-    the 10 ms bar: docs/benchmarks.md, 'Why the code is as it is')."""
+    the 10 ms bar: docs/benchmarks.md, 'Why the code is as it is').
+
+    A process of several robots subscribes the (absolute) e-stop topic and an operator's meeting point
+    (``names.MEETING_POINT_SUGGESTION``) once, for all of them: each message calls every robot's handler in turn
+    (``RobotNode._on_estop``, ``RobotNode.take_suggestion``), and a suggestion is logged once per outcome."""
 
     def __init__(self, node: Node, cfg: Any, robots: list, *, nearby_in_process: bool, start: bool = True,
                  ready: Callable[[], bool] | None = None) -> None:
@@ -235,8 +251,13 @@ class FleetClock:
         # every odometry message (docs/benchmarks.md)
         estop = robots[0].cfg.estop_topic if robots else ""
         shared_estop = len(robots) > 1 and estop.startswith("/") and all(r.cfg.estop_topic == estop for r in robots)
+        # the same for an operator's meeting point (names.MEETING_POINT_SUGGESTION): one subscription, every robot
+        # that takes one called in turn, one log line for them all
+        takers = [r for r in robots if getattr(r, "takes_suggestions", False)]
+        shared_suggestion = len(takers) > 1
         for r in robots:
-            r.join_clock(nearby_in_process=nearby_in_process and avoid, shared_estop=shared_estop)
+            r.join_clock(nearby_in_process=nearby_in_process and avoid, shared_estop=shared_estop,
+                         shared_suggestion=shared_suggestion)
         n = len(robots)
         self.groups = slot_groups(n, per_step, cfg.control_period_s)
         self.cores = [FleetCore([robots[j].core for j in grp]) for grp in self.groups]
@@ -264,6 +285,12 @@ class FleetClock:
         if shared_estop:
             node.create_subscription(Bool, estop, self._on_estop, qos.profile(names.ESTOP))
         self.health = Health(parent=HEALTH, logger=node.get_logger())
+        self._suggestions = ([(r.id, guarded(r.take_suggestion, f"robot_{r.id}.suggestion", r.health))
+                              for r in takers] if shared_suggestion else [])
+        if shared_suggestion:
+            node.create_subscription(PointStamped, names.MEETING_POINT_SUGGESTION.in_run(node.get_namespace()),
+                                     guarded(self._on_suggestion, "fleet.suggestion", self.health),
+                                     qos.profile(names.MEETING_POINT_SUGGESTION))
         self._fleet_step = guarded(self._step, "fleet.step", self.health)
         self._heard = None
         # where a tick's time goes (wall clock, from the callback's start): sums and maxima per phase [s]
@@ -352,6 +379,20 @@ class FleetClock:
         """The process's e-stop subscription: every robot's ``_on_estop`` (each guarded as its own was)."""
         for on_estop in self._estops:
             on_estop(msg)
+
+    def _on_suggestion(self, msg: PointStamped) -> None:
+        """The process's subscription of an operator's meeting point: every robot that takes one
+        (``RobotNode.take_suggestion``, each guarded as its own subscription was), at one time, and one log line per
+        outcome (applied, refused or dropped, with the robots it was)."""
+        now = self.node.get_clock().now().nanoseconds * 1e-9
+        outcomes: dict[tuple[str, str], list[int]] = {}
+        for rid, take in self._suggestions:
+            got = take(msg, now)
+            if got is not None:                   # (None: it raised, counted and logged by its guard)
+                outcomes.setdefault(got, []).append(rid)
+        log = self.node.get_logger()
+        for (kind, text), ids in outcomes.items():
+            (log.info if kind == SUGGESTION_APPLIED else log.warning)(f"{robots_phrase(ids)}: {text}")
 
     @property
     def skipped(self) -> int:

@@ -22,6 +22,8 @@ topic                     type                                   meaning
 ``cmd_vel`` (pub)         geometry_msgs/Twist                    velocity command (body frame)
 ``estop_topic`` (sub)     std_msgs/Bool, reliable, transient     fleet e-stop (``/estop``): true stops the robot
                           local                                  at once and holds zero until false
+``/operator/meeting_      geometry_msgs/PointStamped, reliable   an operator's meeting point for the fleet
+point`` (sub)             (``events``)                           (``RobotCore.suggest``; robots with a planner)
 ``state`` (pub)           geometry_msgs/PointStamped             own position, broadcast at ``state_rate_hz``
 ``target`` (pub)          geometry_msgs/PointStamped             planner output (after geofence clamping): the
                                                                  robot's meeting point
@@ -71,6 +73,16 @@ the next tick) and every tick publishes zero until ``false``; the planner keeps 
 (``estops``: engagements, ``estopped``: now, state ``"estopped"``). Geofence, speed limit and the stale-input
 stops are untouched by it.
 
+Operator's meeting point: a robot with a planner subscribes ``names.MEETING_POINT_SUGGESTION`` (under the run's
+namespace; a fleet process's robots share one subscription, ``consensus.ros.fleet.FleetClock``), the point
+``consensus mcp``'s ``suggest_meeting_point`` publishes once a human approved it (frame ``world``; a 1-D run takes x
+only). A non-finite or absurd point, another frame or undecodable bytes is a counted bad message
+(``operator.meeting_point``, ``operator.meeting_point.frame``); the rest goes to ``RobotCore.suggest``, which applies
+it (the robot's meeting point; no round before ``suggestion_hold_s`` is over; the round in flight dropped) or refuses
+it with a reason (outside the geofence, ...). The node logs each message once (applied: where, and when planning
+resumes; refused or dropped: why) and, applied, publishes ``target`` at once (the topology node and the recorder see
+the new meeting point without waiting for a round) and its status.
+
 Dry run (``dry_run: true``): no command publisher is created; each command the robot would send is written, with
 its topic and type, to ``<output_dir>/dry_run.jsonl`` and logged (at most once a second per robot).
 """
@@ -101,7 +113,7 @@ from consensus.ros import qos
 from consensus.ros.cdr import CdrTemplate, header_stamp_ns, odom_pose
 from consensus.ros.nearby import read_nearby
 from consensus.ros.health import HEALTH, Health, guarded
-from consensus.ros.inputs import decode_or_count, read_pose_array, sane, sane_rows
+from consensus.ros.inputs import MAX_ABS_VALUE, decode_or_count, read_pose_array, read_xy, sane, sane_rows
 from consensus.ros.records import ReasoningRecord, StatusRecord
 from consensus.settings import RobotBaseConfig
 
@@ -113,6 +125,8 @@ UNPAIRED_DELIVERIES = 3
 #: a 640 Hz stream at 10 Hz control; of a faster one the newest this many (a second stream on the topic is among them
 #: as long as it sends at all)
 ODOM_KEPT = 64
+#: what became of an operator's meeting point (``RobotNode.take_suggestion``)
+SUGGESTION_APPLIED, SUGGESTION_REFUSED, SUGGESTION_BAD = "applied", "refused", "bad"
 
 
 class RobotNode:
@@ -178,6 +192,14 @@ class RobotNode:
         self._estop_sub = node.create_subscription(Bool, cfg.estop_topic,
                                                    guarded(self._on_estop, f"robot_{robot_id}.estop", self.health),
                                                    qos.profile(names.ESTOP))
+        # an operator's meeting point, for a robot whose planner sets its meeting points (a scenario's protocol that
+        # sets them, planner None, takes none)
+        self._suggestion_sub = None
+        if planner is not None:
+            self._suggestion_sub = node.create_subscription(
+                PointStamped, names.MEETING_POINT_SUGGESTION.in_run(node.get_namespace()),
+                guarded(self._on_suggestion, f"robot_{robot_id}.suggestion", self.health),
+                qos.profile(names.MEETING_POINT_SUGGESTION))
         # cmd_vel and state are published as pre-serialized bytes (10 Hz x N robots; see consensus.ros.cdr)
         if self.cmd_type == TWIST:
             self._cmd_tpl = CdrTemplate(Twist(), {"vx": "linear.x", "vy": "linear.y", "wz": "angular.z"},
@@ -476,12 +498,14 @@ class RobotNode:
     def after_control(self) -> None:
         """A scenario's work after the commands went out (the disaster drones collect finished jobs)."""
 
-    def join_clock(self, *, nearby_in_process: bool, shared_estop: bool = False) -> None:
+    def join_clock(self, *, nearby_in_process: bool, shared_estop: bool = False,
+                   shared_suggestion: bool = False) -> None:
         """Join the process's fleet clock, which ticks the robot (``prepare``, the fleet core's step, ``finish``,
         ``flush``, ``after_control`` and the planning slots' ``plan_tick``; the robot has no timer of its own): with
         ``nearby_in_process`` the fleet computes its ``nearby`` set (``consensus.ros.nearby.FleetNearby``) and the
         topic is not subscribed; with ``shared_estop`` the clock's one subscription of the (absolute) e-stop topic
-        calls ``_on_estop`` and the robot's own goes."""
+        calls ``_on_estop`` and the robot's own goes; with ``shared_suggestion`` the clock's one subscription of the
+        operator's meeting point calls ``take_suggestion`` and the robot's own goes."""
         if nearby_in_process and self._nearby_sub is not None:
             self.node.destroy_subscription(self._nearby_sub)
             self._nearby_sub = None
@@ -492,6 +516,49 @@ class RobotNode:
         if shared_estop and self._estop_sub is not None:
             self.node.destroy_subscription(self._estop_sub)
             self._estop_sub = None
+        if shared_suggestion and self._suggestion_sub is not None:
+            self.node.destroy_subscription(self._suggestion_sub)
+            self._suggestion_sub = None
+
+    @property
+    def takes_suggestions(self) -> bool:
+        """Does the robot take an operator's meeting point (it subscribed ``names.MEETING_POINT_SUGGESTION``)?"""
+        return self._suggestion_sub is not None
+
+    # ------------------------------------------------------------------ an operator's meeting point
+    def _on_suggestion(self, msg: PointStamped) -> None:
+        """The robot's own subscription of the operator's meeting point: taken and logged once."""
+        kind, text = self.take_suggestion(msg)
+        log = self.node.get_logger()
+        (log.info if kind == SUGGESTION_APPLIED else log.warning)(f"robot {self.id}: {text}")
+
+    def take_suggestion(self, msg: PointStamped, now: float | None = None) -> tuple[str, str]:
+        """An operator's meeting point (module docstring), received at ``now`` (ROS clock; read when not given):
+        decoded (a bad message counted), given to ``RobotCore.suggest`` and, applied, the robot's ``target`` and status
+        published at once. Returns ``(kind, text)``: ``SUGGESTION_APPLIED`` (where, and when planning resumes),
+        ``SUGGESTION_REFUSED`` (the core's reason) or ``SUGGESTION_BAD`` (why the message was dropped); the caller logs
+        the text once (a fleet process once for all its robots)."""
+        what = "operator.meeting_point"
+        frame = msg.header.frame_id.lstrip("/")
+        if frame not in ("", names.WORLD_FRAME):
+            self.health.count_bad_message(f"{what}.frame")
+            return SUGGESTION_BAD, (f"operator's meeting point dropped: frame '{msg.header.frame_id}', not "
+                                    f"'{names.WORLD_FRAME}'")
+        xy = read_xy(msg, PointStamped, self.health, what)
+        if xy is None:
+            return SUGGESTION_BAD, (f"operator's meeting point dropped: ({msg.point.x}, {msg.point.y}) is not a "
+                                    f"finite point within {MAX_ABS_VALUE:g} m")
+        point = xy[: self.cfg.dim]                      # a 1-D run: its line is the x axis
+        now = self._now() if now is None else now
+        reason = self.core.suggest(point, now)
+        where = ", ".join(f"{v:g}" for v in point)
+        if reason is not None:
+            return SUGGESTION_REFUSED, f"operator's meeting point ({where}) refused: {reason}"
+        self._publish_point(self.pub_target, self.core.meeting_point)
+        self.publish_status()
+        until = self.core.planning_held_until
+        return SUGGESTION_APPLIED, (f"operator's meeting point ({where}) applied; planning resumes in "
+                                    f"{until - now:g} s (ROS time {until:.1f} s)")
 
     # ------------------------------------------------------------------ outputs
     def _on_estop(self, msg: Bool) -> None:

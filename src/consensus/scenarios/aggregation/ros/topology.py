@@ -49,7 +49,12 @@ packed robot's body is not where it wants the fleet to meet, and would pull the 
 ``GRAPH_CHECK_S`` the node asks the graph who publishes each robot's ``state`` and ``target``: a node outside the
 robot's namespace is counted (``foreign_publisher``), logged and named in the health record (``foreign_publishers``:
 topic -> nodes; on ``/health`` and ``/diagnostics``). A forged meeting point may cost one robot's round, never the
-fleet's agreement.
+fleet's agreement. An operator's meeting point (``names.MEETING_POINT_SUGGESTION``, which every robot takes at once:
+``RobotCore.suggest``) is evidence too: one inside the workspace is kept for ``SUGGESTION_KEEP_S``
+(``AcceptedSuggestions``), and a robot's ``target`` within ``SUGGESTION_TOL_M`` of it is not ``target.unreachable``
+(every other refusal stands). The robot's target and the suggestion travel on two topics, so the target may come
+first: a target that would be ``target.unreachable`` waits up to ``SUGGESTION_RACE_S`` for a suggestion it equals
+before it is refused and counted.
 
 The health record carries ``implausible`` (per kind), ``suspects`` (now), ``suspected``, ``contested`` (ever) and
 ``relocations``; the recorder puts them in the summary.
@@ -66,6 +71,7 @@ from std_msgs.msg import String
 
 from consensus.control.kinematics import initial_positions
 from consensus.control.plausibility import Plausibility
+from consensus.control.safety import Geofence
 from consensus.errors import ConfigError
 from consensus.ros import qos
 from consensus.scenarios.aggregation.config import AggregationConfig
@@ -86,6 +92,63 @@ TARGETS_PER_PERIOD = 3         # more meeting points than this from one robot wi
 UNTRUSTED_S = 10.0             # then its meeting points are not relayed for this long [s]
 GRAPH_CHECK_S = 2.0            # the ROS graph's publishers of the robots' topics are checked this often [s]
 UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"     # the node name the ROS graph gives a publisher before its node is known
+SUGGESTION_KEEP_S = 60.0       # an operator's meeting point accepted is evidence for this long [s]
+SUGGESTION_TOL_M = 1e-6        # a robot's meeting point this close to one is that one [m]
+SUGGESTION_RACE_S = 2.0        # a far meeting point waits this long for the suggestion it took before it is refused [s]
+
+
+class AcceptedSuggestions:
+    """The operator's meeting points the node accepted (no ROS): ``offer`` keeps one inside the workspace
+    ``workspace`` (the robots refuse the others) for ``keep_s``; ``matches`` says whether a robot's meeting point is
+    one of them (within ``tol`` m), i.e. the robot took it rather than jumped there. Compared on the run's ``dim``
+    coordinates (a 1-D run's robots take x alone and publish y = 0)."""
+
+    def __init__(self, workspace, *, keep_s: float = SUGGESTION_KEEP_S, tol: float = SUGGESTION_TOL_M,
+                 race_s: float = SUGGESTION_RACE_S) -> None:
+        self.fence = Geofence.from_bounds(workspace)
+        self.keep_s, self.tol, self.race_s = float(keep_s), float(tol), float(race_s)
+        self.kept: list[tuple[float, np.ndarray]] = []       # (until, point)
+        self.waiting: dict[int, tuple[float, np.ndarray]] = {}    # robot -> (when, its far meeting point): ``wait``
+
+    def offer(self, point, now: float) -> bool:
+        """An operator's meeting point heard at ``now``: kept (True) when finite and inside the workspace."""
+        p = np.asarray(point, dtype=float).reshape(-1)[: self.fence.dim]
+        if p.size != self.fence.dim or not self.fence.contains(p):
+            return False
+        self._forget(now)
+        self.kept.append((float(now) + self.keep_s, p))
+        return True
+
+    def matches(self, point, now: float) -> bool:
+        """Is ``point`` (a robot's meeting point heard at ``now``) within ``tol`` of a suggestion still kept?"""
+        self._forget(now)
+        p = np.asarray(point, dtype=float).reshape(-1)[: self.fence.dim]
+        return p.size == self.fence.dim and any(float(np.linalg.norm(p - q)) <= self.tol for _, q in self.kept)
+
+    def wait(self, robot: int, point, now: float) -> bool:
+        """Robot ``robot``'s meeting point ``point`` would be refused as unreachable at ``now``: it waits for a
+        suggestion it equals (``claimed``) for ``race_s`` (``expired``). Returns whether the robot had one waiting
+        already (the caller refuses that one now: a newer meeting point replaces it)."""
+        had = robot in self.waiting
+        self.waiting[robot] = (float(now), np.asarray(point, dtype=float).reshape(-1))
+        return had
+
+    def claimed(self, now: float) -> list[tuple[int, np.ndarray]]:
+        """The waiting meeting points that equal a suggestion kept now (each robot's, taken out of the wait)."""
+        out = [(j, p) for j, (_, p) in self.waiting.items() if self.matches(p, now)]
+        for j, _ in out:
+            del self.waiting[j]
+        return out
+
+    def expired(self, now: float) -> list[int]:
+        """The robots whose meeting point waited ``race_s`` for no suggestion (taken out of the wait: refused)."""
+        out = [j for j, (t, _) in self.waiting.items() if now - t > self.race_s]
+        for j in out:
+            del self.waiting[j]
+        return out
+
+    def _forget(self, now: float) -> None:
+        self.kept = [(until, q) for until, q in self.kept if until >= now]
 
 
 def known_starts(cfg) -> np.ndarray | None:
@@ -145,9 +208,14 @@ class TopologyRelay:
         self.target_times = [deque() for _ in range(n)]
         self.targets_untrusted_until = np.full(n, -np.inf)
         self.mp_refused = 0
+        self.suggestions = AcceptedSuggestions(cfg.workspace)   # an operator's meeting points (module docstring)
         self.foreign: dict[str, set[str]] = {}             # topic -> publishers that are not its robot's node
         self._unnamed: dict[str, set[str]] = {}            # topic -> unnamed publishers seen at the last check only
         self._graph_due = -np.inf
+        # (before the robots' targets: an executor that takes ready subscriptions in their order sees it first)
+        node.create_subscription(PointStamped, names.MEETING_POINT_SUGGESTION.in_run(node.get_namespace()),
+                                 guarded(self._on_suggestion, "topology.suggestion", self.health),
+                                 qos.profile(names.MEETING_POINT_SUGGESTION))
         for j in range(n):
             node.create_subscription(PointStamped, names.STATE.of(j),
                                      guarded(self._on_state(j), "topology.state", self.health),
@@ -230,19 +298,60 @@ class TopologyRelay:
                 self.health.count_bad_message("target.outside")
                 return
             kind = self._target_problem(j, now, np.asarray(p[:2], dtype=float))
-            if kind is not None:
-                self.mp_refused += 1
-                self.health.count_bad_message(f"target.{kind}")
+            if kind == "unreachable":       # perhaps a suggestion it took, still on its way (module docstring)
+                if self.suggestions.wait(j, p, now):
+                    self._refuse("unreachable")               # the one that waited: replaced, refused
                 return
-            self.targets[j] = p
-            self.heard_box[1, j], self.heard_box[0, j] = self.heard_box[0, j], np.nan
+            if self.suggestions.waiting.pop(j, None) is not None:
+                self._refuse("unreachable")
+            if kind is not None:
+                self._refuse(kind)
+                return
+            self._take_target(j, p)
         return cb
+
+    def _refuse(self, kind: str) -> None:
+        """A robot's meeting point refused (``target.<kind>``, ``meeting_points_refused``)."""
+        self.mp_refused += 1
+        self.health.count_bad_message(f"target.{kind}")
+
+    def _take_target(self, j: int, p) -> None:
+        """Robot ``j``'s meeting point ``p`` accepted: what the node relays for it from now on."""
+        self.targets[j] = p
+        self.heard_box[1, j], self.heard_box[0, j] = self.heard_box[0, j], np.nan
+
+    def _settle_waiting(self, now: float) -> None:
+        """The far meeting points that waited for a suggestion: taken once it came, refused once it did not."""
+        for j, p in self.suggestions.claimed(now):
+            self._take_target(j, p)
+        for _ in self.suggestions.expired(now):
+            self._refuse("unreachable")
+
+    def _on_suggestion(self, msg: PointStamped) -> None:
+        """An operator's meeting point: kept as evidence when inside the workspace (``AcceptedSuggestions``); another
+        frame than ``world`` or a non-finite point is a bad message (the robots drop it too)."""
+        if msg.header.frame_id.lstrip("/") not in ("", names.WORLD_FRAME):
+            self.health.count_bad_message("topology.suggestion.frame")
+            return
+        p = read_xy(msg, PointStamped, self.health, "topology.suggestion")
+        if p is None:
+            return
+        where = ", ".join(f"{v:g}" for v in p[: self.suggestions.fence.dim])
+        now = self._now()
+        if self.suggestions.offer(p, now):
+            self._settle_waiting(now)
+            self.node.get_logger().info(f"operator's meeting point ({where}): the robots' meeting points there are "
+                                        f"accepted for {SUGGESTION_KEEP_S:g} s")
+        else:
+            self.node.get_logger().warning(f"operator's meeting point ({where}) is outside the workspace: not kept "
+                                           f"(the robots refuse it)")
 
     def _target_problem(self, j: int, now: float, p: np.ndarray) -> str | None:
         """Why robot ``j``'s meeting point ``p`` is not evidence of its planner (module docstring), or None:
         ``rate`` (more than ``TARGETS_PER_PERIOD`` within a planning period: a second publisher; the robot is not
         relayed for planning for ``UNTRUSTED_S``), ``foreign`` (the graph shows a publisher of another node on its
-        topic), ``unreachable`` (outside what it heard, widened by ``MEETING_POINT_MARGIN_M``)."""
+        topic), ``unreachable`` (outside what it heard, widened by ``MEETING_POINT_MARGIN_M``, and not an operator's
+        meeting point kept: ``AcceptedSuggestions``)."""
         times = self.target_times[j]
         times.append(now)
         while times and times[0] < now - self.cfg.planner_period_s:
@@ -256,7 +365,8 @@ class TopologyRelay:
             return "foreign"
         box = self._reach_box(j)
         if box is not None and not np.all((p >= box[0] - MEETING_POINT_MARGIN_M) &
-                                          (p <= box[1] + MEETING_POINT_MARGIN_M)):
+                                          (p <= box[1] + MEETING_POINT_MARGIN_M)) \
+                and not self.suggestions.matches(p, now):      # (an operator's point the robot took)
             return "unreachable"
         return None
 
@@ -323,6 +433,7 @@ class TopologyRelay:
 
     def relay(self) -> None:
         now = self._now()
+        self._settle_waiting(now)
         self._note_losses(now)
         self._check_graph(now)
         stamp_ns = self.node.get_clock().now().nanoseconds
