@@ -34,6 +34,7 @@ RUN_FILES = {
     "video": ("video.mp4", "video/mp4"),
 }
 MAX_RESOURCE_BYTES = 64 * 1024 * 1024
+BRIDGE = "consensus.ros.operator_bridge:OperatorBridge"     # the seat's node on the fleet's ROS graph
 
 
 def read_manifest(run_dir: str | Path) -> dict:
@@ -73,8 +74,10 @@ class FleetLink:
         self.namespace = str(ros.get("namespace", ""))
         self.domain_id = int(ros.get("domain_id", os.environ.get("ROS_DOMAIN_ID", 0) or 0))
         self.n = int(self.cfg.num_robots)
-        if bridge_factory is None:
-            from consensus.ros.operator_bridge import OperatorBridge as bridge_factory
+        if bridge_factory is None:         # the ROS side, by name: only ros/ modules import rclpy
+            from consensus.loader import load
+
+            bridge_factory = load(BRIDGE)
         self.bridge = bridge_factory(namespace=self.namespace, num_robots=self.n, estop_topic=self.cfg.estop_topic,
                                      domain_id=self.domain_id)
 
