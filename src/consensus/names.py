@@ -160,3 +160,4 @@ SIM_NODE = "sim"
 TOPOLOGY_NODE = "topology"
 RECORDER_NODE = "recorder"
 LINK_NODE = "link"            # /<cf>/link (crazyflie_link: one process per drone, in its crazyswarm2 name)
+OPERATOR_NODE = "operator"    # /operator: consensus mcp's seat on the run's graph (consensus.ros.operator_bridge)

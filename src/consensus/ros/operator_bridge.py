@@ -40,7 +40,7 @@ class OperatorBridge:
     """The ``operator`` node of a run in ``namespace`` with ``num_robots`` robots, on domain ``domain_id``."""
 
     def __init__(self, *, namespace: str, num_robots: int, estop_topic: str, domain_id: int,
-                 node_name: str = "operator") -> None:
+                 node_name: str = names.OPERATOR_NODE) -> None:
         self.n = int(num_robots)
         self.namespace = namespace.rstrip("/")
         self.ctx = Context()
@@ -67,9 +67,9 @@ class OperatorBridge:
         self.estop_topic = estop_topic
         node.create_subscription(Bool, estop_topic, self._on_estop, qos.profile(names.ESTOP))
         self._estop_pub = node.create_publisher(Bool, estop_topic, qos.profile(names.ESTOP))
-        suggestion = names.MEETING_POINT_SUGGESTION
-        self._suggest_pub = node.create_publisher(PointStamped, suggestion.in_run(self.namespace or "/"),
-                                                  qos.profile(suggestion))
+        self._suggest_pub = node.create_publisher(
+            PointStamped, names.MEETING_POINT_SUGGESTION.in_run(self.namespace or "/"),
+            qos.profile(names.MEETING_POINT_SUGGESTION))
         self._param_clients: dict[str, AsyncParameterClient] = {}
         self.executor = SingleThreadedExecutor(context=self.ctx)
         self.executor.add_node(node)

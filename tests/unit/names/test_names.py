@@ -62,7 +62,8 @@ def test_no_topic_name_is_spelled_out_at_a_publisher_or_subscriber():
 # of its robots map entry; a fleet process's one e-stop subscription; a drone link's e-stop, the robots' parameter)
 # or whatever the bag recorder was told to record
 NOT_FROM_THE_TABLE = {"ros/robot.py": {"cfg.estop_topic", "self.cmd_topic"}, "ros/bag_recorder.py": {"name"},
-                      "ros/fleet.py": {"estop"}, "ros/crazyflie_link.py": {"estop_topic"}}
+                      "ros/fleet.py": {"estop"}, "ros/crazyflie_link.py": {"estop_topic"},
+                      "ros/operator_bridge.py": {"estop_topic"}}
 
 
 def test_every_endpoint_of_the_kernel_and_the_scenarios_takes_its_topic_from_a_table():

@@ -474,7 +474,7 @@ class Recorder:
 
     def counters(self) -> dict:
         keys = ("llm_calls", "llm_fallbacks", "clamped", "overruns", "planner_errors", "stale_stops",
-                "deadlocks", "pose_suspect_stops")
+                "deadlocks", "pose_suspect_stops", "suggestions", "suggestions_refused", "rounds_dropped")
         out = {k: int(sum(st.get(k, 0) for st in self.status.values())) for k in keys}
         rounds = [st.get("round", 0) for st in self.status.values()]
         out["rounds_max"] = int(max(rounds, default=0))

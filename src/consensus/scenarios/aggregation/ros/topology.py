@@ -74,7 +74,7 @@ from consensus.control.plausibility import Plausibility
 from consensus.control.safety import Geofence
 from consensus.errors import ConfigError
 from consensus.ros import qos
-from consensus.scenarios.aggregation.config import AggregationConfig
+from consensus.scenarios.aggregation.config import GRAPH_FIELDS, AggregationConfig
 from consensus.ros.cdr import pose_array_bytes
 from consensus.graphs.links import LinkModel
 from consensus.ros.nearby import NearbyRelay, checked_state
@@ -85,7 +85,7 @@ from consensus.ros.process import node_main
 from consensus.ros.records import GraphRecord
 from consensus import names
 
-GRAPH_PARAMS = ("topology", "adjacency", "directed", "topology_p", "leader")
+GRAPH_PARAMS = GRAPH_FIELDS      # the graph's run-time fields (AggregationConfig's module)
 MEETING_POINT_MARGIN_M = 1.0   # a meeting point this far outside the box of what its robot heard is still its [m]
 TARGETS_PER_PERIOD = 3         # more meeting points than this from one robot within a planning period: a second
                                # publisher (a robot publishes one a round)
