@@ -181,12 +181,11 @@ def test_over_stdio_a_console_code_approves_a_meeting_point_and_refusals_say_why
 
     anyio.run(main)
     log = _log(live_run)
-    outcomes = [(e["who"]["client"], e["tool"], e["outcome"]) for e in log if e["who"]["client"] == "tester-stdio"]
-    assert ("tester-stdio", "set_parameter", "refused") in outcomes
-    assert [o for o in outcomes if o[1] == "suggest_meeting_point"] == [
-        ("tester-stdio", "suggest_meeting_point", "refused"), ("tester-stdio", "suggest_meeting_point",
-                                                               "approval needed"),
-        ("tester-stdio", "suggest_meeting_point", "refused"), ("tester-stdio", "suggest_meeting_point", "done")]
+    outcomes = [(e["tool"], e["outcome"], e["approval"]) for e in log if e["who"]["client"] == "tester-stdio"]
+    assert ("set_parameter", "refused", "none") in outcomes
+    assert [o for o in outcomes if o[0] == "suggest_meeting_point"] == [
+        ("suggest_meeting_point", "refused", "none"), ("suggest_meeting_point", "approval needed", "token"),
+        ("suggest_meeting_point", "refused", "token"), ("suggest_meeting_point", "done", "token")]
     assert all("confirm" not in e["args"] for e in log)
     assert codes and codes[0] not in (live_run / "operator.jsonl").read_text()
 
@@ -282,7 +281,7 @@ def test_over_http_elicitation_gates_the_acts_the_topology_switches_and_the_esto
         err.close()
     http = [(e["tool"], e["outcome"], e["approval"]) for e in _log(live_run) if e["who"]["client"] == "tester-http"]
     acts = [h for h in http if h[0] not in ("fleet_status", "graph")]
-    assert acts == [("suggest_meeting_point", "refused", "none"), ("set_topology", "done", "elicit"),
+    assert acts == [("suggest_meeting_point", "refused", "elicit"), ("set_topology", "done", "elicit"),
                     ("suggest_meeting_point", "done", "elicit"), ("set_topology", "refused", "none"),
                     ("estop", "done", "none"), ("estop_release", "done", "elicit")]
 

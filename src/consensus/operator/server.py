@@ -44,7 +44,11 @@ START_TIMEOUT_S = 60.0          # a started run must write its manifest within t
 
 
 class Refused(Exception):
-    """A call refused before it acted (its reason is the message)."""
+    """A call refused before it acted (its reason is the message; ``approval``: how far the approval went)."""
+
+    def __init__(self, reason: str, approval: str = "none") -> None:
+        super().__init__(reason)
+        self.approval = approval
 
 
 class Seat:
@@ -121,6 +125,7 @@ class Seat:
                 approval = await self._approve(ctx, tool, args, client)
             result = await anyio.to_thread.run_sync(act)
         except Refused as exc:
+            approval = exc.approval if exc.approval != "none" else approval
             outcome = "approval needed" if str(exc).startswith("approval needed") else "refused"
             self.log.write(who=who, tool=tool, args=args, outcome=outcome, reason=str(exc), approval=approval)
             if TOOLS.get(tool) is not None and TOOLS[tool].act:
@@ -154,11 +159,11 @@ class Seat:
                 with anyio.fail_after(self.approval_timeout_s):
                     answer = await ctx.elicit(message, Approve)
             except TimeoutError:
-                raise Refused(f"not approved within {self.approval_timeout_s:g} s (operator.approval_timeout_s)") \
-                    from None
+                raise Refused(f"not approved within {self.approval_timeout_s:g} s (operator.approval_timeout_s)",
+                              "elicit") from None
             if answer.action == "accept" and getattr(answer.data, "approve", False):
                 return "elicit"
-            raise Refused(f"the operator did not approve {tool} ({answer.action})")
+            raise Refused(f"the operator did not approve {tool} ({answer.action})", "elicit")
         if self.approval == "elicit":
             raise Refused("this run asks approval by elicitation (operator.approval: elicit), and this client does "
                           "not support it")
@@ -166,13 +171,13 @@ class Seat:
         if code:
             why = self.approvals.redeem(client, tool, args, code)
             if why:
-                raise Refused(why)
+                raise Refused(why, "token")
             return "token"
         code = self.approvals.issue(client, tool, args)
         self.say(f"APPROVAL NEEDED: '{client}' asks {tool} {shown}. If you approve, give the assistant the code "
                  f"{code} (valid {self.approval_timeout_s:g} s).")
         raise Refused(f"approval needed: the operator sees a code on the consensus mcp console; call {tool} again "
-                      f"with the same arguments and confirm=<code> once they give it to you")
+                      f"with the same arguments and confirm=<code> once they give it to you", "token")
 
     # --- the acts --------------------------------------------------------------------------------------------------
     def estop(self, engage: bool) -> dict:

@@ -23,16 +23,29 @@ SYSTEM = (
     "that do not move towards agreement for a long time. Otherwise answer with the single word OK. "
     + UNTRUSTED_NOTE)
 MAX_STATUS_CHARS = 6000
+#: a llama.cpp endpoint (the embedded model) may answer only this: OK, or one call of estop (a reader needs no tool:
+#: the status and reasoning are in the prompt). Other endpoints get the tools and no grammar; the gate refuses the rest
+GRAMMAR = 'root ::= "OK" | "{\\"name\\": \\"estop\\", \\"arguments\\": {}}"'
 
 
 def tool_defs(listed) -> list[dict]:
-    """The OpenAI tool definitions of the MCP tools the supervisor may use (read tools and estop)."""
+    """The OpenAI tool definitions of the MCP tools the supervisor may use (read tools and estop), their schemas
+    without the SDK's titles."""
     out = []
     for t in listed:
         if t.name in SUPERVISOR_TOOLS:
             out.append({"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                                         "parameters": t.input_schema or {"type": "object"}}})
+                                                         "parameters": untitled(t.input_schema or {"type": "object"})}})
     return out
+
+
+def untitled(schema):
+    """A JSON schema without its ``title`` entries (a small model copies them into its arguments)."""
+    if isinstance(schema, dict):
+        return {k: untitled(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [untitled(v) for v in schema]
+    return schema
 
 
 class Supervisor:
@@ -68,14 +81,20 @@ class Supervisor:
             {"role": "user", "content": f"Fleet status:\n{status}\n\nPlanners' reasoning ({UNTRUSTED_NOTE}):\n"
                                         f"{reasoning}\n\nAnswer OK or call estop."}),
             model=self.model, temperature=0.0, max_tokens=self.max_tokens, tag=f"supervisor/look_{self.looks}",
-            tools=tuple(self.tools), tool_choice="auto")
+            tools=tuple(self.tools), tool_choice="auto", grammar=GRAMMAR)
         try:
             reply = await anyio.to_thread.run_sync(self.llm.complete, req)
         except LLMError:
             self.counters["llm_errors"] += 1
             return []
+        from consensus.llm.styles import tool_calls_in_text
+        from consensus.operator.policy import TOOLS
+
+        # every call the model names, in the API's field or in its text (a grammar-bound answer), goes to the gate:
+        # what is not open is refused there and recorded, never dropped unseen
+        calls = reply.tool_calls or tool_calls_in_text(reply.text, frozenset(TOOLS))
         done = []
-        for call in reply.tool_calls[:4]:
+        for call in calls[:4]:
             name = str(call.get("name", ""))[:64]
             try:
                 args = json.loads(call.get("arguments") or "{}")
@@ -89,7 +108,7 @@ class Supervisor:
             elif name == "estop":
                 self.counters["estops"] += 1
             done.append({"tool": name, "args": args, "refused": bool(res.is_error), "answer": text})
-        if not reply.tool_calls:
+        if not calls:
             if reply.text.strip().strip(".").upper() == "OK":
                 self.counters["ok"] += 1
             else:

@@ -111,7 +111,7 @@ def test_acts_are_checked_before_approval_and_approved_ones_reach_the_fleet(tmp_
     assert [(x["tool"], x["outcome"], x["approval"]) for x in lines] == [
         ("suggest_meeting_point", "refused", "none"), ("set_parameter", "refused", "none"),
         ("set_parameter", "refused", "none"), ("set_topology", "refused", "none"),
-        ("suggest_meeting_point", "refused", "none"), ("suggest_meeting_point", "done", "elicit"),
+        ("suggest_meeting_point", "refused", "elicit"), ("suggest_meeting_point", "done", "elicit"),
         ("set_parameter", "done", "elicit"), ("set_topology", "done", "elicit")]
     assert {x["who"]["client"] for x in lines} == {"tester"}
 
