@@ -48,7 +48,7 @@ def test_the_seat_starts_a_run_after_approval_attaches_reads_it_and_stops_it(tmp
                     assert res.is_error and "approval needed" in res.content[0].text
                     assert not out.exists() or not any(out.glob("aggregation-*/manifest.json"))
                     errlog.flush()
-                    code = re.findall(r"the code ([0-9a-f]{6})", err.read_text())[-1]
+                    code = re.findall(r"the code ([0-9a-f]{8})", err.read_text())[-1]
                     res = await s.call_tool("start_run", {**args, "confirm": code})
                     assert not res.is_error, res.content[0].text
                     found["run_dir"] = json.loads(res.content[0].text)["run_dir"]

@@ -16,7 +16,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                             "and namespace from its manifest; its allowlist from its parameters)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                    help="stdio (Claude Desktop, VS Code: the client starts the server) or streamable HTTP")
-    p.add_argument("--host", default="127.0.0.1", help="HTTP: the address it listens on")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP: the address it listens on (loopback unless "
+                                                       "--allow-remote)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="HTTP: listen on another address than loopback (put an authenticating proxy in front: a "
+                        "client's name is its own claim)")
+    p.add_argument("--console", type=Path,
+                   help="where approval codes and the seat's lines are written (appended, mode 0600), e.g. a "
+                        "terminal (/dev/pts/N) the operator watches; default: standard error, which over stdio is "
+                        "the MCP client's to read")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP: the port (default {DEFAULT_PORT})")
     p.add_argument("--operator", default="", help="the human at this seat, as operator.jsonl names them "
                                                   "(default: the login name)")
@@ -42,13 +50,18 @@ def command(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be in [1, 65535] (got {args.port})")
+    if args.transport == "http" and not args.allow_remote and args.host not in ("127.0.0.1", "localhost", "::1"):
+        raise ConfigError(f"--host {args.host} would let any machine that reaches it call the seat's tools, and a "
+                          f"client's name is its own claim: give --allow-remote (behind an authenticating proxy)")
+    console = _open_console(args.console) if args.console else None
     if args.supervisor and not args.run:
         raise ConfigError("--supervisor watches a running fleet: give --run RUN_DIR")
     if args.run:
         _join_run_domain(args.run)
-        seat = Seat.for_run(args.run, operator=args.operator, out=args.out, supervisor=args.supervisor)
+        seat = Seat.for_run(args.run, operator=args.operator, out=args.out, supervisor=args.supervisor,
+                            console=console)
     else:
-        seat = Seat(**_seat_settings(args.config), operator=args.operator, out=args.out)
+        seat = Seat(**_seat_settings(args.config), operator=args.operator, out=args.out, console=console)
     try:
         if args.supervisor:
             from consensus.operator.supervisor import run_supervisor
@@ -66,6 +79,15 @@ def command(args: argparse.Namespace) -> int:
     finally:
         seat.close()
     return 0
+
+
+def _open_console(path: Path):
+    """The operator's console: ``path`` opened for appending, readable by its owner only where it is a new file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"--console {path}: cannot be opened: {exc.strerror or exc}") from None
+    return os.fdopen(fd, "a", buffering=1)
 
 
 def _seat_settings(config: Path | None) -> dict:

@@ -35,6 +35,9 @@ RUN_FILES = {
 }
 MAX_RESOURCE_BYTES = 64 * 1024 * 1024
 BRIDGE = "consensus.ros.operator_bridge:OperatorBridge"     # the seat's node on the fleet's ROS graph
+#: a robot's states as its status record names them (consensus.ros.records.StatusRecord.state); another is reported
+#: as "invalid" (a status heard on the wire is not trusted)
+ROBOT_STATES = frozenset({"ok", "waiting", "degraded", "stopped", "pose_suspect", "blocked", "estopped"})
 
 
 def read_manifest(run_dir: str | Path) -> dict:
@@ -74,6 +77,7 @@ class FleetLink:
         self.namespace = str(ros.get("namespace", ""))
         self.domain_id = int(ros.get("domain_id", os.environ.get("ROS_DOMAIN_ID", 0) or 0))
         self.n = int(self.cfg.num_robots)
+        self.graph_cfg = self.cfg               # the config with the graph changes applied since (set_topology)
         if bridge_factory is None:         # the ROS side, by name: only ros/ modules import rclpy
             from consensus.loader import load
 
@@ -83,20 +87,25 @@ class FleetLink:
 
     # --- reading ---------------------------------------------------------------------------------------------------
     def status(self) -> dict:
+        from consensus.ros.records import StatusRecord
+
         snap = self.bridge.snapshot()
         cfg = self.cfg
+        named = set(StatusRecord.__dataclass_fields__) - {"robot", "round", "callback_errors", "bad_messages",
+                                                          "extra"}
         robots = []
         for i in range(self.n):
             st = snap["status"][i] or {}
+            state = st.get("state", "unheard")
             robots.append({
                 "robot": i,
                 "position": snap["positions"][i], "position_age_s": snap["position_age_s"][i],
                 "meeting_point": snap["meeting_points"][i] or st.get("meeting_point"),
-                "state": st.get("state", "unheard"), "round": st.get("round"), "agreed": st.get("agreed"),
-                "estopped": st.get("estopped"),
+                "state": state if state in ROBOT_STATES or state == "unheard" else "invalid",
+                "round": st.get("round"), "agreed": st.get("agreed"), "estopped": st.get("estopped"),
                 "health": {"callback_errors": st.get("callback_errors", 0), "bad_messages": st.get("bad_messages", 0)},
-                "counters": {k: v for k, v in st.items() if isinstance(v, int) and not isinstance(v, bool)
-                             and k not in ("robot", "round", "callback_errors", "bad_messages")},
+                "counters": {k: v for k, v in st.items() if k in named and isinstance(v, int)
+                             and not isinstance(v, bool)},
             })
         pos = np.array([p for p in snap["positions"] if p is not None], dtype=float).reshape(-1, 2)
         mps = np.array([m for m in (r["meeting_point"] for r in robots) if m is not None], dtype=float)
@@ -109,7 +118,7 @@ class FleetLink:
             "num_robots": self.n, "spread_m": _max_pairwise(pos), "meeting_point_spread_m": mp_spread,
             "agreement": bool(len(mps) == self.n and mp_spread is not None and mp_spread <= tol),
             "agreement_rule": f"every pair of meeting points within {tol:g} m (converge_tol_m)",
-            "estop": snap["estop"], "topology": graph.get("name"), "workspace": list(cfg.workspace),
+            "estop": snap["estop"], "topology": _graph_name(graph.get("name")), "workspace": list(cfg.workspace),
             "bad_messages": snap["bad_messages"], "robots": robots,
             "ended": (self.run_dir / "summary.json").exists(),
         }
@@ -156,11 +165,10 @@ class FleetLink:
                               f"{', '.join(self.runtime_fields())} (every other parameter is read-only while it runs)")
         if field in self.scenario.graph_fields:
             self.check_graph({field: value})
+            new = self.graph_cfg.replace(**{field: value})
         else:
-            self.cfg.replace(**{field: value})
-        kind = type(getattr(self.cfg, field))
-        return field, (float(value) if kind is float and isinstance(value, int) and not isinstance(value, bool)
-                       else value)
+            new = self.cfg.replace(**{field: value})
+        return field, getattr(new, field)         # as the config read it: what the node's typed parameter takes
 
     def check_graph(self, changes: dict) -> Any:
         """The graph ``changes`` give, built as the topology node builds it; one ConfigError otherwise."""
@@ -170,7 +178,7 @@ class FleetLink:
         if bad:
             raise ConfigError(f"not a graph parameter: {', '.join(bad)}; valid: "
                               f"{', '.join(self.scenario.graph_fields)}")
-        return self.cfg.replace(**changes).graph()
+        return self.graph_cfg.replace(**changes).graph()
 
     def set_parameter(self, field: str, value: Any) -> str | None:
         """Apply a checked parameter on the nodes that hold it; None or the node's reason."""
@@ -178,18 +186,28 @@ class FleetLink:
 
         ros = ros_names(type(self.cfg))[field]
         if field in self.scenario.graph_fields:
-            return self.bridge.set_parameters(self.scenario.graph_node, {ros: value})
+            why = self.bridge.set_parameters(self.scenario.graph_node, {ros: value})
+            if why is None:
+                self.graph_cfg = self.graph_cfg.replace(**{field: value})
+            return why
+        done = []
         for node in self.robot_nodes():
             why = self.bridge.set_parameters(node, {ros: value})
             if why:
-                return f"{node}: {why}"
+                partly = f" (already set on {', '.join(done)}: set it back there by hand)" if done else ""
+                return f"{node}: {why}{partly}"
+            done.append(node)
         return None
 
     def set_graph(self, changes: dict) -> str | None:
         from consensus.settings import ros_names
 
         ros = ros_names(type(self.cfg))
-        return self.bridge.set_parameters(self.scenario.graph_node, {ros[k]: v for k, v in changes.items()})
+        new = self.graph_cfg.replace(**changes)
+        why = self.bridge.set_parameters(self.scenario.graph_node, {ros[k]: getattr(new, k) for k in changes})
+        if why is None:
+            self.graph_cfg = new                 # the graph the node holds now: the next change is checked on it
+        return why
 
     def robot_nodes(self) -> list[str]:
         from consensus import names
@@ -215,6 +233,12 @@ class FleetLink:
 
     def close(self) -> None:
         self.bridge.close()
+
+
+def _graph_name(name):
+    from consensus.graphs.topology import TOPOLOGIES
+
+    return name if name is None or name in TOPOLOGIES else untrusted(name, 80)
 
 
 def _max_pairwise(points: np.ndarray) -> float | None:

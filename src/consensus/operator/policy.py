@@ -108,18 +108,23 @@ def canonical(args: dict) -> str:
                       separators=(",", ":"), default=str)
 
 
+CODE_BYTES = 4          # an approval code: 8 hex characters
+MAX_WRONG_CODES = 3     # wrong codes for one call before its code is void (a guesser gets 3 tries in 2^32)
+
+
 class Approvals:
     """Confirmation codes for the ``token`` way: ``issue`` one for (client, tool, arguments) and show it on the
-    console; ``redeem`` accepts it once, for exactly that call, before it expires."""
+    console; ``redeem`` accepts it once, for exactly that call, before it expires; ``MAX_WRONG_CODES`` wrong ones void
+    it."""
 
     def __init__(self, ttl_s: float, clock=time.monotonic) -> None:
         self.ttl_s = float(ttl_s)
         self.clock = clock
-        self._pending: dict[tuple[str, str, str], tuple[str, float]] = {}
+        self._pending: dict[tuple[str, str, str], list] = {}
 
     def issue(self, client: str, tool: str, args: dict) -> str:
-        code = secrets.token_hex(3)
-        self._pending[(client, tool, canonical(args))] = (code, self.clock() + self.ttl_s)
+        code = secrets.token_hex(CODE_BYTES)
+        self._pending[(client, tool, canonical(args))] = [code, self.clock() + self.ttl_s, 0]
         return code
 
     def redeem(self, client: str, tool: str, args: dict, code: str) -> str | None:
@@ -129,11 +134,15 @@ class Approvals:
         if held is None:
             return ("no approval was asked for this call with these arguments; call it without `confirm` to ask "
                     "the operator")
-        expected, until = held
+        expected, until, wrong = held
         if self.clock() > until:
             self._pending.pop(key, None)
             return "the approval code has expired; call again without `confirm` to ask anew"
-        if not hmac.compare_digest(str(code).strip().lower(), expected):
+        if not hmac.compare_digest(str(code).strip().lower()[:64], expected):
+            held[2] = wrong + 1
+            if held[2] >= MAX_WRONG_CODES:
+                self._pending.pop(key, None)
+                return f"the approval code is wrong, {MAX_WRONG_CODES} times: it is void; ask anew"
             return "the approval code is wrong"
         self._pending.pop(key, None)
         return None
@@ -160,6 +169,23 @@ def finite_number(name: str, value: Any) -> float:
     return float(value)
 
 
+MAX_LOGGED_CHARS = 1000     # a string of a call's arguments or reason in operator.jsonl, at most
+
+
+def bounded(value: Any, depth: int = 0) -> Any:
+    """``value`` with every string cut to ``MAX_LOGGED_CHARS`` and nesting cut at 5 levels (a record of a call, not a
+    copy of whatever a client sent)."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_LOGGED_CHARS else value[:MAX_LOGGED_CHARS] + " ..."
+    if depth >= 5:
+        return "..."
+    if isinstance(value, dict):
+        return {bounded(str(k)): bounded(v, depth + 1) for k, v in list(value.items())[:50]}
+    if isinstance(value, (list, tuple)):
+        return [bounded(v, depth + 1) for v in value[:50]]
+    return value
+
+
 class OperatorLog:
     """``operator.jsonl`` in a run directory: one JSON line per call, appended whole or not at all."""
 
@@ -173,8 +199,8 @@ class OperatorLog:
     def write(self, *, who: dict, tool: str, args: dict, outcome: str, reason: str = "", approval: str = "none",
               result: Any = None) -> dict:
         line = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "who": who, "tool": tool,
-                "args": {k: v for k, v in args.items() if k != "confirm"}, "outcome": outcome, "reason": reason,
-                "approval": approval}
+                "args": bounded({k: v for k, v in args.items() if k != "confirm"}), "outcome": outcome,
+                "reason": str(reason)[:MAX_LOGGED_CHARS], "approval": approval}
         if result is not None:
             line["result"] = result
         self._file.append(json.dumps(line, default=str, ensure_ascii=False) + "\n")

@@ -67,6 +67,7 @@ class Seat:
         self.console = console or sys.stderr
         self._bridge_factory = bridge_factory
         self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
         self.fleet: FleetLink | None = None
         self.started: StartedRun | None = None
         self.log = OperatorLog((Path(run_dir) if run_dir else self.out) / "operator.jsonl")
@@ -106,6 +107,11 @@ class Seat:
     def say(self, text: str) -> None:
         print(f"[consensus mcp] {text}", file=self.console, flush=True)
 
+    def record(self, **line) -> None:
+        """One line of the attached run's operator.jsonl (the log is swapped under the same lock by ``attach``)."""
+        with self._lock:
+            self.log.write(**line)
+
     async def call(self, ctx, tool: str, args: dict, act: Callable[[], Any],
                    check: Callable[[], Any] | None = None) -> Any:
         """One tool call through the gate (module docstring); returns the act's result or raises Refused."""
@@ -127,33 +133,33 @@ class Seat:
         except Refused as exc:
             approval = exc.approval if exc.approval != "none" else approval
             outcome = "approval needed" if str(exc).startswith("approval needed") else "refused"
-            self.log.write(who=who, tool=tool, args=args, outcome=outcome, reason=str(exc), approval=approval)
+            self.record(who=who, tool=tool, args=args, outcome=outcome, reason=str(exc), approval=approval)
             if TOOLS.get(tool) is not None and TOOLS[tool].act:
-                self.say(f"{outcome}: {client} {tool} {canonical(args)}: {exc}")
+                self.say(f"{outcome}: {client} {tool} {shown(args)}: {exc}")
             raise
         except Exception as exc:       # the act failed (the wire, a node): one line, logged, never a traceback
-            self.log.write(who=who, tool=tool, args=args, outcome="failed", reason=f"{type(exc).__name__}: {exc}",
+            self.record(who=who, tool=tool, args=args, outcome="failed", reason=f"{type(exc).__name__}: {exc}",
                            approval=approval)
             raise Refused(f"{tool} failed: {exc}") from None
         if TOOLS[tool].act:
-            self.log.write(who=who, tool=tool, args=args, outcome="done", approval=approval,
+            self.record(who=who, tool=tool, args=args, outcome="done", approval=approval,
                            result=result if isinstance(result, (dict, list, str)) else None)
-            self.say(f"done: {client} {tool} {canonical(args)} (approval: {approval})")
+            self.say(f"done: {client} {tool} {shown(args)} (approval: {approval})")
         else:
-            self.log.write(who=who, tool=tool, args=args, outcome="done", approval=approval)
+            self.record(who=who, tool=tool, args=args, outcome="done", approval=approval)
         return result
 
     async def _approve(self, ctx, tool: str, args: dict, client: str) -> str:
         caps = getattr(ctx, "client_capabilities", None)
         can_elicit = bool(caps is not None and getattr(caps, "elicitation", None) is not None)
-        shown = canonical(args)
+        what = shown(args)
         if self.approval in ("auto", "elicit") and can_elicit and not args.get("confirm"):
             from pydantic import BaseModel
 
             class Approve(BaseModel):
                 approve: bool
 
-            message = (f"The assistant '{client}' asks to run {tool} {shown} on the fleet of "
+            message = (f"The assistant '{client}' asks to run {tool} {what} on the fleet of "
                        f"{self.fleet.run_dir if self.fleet else 'no run yet'}: {TOOLS[tool].summary}. Approve?")
             try:
                 with anyio.fail_after(self.approval_timeout_s):
@@ -174,7 +180,7 @@ class Seat:
                 raise Refused(why, "token")
             return "token"
         code = self.approvals.issue(client, tool, args)
-        self.say(f"APPROVAL NEEDED: '{client}' asks {tool} {shown}. If you approve, give the assistant the code "
+        self.say(f"APPROVAL NEEDED: '{client}' asks {tool} {what}. If you approve, give the assistant the code "
                  f"{code} (valid {self.approval_timeout_s:g} s).")
         raise Refused(f"approval needed: the operator sees a code on the consensus mcp console; call {tool} again "
                       f"with the same arguments and confirm=<code> once they give it to you", "token")
@@ -182,12 +188,27 @@ class Seat:
     # --- the acts --------------------------------------------------------------------------------------------------
     def estop(self, engage: bool) -> dict:
         fleet = self.need_fleet()
-        fleet.bridge.estop(engage)
-        return {"estop": engage, "topic": fleet.cfg.estop_topic, "published_at": time.time()}
+        heard_by = fleet.bridge.estop(engage)
+        out = {"estop": engage, "topic": fleet.cfg.estop_topic, "published_at": time.time(), "subscribers": heard_by}
+        if not heard_by:
+            out["warning"] = "no node subscribes the e-stop topic now: no robot heard it (has the run ended?)"
+            self.say(f"e-stop {'engaged' if engage else 'released'} with no subscriber on {fleet.cfg.estop_topic}")
+        return out
 
     def start_run(self, scenario: str, robots: int, planner: str, duration_s: float, settings: dict) -> dict:
+        if not self._start_lock.acquire(blocking=False):
+            raise Refused("another start_run is under way")
+        try:
+            return self._start_run(scenario, robots, planner, duration_s, settings)
+        finally:
+            self._start_lock.release()
+
+    def _start_run(self, scenario: str, robots: int, planner: str, duration_s: float, settings: dict) -> dict:
         if self.started is not None and self.started.running():
             raise Refused(f"a run this server started is still running ({self.started.out}); stop_run first")
+        if self.fleet is not None and self.started is None and not (self.fleet.run_dir / "summary.json").exists():
+            raise Refused(f"this seat is attached to a run it did not start, which still runs ({self.fleet.run_dir}):"
+                          f" a second fleet would share its ROS graph; start runs from a seat without --run")
         args = ["--robots", str(robots), "--duration", str(duration_s)]
         if planner:
             args += ["--planner", planner]
@@ -236,10 +257,30 @@ def check_start(scenario: str, robots: int, planner: str, duration_s: float, set
 
 def build_server(seat: Seat, *, tools: tuple[str, ...] | None = None):
     """The MCP server of ``seat``; ``tools`` limits which tools it offers at all (a supervisor's seat)."""
-    from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    import contextvars
 
-    app = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+    from mcp.types import CallToolResult, TextContent
+
+    gated: contextvars.ContextVar[list] = contextvars.ContextVar("gated")
+
+    class Server(MCPServer):
+        async def _handle_call_tool(self, ctx, params):
+            """A call the SDK refuses before the gate (arguments of the wrong type, an unknown tool) is recorded too,
+            and answered in one sentence instead of the validator's text."""
+            seen = [False]
+            gated.set(seen)
+            result = await super()._handle_call_tool(ctx, params)
+            if seen[0] or not getattr(result, "is_error", False):
+                return result
+            reason = one_sentence(result.content[0].text if result.content else "refused")
+            args = params.arguments if isinstance(params.arguments, dict) else {}
+            seat.record(who=_who(ctx, seat.operator), tool=str(params.name)[:80], args=args, outcome="refused",
+                        reason=reason)
+            return CallToolResult(content=[TextContent(type="text", text=reason)], is_error=True)
+
+    app = Server(SERVER_NAME, instructions=INSTRUCTIONS)
     offered = set(tools or TOOLS)
 
     def tool(fn):
@@ -248,6 +289,9 @@ def build_server(seat: Seat, *, tools: tuple[str, ...] | None = None):
         return fn
 
     async def gate(ctx, name: str, args: dict, act, check=None):
+        seen = gated.get(None)
+        if seen is not None:
+            seen[0] = True
         try:
             return await seat.call(ctx, name, args, act, check)
         except Refused as exc:
@@ -312,6 +356,7 @@ def build_server(seat: Seat, *, tools: tuple[str, ...] | None = None):
 
         def check():
             checked["field"], checked["value"] = seat.need_fleet().check_parameter(name, value)
+            args["value"] = checked["value"]        # what the human approves is what the node gets
 
         def act():
             why = seat.need_fleet().set_parameter(checked["field"], checked["value"])
@@ -355,12 +400,12 @@ def build_server(seat: Seat, *, tools: tuple[str, ...] | None = None):
         def read() -> str | bytes:
             fleet = seat.fleet
             if fleet is None:
-                raise ValueError("no run is attached")
+                raise ResourceError("no run is attached")
             path = fleet.run_dir / name
             if not path.is_file():
-                raise ValueError(f"{name} is not written yet")
+                raise ResourceError(f"{name} is not written yet")
             if path.stat().st_size > MAX_RESOURCE_BYTES:
-                raise ValueError(f"{name} is larger than {MAX_RESOURCE_BYTES // 2 ** 20} MB; read it from {path}")
+                raise ResourceError(f"{name} is larger than {MAX_RESOURCE_BYTES // 2 ** 20} MB; read it from {path}")
             data = path.read_bytes()
             return data.decode("utf-8", "replace") if mime.startswith(("application/", "text/")) else data
         read.__name__ = f"run_{key}"
@@ -376,10 +421,26 @@ def build_server(seat: Seat, *, tools: tuple[str, ...] | None = None):
 
         fleet = seat.fleet
         if fleet is None:
-            raise ValueError("no run is attached")
+            raise ResourceError("no run is attached")
         return json.dumps({"note": UNTRUSTED_NOTE, "records": fleet.reasoning(3)})
 
     return app
+
+
+MAX_SHOWN = 300
+
+
+def shown(args: dict) -> str:
+    """A call's arguments as the console and the approval prompt show them (at most ``MAX_SHOWN`` characters)."""
+    text = canonical(args)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + " ..."
+
+
+def one_sentence(text: str, limit: int = 300) -> str:
+    """The SDK's refusal text (a validator's lines, a link) as one line of at most ``limit`` characters."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip() and "errors.pydantic.dev" not in ln]
+    out = "; ".join(lines)
+    return out if len(out) <= limit else out[:limit] + " ..."
 
 
 def _who(ctx, operator: str) -> dict:

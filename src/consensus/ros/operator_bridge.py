@@ -155,9 +155,11 @@ class OperatorBridge:
             }
 
     # --- acting ----------------------------------------------------------------------------------------------------
-    def estop(self, engage: bool) -> None:
-        """Publish the e-stop (latched). Returns at once: the robots stop from their subscription's callback."""
+    def estop(self, engage: bool) -> int:
+        """Publish the e-stop (latched). Returns at once, with the number of its subscribers (0: no robot heard
+        it): the robots stop from their subscription's callback."""
         self._estop_pub.publish(Bool(data=bool(engage)))
+        return self._estop_pub.get_subscription_count()
 
     def suggest(self, x: float, y: float) -> None:
         msg = PointStamped()
@@ -170,9 +172,10 @@ class OperatorBridge:
         """Set ``values`` (ROS parameter name -> value) on the node ``node_name`` (relative to the run's namespace)
         through its parameter service, all at once. None if the node took them, else its reason (or why the call
         did not get through)."""
-        client = self._param_clients.get(node_name)
-        if client is None:
-            client = self._param_clients[node_name] = AsyncParameterClient(self.node, node_name)
+        with self._lock:
+            client = self._param_clients.get(node_name)
+            if client is None:
+                client = self._param_clients[node_name] = AsyncParameterClient(self.node, node_name)
         if not client.wait_for_services(timeout_sec=PARAM_SERVICE_WAIT_S):
             return f"the node '{node_name}' does not answer (its parameter service is not there)"
         done = threading.Event()

@@ -56,7 +56,7 @@ def test_an_approval_code_approves_exactly_one_call_once_before_it_expires():
     now = [0.0]
     ap = Approvals(60.0, clock=lambda: now[0])
     code = ap.issue("c", "suggest_meeting_point", {"x": 1.0, "y": 2.0})
-    assert len(code) == 6
+    assert len(code) == 8
     assert "no approval was asked" in ap.redeem("c", "suggest_meeting_point", {"x": 1.0, "y": 3.0}, code)
     assert "no approval was asked" in ap.redeem("other", "suggest_meeting_point", {"x": 1.0, "y": 2.0}, code)
     assert ap.redeem("c", "suggest_meeting_point", {"x": 1.0, "y": 2.0}, "zzzzzz") == "the approval code is wrong"
