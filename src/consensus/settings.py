@@ -629,7 +629,8 @@ class OperatorParams:
     GROUP: ClassVar[str] = "operator"     # its fields' ROS parameters: operator.<name> (settings.ros_names)
 
     operator_allow: str = param(
-        "estop, estop_release, set_topology, set_parameter, suggest_meeting_point, start_run, stop_run",
+        "estop, estop_release, set_topology, set_parameter, suggest_meeting_point, start_run, start_experiment, "
+        "stop_run",
         "the act tools open to an MCP client, comma-separated; `tool=client1|client2` opens one only to those MCP "
         "clients (their clientInfo name); a tool not named is refused (read tools are always open)")
     operator_approval: str = param("auto",

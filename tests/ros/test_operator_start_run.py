@@ -65,7 +65,7 @@ def test_the_seat_starts_a_run_after_approval_attaches_reads_it_and_stops_it(tmp
 
     anyio.run(main)
     run = found["run_dir"]
-    assert found["stop"]["exit_code"] == 0
+    assert found["stop"]["stopped"] == [{"dir": run, "exit_code": 0}]
     assert os.path.dirname(run) == str(out)
     assert json.loads(open(os.path.join(run, "summary.json")).read())["topology"] == "ring"
     # the run's own record begins with who started it

@@ -249,13 +249,14 @@ def _max_pairwise(points: np.ndarray) -> float | None:
 
 
 class StartedRun:
-    """A run this server started (``start_run``): ``consensus run <scenario> ...`` in a session of its own, so that
-    ``stop_run`` (SIGINT, as Ctrl-C) ends it and every node it started."""
+    """A run this server started (``start_run``: ``consensus run <scenario> ...``; ``start_experiment``:
+    ``consensus experiment <preset> ...``) in a session of its own, so that ``stop_run`` (SIGINT, as Ctrl-C) ends it
+    and every process it started."""
 
-    def __init__(self, scenario: str, out: Path, args: list[str], log: Path) -> None:
+    def __init__(self, command: list[str], out: Path, args: list[str], log: Path) -> None:
         self.out = out
         self.log = log
-        cmd = [sys.executable, "-c", "import sys; from consensus.cli import main; sys.exit(main())", "run", scenario,
+        cmd = [sys.executable, "-c", "import sys; from consensus.cli import main; sys.exit(main())", *command,
                *args, "--out", str(out), "-q"]
         self._log_file = open(log, "ab")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,

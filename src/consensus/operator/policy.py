@@ -43,13 +43,16 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
     ToolSpec("graph", False, False, "the communication graph (who hears whom)"),
     ToolSpec("reasoning", False, False, "recent planner reasoning of each robot (untrusted data)"),
     ToolSpec("parameters", False, False, "the run-time parameters with their ranges and current values"),
+    ToolSpec("experiment_status", False, False, "the preset experiment this server started: trials done, report"),
     ToolSpec("estop", True, False, "stop every robot at once (never waits, never closed)"),
     ToolSpec("estop_release", True, True, "release the e-stop: the robots move again"),
     ToolSpec("set_topology", True, True, "switch the communication graph"),
     ToolSpec("set_parameter", True, True, "set a run-time parameter within its declared range"),
     ToolSpec("suggest_meeting_point", True, True, "make (x, y) every robot's meeting point"),
     ToolSpec("start_run", True, True, "start a run of a scenario (robots move)"),
-    ToolSpec("stop_run", True, False, "stop the run this server started (robots stop)"),
+    ToolSpec("start_experiment", True, False, "start a preset experiment (consensus experiment; headless: no robot "
+                                              "moves)"),
+    ToolSpec("stop_run", True, False, "stop the run or experiment this server started (robots stop)"),
 )}
 READ_TOOLS = tuple(n for n, t in TOOLS.items() if not t.act)
 ACT_TOOLS = tuple(n for n, t in TOOLS.items() if t.act)

@@ -70,6 +70,7 @@ class Seat:
         self._start_lock = threading.Lock()
         self.fleet: FleetLink | None = None
         self.started: StartedRun | None = None
+        self.experiment: StartedRun | None = None
         self.log = OperatorLog((Path(run_dir) if run_dir else self.out) / "operator.jsonl")
         if run_dir:
             self.attach(run_dir)
@@ -97,8 +98,9 @@ class Seat:
         return self.fleet
 
     def close(self) -> None:
-        if self.started is not None and self.started.running():
-            self.started.stop()
+        for started in (self.started, self.experiment):
+            if started is not None and started.running():
+                started.stop()
         if self.fleet is not None:
             self.fleet.close()
         self.log.close()
@@ -216,7 +218,7 @@ class Seat:
             args += ["--set", f"{k}={v}"]
         out = self.out / f"{scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
         self.out.mkdir(parents=True, exist_ok=True)
-        run = StartedRun(scenario, out, args, self.out / f"{out.name}.log")
+        run = StartedRun(["run", scenario], out, args, self.out / f"{out.name}.log")
         self.started = run
         if not run.wait_manifest(START_TIMEOUT_S):
             code = run.stop()
@@ -225,11 +227,39 @@ class Seat:
         return {"run_dir": str(out), "command": " ".join(run.command[3:]), "log": str(run.log)}
 
     def stop_run(self) -> dict:
-        if self.started is None or not self.started.running():
-            raise Refused("this server started no run that still runs; a run started elsewhere is stopped where it "
-                          "was started (Ctrl-C), or held with estop")
-        code = self.started.stop()
-        return {"run_dir": str(self.started.out), "exit_code": code}
+        running = [r for r in (self.started, self.experiment) if r is not None and r.running()]
+        if not running:
+            raise Refused("this server started no run or experiment that still runs; a run started elsewhere is "
+                          "stopped where it was started (Ctrl-C), or held with estop")
+        return {"stopped": [{"dir": str(r.out), "exit_code": r.stop()} for r in running]}
+
+    def start_experiment(self, preset: str, trials: int, settings: dict) -> dict:
+        if not self._start_lock.acquire(blocking=False):
+            raise Refused("another start is under way")
+        try:
+            if self.experiment is not None and self.experiment.running():
+                raise Refused(f"an experiment this server started still runs ({self.experiment.out}); stop_run "
+                              f"first")
+            args = ["--trials", str(trials)]
+            for k, v in settings.items():
+                args += ["--set", f"{k}={v}"]
+            out = self.out / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.experiment = StartedRun(["experiment", preset], out, args, self.out / f"{out.name}.log")
+            return {"dir": str(out), "command": " ".join(self.experiment.command[3:]),
+                    "log": str(self.experiment.log)}
+        finally:
+            self._start_lock.release()
+
+    def experiment_status(self) -> dict:
+        exp = self.experiment
+        if exp is None:
+            raise Refused("this server started no experiment (start_experiment)")
+        results = exp.out / "results.jsonl"
+        done = sum(1 for line in results.open(encoding="utf-8", errors="replace") if line.strip()) \
+            if results.is_file() else 0
+        return {"dir": str(exp.out), "running": exp.running(), "exit_code": exp.proc.poll(), "trials_recorded": done,
+                "report": str(exp.out / "report.md") if (exp.out / "report.md").is_file() else None}
 
 
 def check_start(scenario: str, robots: int, planner: str, duration_s: float, settings: dict) -> None:
@@ -253,6 +283,27 @@ def check_start(scenario: str, robots: int, planner: str, duration_s: float, set
     if unknown:
         raise ConfigError(f"scenario '{scenario}' has no parameter {', '.join(unknown)}")
     spec.config_cls().replace(**changes)
+
+
+def check_experiment(preset: str, trials: int, settings: dict) -> None:
+    """start_experiment's arguments checked before anything starts: a preset, a trial count, the preset's own
+    parameters with scalar values (the experiment checks their values itself, at once, as ``consensus experiment``
+    does); one ConfigError."""
+    from consensus import registry
+
+    studies = registry.all_studies()
+    if preset not in studies:
+        raise ConfigError(f"unknown preset '{preset}'; presets: {', '.join(sorted(studies))}")
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= 10000:
+        raise ConfigError(f"trials must be an integer in [1, 10000] (got {trials!r})")
+    known = studies[preset].defaults
+    if not isinstance(settings, dict) or len(settings) > 50:
+        raise ConfigError("settings must be a mapping of at most 50 parameters")
+    for k, v in settings.items():
+        if k not in known:
+            raise ConfigError(f"preset '{preset}' has no parameter '{k}'")
+        if not isinstance(v, (str, int, float, bool)) or len(str(v)) > 200:
+            raise ConfigError(f"{k}: a value must be one number, word or flag of at most 200 characters")
 
 
 def build_server(seat: Seat, *, tools: tuple[str, ...] | None = None):
@@ -390,8 +441,24 @@ def build_server(seat: Seat, *, tools: tuple[str, ...] | None = None):
                           lambda: check_start(scenario, robots, planner, duration_s, sets))
 
     @tool
+    async def start_experiment(ctx: Context, preset: str, trials: int = 1, settings: dict[str, str] | None = None
+                               ) -> dict:
+        """Start a preset experiment (`consensus experiment PRESET`, headless: no robot moves); `settings` fix its
+        parameters by name (as --set). Follow it with experiment_status; stop it with stop_run."""
+        sets = dict(settings or {})
+        args = {"preset": preset, "trials": trials, "settings": sets}
+        return await gate(ctx, "start_experiment", args, lambda: seat.start_experiment(preset, trials, sets),
+                          lambda: check_experiment(preset, trials, sets))
+
+    @tool
+    async def experiment_status(ctx: Context) -> dict:
+        """The preset experiment this server started: running, trials recorded, the report when written."""
+        return await gate(ctx, "experiment_status", {}, seat.experiment_status)
+
+    @tool
     async def stop_run(ctx: Context) -> dict:
-        """Stop the run this server started (as Ctrl-C: the robots stop and the run directory is finished)."""
+        """Stop the run and the experiment this server started (as Ctrl-C: the robots stop and the run directory is
+        finished)."""
         return await gate(ctx, "stop_run", {}, seat.stop_run)
 
     def run_file(key: str):
