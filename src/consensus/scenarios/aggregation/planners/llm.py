@@ -160,10 +160,8 @@ class LLMPlanner:
                                   personality=self.personality, num_agents=self.num_agents, style=self.style,
                                   meeting_points=(zero, [zero] * n) if self.meeting_points else None)
         try:
-            self.client.complete(ChatRequest(
-                messages=tuple(messages), model=self.model, temperature=0.0, max_tokens=1,
-                grammar=tool_grammar(self.dim, n), tools=tool_definitions(self.dim, self.meeting_points),
-                tool_choice="auto", seed=self.seed, tag=f"robot_{self.robot_id}/warm_up"))
+            self.client.complete(self._request(messages, n, f"robot_{self.robot_id}/warm_up", temperature=0.0,
+                                               max_tokens=1))
         except Exception as exc:      # noqa: BLE001 - a warm-up must not stop a run: its first round is slower
             log.warning("robot %d: the LLM warm-up failed (%s); the first round evaluates the whole prompt",
                         self.robot_id, exc)
@@ -234,17 +232,24 @@ class LLMPlanner:
             return None
         return point(req.own_meeting_point, own), [point(m, nb) for m, nb in zip(mps, neighbors)]
 
-    def _ask(self, req: PlanRequest, messages: list[dict], tag: str, attempt: int, state: dict):
-        """One request of this plan: the reply, or the fallback PlanResult when the client failed."""
+    def _request(self, messages: list[dict], neighbors: int, tag: str, *, temperature: float | None = None,
+                 max_tokens: int | None = None) -> ChatRequest:
+        """The one request of this planner's style (its schema, grammar and tools) for ``messages`` naming
+        ``neighbors`` other robots: a round's (``_ask``), or the warm-up's (its own temperature and token cap)."""
         tools = self.style == "tools"
-        request = ChatRequest(
-            messages=tuple(messages), model=self.model, temperature=self.temperature, max_tokens=self.max_tokens,
+        return ChatRequest(
+            messages=tuple(messages), model=self.model,
+            temperature=self.temperature if temperature is None else temperature,
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
             response_format=response_schema(self.dim) if self.style == "json" else None,
             grammar=(answer_grammar(self.dim) if self.style == "paper"
-                     else tool_grammar(self.dim, len(req.neighbors)) if tools else None),
+                     else tool_grammar(self.dim, neighbors) if tools else None),
             tools=tool_definitions(self.dim, self.meeting_points) if tools else None,
-            tool_choice="auto" if tools else None,
-            seed=self.seed, tag=tag if attempt == 0 else f"{tag}/retry_{attempt}")
+            tool_choice="auto" if tools else None, seed=self.seed, tag=tag)
+
+    def _ask(self, req: PlanRequest, messages: list[dict], tag: str, attempt: int, state: dict):
+        """One request of this plan: the reply, or the fallback PlanResult when the client failed."""
+        request = self._request(messages, len(req.neighbors), tag if attempt == 0 else f"{tag}/retry_{attempt}")
         state["calls"] += 1
         try:
             return self.client.complete(request)
