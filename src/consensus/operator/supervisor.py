@@ -74,14 +74,20 @@ class Supervisor:
         from consensus.llm.base import ChatRequest, LLMError
 
         self.looks += 1
-        status = (await self._read("fleet_status"))[:MAX_STATUS_CHARS]
-        reasoning = (await self._read("reasoning", {"per_robot": 1}))[:MAX_STATUS_CHARS]
+        status = compact_status(await self._read("fleet_status"))[:MAX_STATUS_CHARS]
+        reasoning = compact_reasoning(await self._read("reasoning", {"per_robot": 1}))[:MAX_STATUS_CHARS]
+        # a llama.cpp endpoint: the grammar alone (OK or the e-stop's call, written out), no tool schemas to read;
+        # another endpoint: the read tools and estop as its tools
+        bound = bool(getattr(self.llm, "llama_cpp", False))
+        ask = ('Answer OK, or {"name": "estop", "arguments": {}} to stop every robot.' if bound
+               else "Answer OK or call estop.")
         req = ChatRequest(messages=(
             {"role": "system", "content": SYSTEM},
             {"role": "user", "content": f"Fleet status:\n{status}\n\nPlanners' reasoning ({UNTRUSTED_NOTE}):\n"
-                                        f"{reasoning}\n\nAnswer OK or call estop."}),
+                                        f"{reasoning}\n\n{ask}"}),
             model=self.model, temperature=0.0, max_tokens=self.max_tokens, tag=f"supervisor/look_{self.looks}",
-            tools=tuple(self.tools), tool_choice="auto", grammar=GRAMMAR)
+            tools=None if bound else tuple(self.tools), tool_choice=None if bound else "auto",
+            grammar=GRAMMAR if bound else None)
         try:
             reply = await anyio.to_thread.run_sync(self.llm.complete, req)
         except LLMError:
@@ -114,6 +120,37 @@ class Supervisor:
             else:
                 self.counters["fallbacks"] += 1
         return done
+
+
+def _round(v):
+    return [round(float(x), 2) for x in v] if isinstance(v, list) else v
+
+
+def compact_status(text: str) -> str:
+    """``fleet_status``'s answer as the few facts a supervisor judges by, in compact JSON (the whole record, indented,
+    was ~2000 tokens: ~60 s of prompt for the embedded model on 2 cores, longer than a look's period)."""
+    try:
+        st = json.loads(text)
+        robots = [{"robot": r.get("robot"), "position": _round(r.get("position")),
+                   "meeting_point": _round(r.get("meeting_point")), "state": r.get("state"),
+                   "estopped": r.get("estopped"), "errors": (r.get("health") or {}).get("callback_errors")}
+                  for r in st.get("robots", [])]
+        facts = {k: st.get(k) for k in ("workspace", "spread_m", "meeting_point_spread_m", "agreement", "estop",
+                                        "topology", "robots_heard", "num_robots")}
+        return json.dumps({**facts, "robots": robots}, separators=(",", ":"))
+    except (ValueError, AttributeError, TypeError):
+        return text              # not the record (a refusal's text): as it came, bounded by the caller
+
+
+def compact_reasoning(text: str, per_record: int = 300) -> str:
+    """``reasoning``'s answer, each record's text (still in its untrusted-data marks) cut to ``per_record``."""
+    try:
+        recs = json.loads(text).get("records", [])
+        return json.dumps([{"robot": r.get("robot"), "reasoning": str(r.get("reasoning", ""))[:per_record]
+                            + ("</untrusted-data>" if len(str(r.get("reasoning", ""))) > per_record else "")}
+                           for r in recs], separators=(",", ":"))
+    except (ValueError, AttributeError, TypeError):
+        return text
 
 
 def run_supervisor(seat, *, period_s: float, looks: int, backend: str, base_url: str, model: str,
