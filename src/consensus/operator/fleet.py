@@ -8,7 +8,6 @@ stand-in) with ``snapshot``, ``estop``, ``suggest``, ``set_parameters`` and ``cl
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -289,7 +288,3 @@ class StartedRun:
                 self.proc.wait(5)
         self._log_file.close()
         return self.proc.returncode
-
-
-def finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

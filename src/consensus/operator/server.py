@@ -29,7 +29,7 @@ import anyio
 
 from consensus.errors import ConfigError
 from consensus.operator.fleet import RUN_FILES, MAX_RESOURCE_BYTES, FleetLink, StartedRun, read_manifest
-from consensus.operator.policy import (ACT_TOOLS, READ_TOOLS, SUPERVISOR_TOOLS, TOOLS, UNTRUSTED_NOTE, Allowlist,
+from consensus.operator.policy import (ACT_TOOLS, READ_TOOLS, TOOLS, UNTRUSTED_NOTE, Allowlist,
                                        Approvals, OperatorLog, canonical)
 
 SERVER_NAME = "consensus-fleet"
@@ -527,5 +527,3 @@ def _user() -> str:
     except Exception:
         return os.environ.get("USER", "unknown")
 
-
-SUPERVISOR_OFFERED = SUPERVISOR_TOOLS
